@@ -1,0 +1,1 @@
+"""The indexer: source documents → parsed, chunked, ACL-tagged chunks in Elasticsearch."""

@@ -1,0 +1,151 @@
+"""From one source object to its chunk documents (pure: no I/O).
+
+Metadata is merged in the order of DESIGN §3 — front matter, then sidecar, then manifest —
+later sources winning key by key. ``access_roles`` must parse (see
+``retrieval_svc.acl.parse_roles``); a document whose ACL cannot be read is refused, never
+indexed as public.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from indexer.chunking import ChunkOptions, blocks, chunk_text
+from retrieval_svc.acl import RoleValueError, parse_roles
+
+# Keys of document metadata that set chunk fields rather than ``metadata.*``.
+_TITLE_KEYS = ("document_title", "title")
+_RESERVED = frozenset({"access_roles", "document_title", "title", "dataset_name", "path"})
+
+
+class DocumentError(ValueError):
+    """This document cannot be indexed; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceObject:
+    """One object from a source.
+
+    ``uri`` is where it is, ``identity`` what makes it the same document across runs (the
+    object URL for object storage, the path inside the folder for local files, so moving a
+    checkout does not change ids), ``etag`` the identity of its bytes.
+    """
+
+    uri: str
+    identity: str
+    name: str
+    text: str
+    etag: str = ""
+    metadata_layers: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """YAML front matter (``---`` fenced, at the very start) and the remaining body."""
+    stripped = text.lstrip("\ufeff")
+    if not stripped.startswith("---"):
+        return {}, text
+    lines = stripped.splitlines(keepends=True)
+    if lines[0].strip() != "---":
+        return {}, text
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            try:
+                data = yaml.safe_load("".join(lines[1:i])) or {}
+            except yaml.YAMLError as exc:
+                raise DocumentError(f"front matter is not valid YAML: {exc}") from exc
+            if not isinstance(data, dict):
+                raise DocumentError("front matter must be a mapping of keys to values")
+            return data, "".join(lines[i + 1 :])
+    raise DocumentError("front matter opened with --- but never closed")
+
+
+def document_id(knowledge_id: str, identity: str) -> str:
+    """Stable id of a source object within a knowledge base."""
+    return hashlib.sha256(f"{knowledge_id}\x00{identity}".encode()).hexdigest()[:32]
+
+
+def chunk_id(doc_id: str, position: int) -> str:
+    """Stable id of the chunk at ``position`` (1-based) of a document."""
+    return f"{doc_id}-{position:05d}"
+
+
+def merge_metadata(layers: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
+    """Layers merged key by key, later winning."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    return merged
+
+
+def document_title(meta: Mapping[str, Any], body: str, name: str) -> str:
+    """Front matter title → first heading → file name stem."""
+    for key in _TITLE_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    for is_heading, text in blocks(body):
+        if is_heading:
+            return text
+    return PurePosixPath(name).stem
+
+
+def _metadata_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "isoformat"):  # date from YAML
+        return value.isoformat()
+    return value
+
+
+def build_chunks(
+    obj: SourceObject,
+    *,
+    knowledge_id: str,
+    dataset_name: str,
+    url: str | None = None,
+    options: ChunkOptions | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
+    front, body = split_front_matter(obj.text)
+    meta = merge_metadata((front, *obj.metadata_layers))
+    try:
+        roles = parse_roles(meta.get("access_roles"))
+    except RoleValueError as exc:
+        raise DocumentError(f"access_roles cannot be read: {exc}") from exc
+    title = document_title(meta, body, obj.name)
+    texts = chunk_text(body, options)
+    if not texts:
+        raise DocumentError("no text to index")
+    doc_id = document_id(knowledge_id, obj.identity)
+    custom = {k: _metadata_value(v) for k, v in meta.items() if k not in _RESERVED}
+    dataset = meta.get("dataset_name")
+    indexed_at = (now or datetime.now(UTC)).isoformat()
+    docs: list[dict[str, Any]] = []
+    for position, content in enumerate(texts, start=1):
+        doc: dict[str, Any] = {
+            "chunk_id": chunk_id(doc_id, position),
+            "document_id": doc_id,
+            "knowledge_id": knowledge_id,
+            "content": content,
+            "document_title": title,
+            "document_name": obj.name,
+            "dataset_name": dataset if isinstance(dataset, str) and dataset else dataset_name,
+            "source_file_url": url or obj.uri,
+            "segment_position": position,
+            "metadata": custom,
+            "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+            "source_etag": obj.etag,
+            "indexed_at": indexed_at,
+        }
+        if roles:
+            doc["access_roles"] = roles
+        docs.append(doc)
+    return docs

@@ -1,0 +1,13 @@
+"""Access control: who holds which roles, and which chunks a principal may see."""
+
+from retrieval_svc.acl.rule import ACL_FIELD, acl_query, is_visible, stored_roles
+from retrieval_svc.acl.values import RoleValueError, parse_roles
+
+__all__ = [
+    "ACL_FIELD",
+    "RoleValueError",
+    "acl_query",
+    "is_visible",
+    "parse_roles",
+    "stored_roles",
+]

@@ -1,0 +1,50 @@
+"""The visibility rule of DESIGN §4, once as an Elasticsearch clause and once in Python.
+
+A chunk is visible to a principal iff its ``access_roles`` is absent, null or empty, or shares
+at least one role with the principal's effective roles. The Elasticsearch clause and the
+Python predicate below must agree exactly: the predicate re-checks every hit before it leaves
+the service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+ACL_FIELD = "access_roles"
+
+
+def acl_query(roles: Collection[str]) -> dict[str, Any]:
+    """The filter clause that admits exactly the chunks visible to holders of ``roles``."""
+    public: dict[str, Any] = {"bool": {"must_not": [{"exists": {"field": ACL_FIELD}}]}}
+    if not roles:
+        return public
+    return {
+        "bool": {
+            "should": [public, {"terms": {ACL_FIELD: sorted(roles)}}],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def stored_roles(source: Mapping[str, Any]) -> frozenset[str]:
+    """The roles a stored chunk requires, as Elasticsearch sees them (empty = public).
+
+    Elasticsearch indexes a keyword field holding a string as one term and a list as its
+    elements, skipping nulls; this mirrors that so the post-check agrees with the query.
+    """
+    value = source.get(ACL_FIELD)
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset((value,))
+    if isinstance(value, list):
+        return frozenset(str(v) for v in value if v is not None)
+    return frozenset((str(value),))
+
+
+def is_visible(required: Collection[str], roles: Collection[str]) -> bool:
+    """Whether a chunk requiring ``required`` (empty = public) is visible to ``roles``."""
+    if not required:
+        return True
+    return not frozenset(required).isdisjoint(roles)

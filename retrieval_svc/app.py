@@ -1,0 +1,109 @@
+"""The application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from elasticsearch import ApiError, TransportError
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from retrieval_svc import __version__
+from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.errors import InvalidRequest, ServiceError
+from retrieval_svc.metrics import Metrics
+from retrieval_svc.routes import dify, health
+from retrieval_svc.search.engine import SearchEngine
+from retrieval_svc.search.index import ensure_index
+from retrieval_svc.settings import Settings
+from retrieval_svc.state import AppState, make_es_client
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """A configured app; clients open and close with its lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.auth_disabled:
+            log.warning("AUTH IS DISABLED: every caller is trusted. Never run so in production.")
+        metrics = Metrics()
+        es = make_es_client(settings, timeout_s=settings.request_deadline_s)
+        http = httpx.AsyncClient(timeout=settings.request_deadline_s)
+        engine = SearchEngine(
+            es,
+            alias=settings.index_alias,
+            saturation=settings.score_saturation,
+            deadline_s=settings.request_deadline_s,
+            metrics=metrics,
+        )
+        app.state.rsvc = AppState(
+            settings=settings,
+            es=es,
+            http=http,
+            keys=KeyStore(settings.api_keys),
+            engine=engine,
+            metrics=metrics,
+        )
+        if settings.manage_index:
+            try:
+                await ensure_index(es, settings.index_alias)
+            except (ApiError, TransportError) as exc:
+                log.warning("could not prepare the index now (%s); /readyz will say so", exc)
+        try:
+            yield
+        finally:
+            await http.aclose()
+            await es.close()
+
+    app = FastAPI(
+        title="retrieval-svc",
+        version=__version__,
+        description="Permission-aware retrieval for Dify, backed by Elasticsearch.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(dify.router)
+    return app
+
+
+def validation_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as ``a.b[1].c``, without the leading ``body``."""
+    parts = list(loc[1:] if loc and loc[0] == "body" else loc)
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Render every error in the one documented shape."""
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid body"}
+        path = validation_path(tuple(first.get("loc", ("body",))))
+        message = first.get("msg", "invalid request")
+        if first.get("type") == "missing" and path == "body":
+            message = "request body is required"
+        err = InvalidRequest(f"{path}: {message}", path=path)
+        return JSONResponse(err.body(), status_code=err.status_code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"error_code": exc.status_code, "error_msg": str(exc.detail)},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )

@@ -1,0 +1,1 @@
+"""Authentication: API keys and the principal a request acts for."""

@@ -1,0 +1,99 @@
+"""API keys: configuration entries, hashing, and constant-time lookup (DESIGN §6)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from retrieval_svc.errors import AuthorizationFailed, MalformedAuthorization
+
+# Keys that documentation, tutorials or lazy configuration tend to use.
+_PLACEHOLDERS = ("", "changethis", "changeme", "secret", "password", "test", "dev", "your-api-key")
+_PLACEHOLDER_HASHES = frozenset(hashlib.sha256(p.encode()).hexdigest() for p in _PLACEHOLDERS)
+
+
+class IdentityMode(StrEnum):
+    """Where a key's principal gets its roles."""
+
+    CASBIN = "casbin"
+    TRUSTED = "trusted"
+    SIGNED = "signed"
+    FIXED = "fixed"
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest under which a key is configured."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_key() -> str:
+    """A fresh random API key."""
+    return "rsvc_" + secrets.token_urlsafe(32)
+
+
+class ApiKeyConfig(BaseModel):
+    """One configured API key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tenant: str = Field("default", min_length=1, max_length=128)
+    knowledge_ids: tuple[str, ...] = ("*",)
+    mode: IdentityMode = IdentityMode.CASBIN
+    roles: tuple[str, ...] = ()
+    token_secret: SecretStr | None = None
+
+    @field_validator("sha256", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("sha256")
+    @classmethod
+    def _not_placeholder(cls, value: str) -> str:
+        if value in _PLACEHOLDER_HASHES:
+            raise ValueError("this is the hash of a placeholder key; generate a real one")
+        return value
+
+    def may_read(self, knowledge_id: str) -> bool:
+        """Whether this key is scoped to ``knowledge_id`` (``*`` patterns allowed)."""
+        return any(fnmatchcase(knowledge_id, pattern) for pattern in self.knowledge_ids)
+
+
+class KeyStore:
+    """Finds the configured key for a presented secret, in time independent of the match."""
+
+    def __init__(self, keys: list[ApiKeyConfig]) -> None:
+        self._keys = [(bytes.fromhex(k.sha256), k) for k in keys]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def lookup(self, presented: str) -> ApiKeyConfig:
+        """The key whose hash matches ``presented``; raises AuthorizationFailed otherwise."""
+        digest = hashlib.sha256(presented.encode("utf-8")).digest()
+        found: ApiKeyConfig | None = None
+        # Compare against every key so timing does not reveal which one (or whether any) matched.
+        for expected, key in self._keys:
+            if hmac.compare_digest(digest, expected):
+                found = key
+        if found is None:
+            raise AuthorizationFailed("the API key is not valid")
+        return found
+
+
+def bearer_token(header: str | None) -> str:
+    """The key in an ``Authorization: Bearer <key>`` header; raises MalformedAuthorization."""
+    if not header:
+        raise MalformedAuthorization("missing Authorization header; send 'Bearer <api key>'")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise MalformedAuthorization("Authorization header must be 'Bearer <api key>'")
+    return token

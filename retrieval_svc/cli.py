@@ -1,0 +1,89 @@
+"""``retrieval-svc``: run the service and manage its keys and index."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from retrieval_svc.auth.keys import IdentityMode, hash_key, new_key
+from retrieval_svc.settings import ElasticsearchSettings, Settings
+
+app = typer.Typer(
+    help="Permission-aware retrieval for Dify.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, or a readable exit."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        typer.secho(f"configuration error:\n{exc}", err=True, fg="red")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address [RSVC_HOST].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [RSVC_PORT].")] = None,
+) -> None:
+    """Run the HTTP service."""
+    import uvicorn
+
+    from retrieval_svc.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = load_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level="info",
+        access_log=False,
+    )
+
+
+@app.command("new-key")
+def new_key_command(
+    name: Annotated[str, typer.Option(help="A name for the key, shown in logs.")],
+    tenant: Annotated[str, typer.Option(help="Tenant the key acts in.")] = "default",
+    mode: Annotated[IdentityMode, typer.Option(help="Identity mode.")] = IdentityMode.CASBIN,
+    knowledge_ids: Annotated[str, typer.Option(help="Comma list of allowed KB patterns.")] = "*",
+) -> None:
+    """Generate an API key: print the secret once, and the entry to configure (hash only)."""
+    key = new_key()
+    entry = {
+        "name": name,
+        "sha256": hash_key(key),
+        "tenant": tenant,
+        "mode": mode.value,
+        "knowledge_ids": [k.strip() for k in knowledge_ids.split(",") if k.strip()],
+    }
+    typer.echo(f"API key (shown once, give it to the caller): {key}", err=True)
+    typer.echo(json.dumps(entry, ensure_ascii=False))
+
+
+@app.command("init-index")
+def init_index() -> None:
+    """Apply the index template and create the alias's first index if missing."""
+    from retrieval_svc.search.index import ensure_index
+    from retrieval_svc.state import make_es_client
+
+    settings = ElasticsearchSettings()
+
+    async def run() -> str:
+        es = make_es_client(settings)
+        try:
+            return await ensure_index(es, settings.index_alias)
+        finally:
+            await es.close()
+
+    flavour = asyncio.run(run())
+    typer.echo(f"index alias {settings.index_alias} ready (analysis: {flavour})")

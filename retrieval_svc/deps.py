@@ -1,0 +1,56 @@
+"""FastAPI dependencies as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, bearer_token
+from retrieval_svc.errors import AuthError
+from retrieval_svc.search.engine import SearchEngine
+from retrieval_svc.settings import Settings
+from retrieval_svc.state import AppState
+
+# The key requests act under when auth is disabled for local development.
+DEV_KEY = ApiKeyConfig(
+    name="auth-disabled", sha256="0" * 64, tenant="default", mode=IdentityMode.TRUSTED
+)
+
+
+def get_state(request: Request) -> AppState:
+    """The app's long-lived state."""
+    state: AppState = request.app.state.rsvc
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+def get_settings(state: StateDep) -> Settings:
+    """The app's settings."""
+    return state.settings
+
+
+def get_engine(state: StateDep) -> SearchEngine:
+    """The search engine."""
+    return state.engine
+
+
+async def authenticate(
+    state: StateDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> ApiKeyConfig:
+    """The API key presented in ``Authorization: Bearer``."""
+    if state.settings.auth_disabled:
+        return DEV_KEY
+    try:
+        return state.keys.lookup(bearer_token(authorization))
+    except AuthError as exc:
+        state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+        raise
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+EngineDep = Annotated[SearchEngine, Depends(get_engine)]
+ApiKeyDep = Annotated[ApiKeyConfig, Depends(authenticate)]

@@ -1,0 +1,82 @@
+"""Every error the service answers with, in one place.
+
+Each error carries the HTTP status and the Dify External Knowledge API error code, and is
+rendered by one exception handler as ``{"error_code": int, "error_msg": str}`` (plus ``path``
+where a request field is to blame).
+
+    ServiceError
+    ├── AuthError                  403
+    │   ├── MalformedAuthorization 403 / 1001  header missing or not "Bearer <key>"
+    │   ├── AuthorizationFailed    403 / 1002  unknown key, or key not allowed this resource
+    │   └── InvalidPrincipalToken  401 / 1002  signed principal token invalid or expired
+    ├── KnowledgeBaseNotFound      404 / 2001
+    ├── InvalidRequest             400 / 3001  body or filter malformed (with ``path``)
+    ├── SearchUnavailable          503 / 5001  Elasticsearch unreachable or failing
+    └── DeadlineExceeded           504 / 5002  the request deadline ran out
+
+Other HTTP errors raised by the framework (unknown route, wrong method, oversized body) use
+the same shape with their HTTP status as ``error_code``.
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Base of every error that becomes an HTTP answer."""
+
+    status_code: int = 500
+    error_code: int = 5000
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+    def body(self) -> dict[str, object]:
+        """The JSON body of this error."""
+        out: dict[str, object] = {"error_code": self.error_code, "error_msg": self.message}
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+
+class AuthError(ServiceError):
+    status_code = 403
+    error_code = 1002
+
+
+class MalformedAuthorization(AuthError):
+    error_code = 1001
+
+
+class AuthorizationFailed(AuthError):
+    error_code = 1002
+
+
+class InvalidPrincipalToken(AuthError):
+    status_code = 401
+    error_code = 1002
+
+
+class KnowledgeBaseNotFound(ServiceError):
+    status_code = 404
+    error_code = 2001
+
+
+class InvalidRequest(ServiceError):
+    status_code = 400
+    error_code = 3001
+
+
+class SearchUnavailable(ServiceError):
+    status_code = 503
+    error_code = 5001
+
+
+class DeadlineExceeded(ServiceError):
+    status_code = 504
+    error_code = 5002
+
+
+class ConfigurationError(Exception):
+    """The service cannot start with this configuration."""

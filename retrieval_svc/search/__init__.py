@@ -1,0 +1,1 @@
+"""Elasticsearch: the chunk index, query building and execution."""

@@ -1,0 +1,71 @@
+"""Building the Elasticsearch request for a retrieval (pure: no I/O).
+
+Relevance is BM25. Raw BM25 scores are unbounded, so they are mapped onto [0, 1) with the
+saturating function ``s / (s + k)``: monotone (ranking is unchanged), absolute (the same
+match scores the same whatever else is in the result, so a threshold means something),
+and ``k`` is the raw score that maps to 0.5 (setting ``RSVC_SCORE_SATURATION``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from retrieval_svc.acl import acl_query
+
+SOURCE_EXCLUDES = ("embedding",)
+
+
+def normalize_score(raw: float, saturation: float) -> float:
+    """Map a raw BM25 score onto [0, 1)."""
+    if raw <= 0:
+        return 0.0
+    return raw / (raw + saturation)
+
+
+def raw_score_floor(threshold: float, saturation: float) -> float | None:
+    """The raw score at which ``normalize_score`` reaches ``threshold`` (None: no floor)."""
+    if threshold <= 0:
+        return None
+    if threshold >= 1:
+        return float("inf")
+    return threshold * saturation / (1 - threshold)
+
+
+def text_query(query: str) -> dict[str, Any]:
+    """Full-text relevance: the chunk's content, and its document's title at half weight."""
+    return {
+        "bool": {
+            "should": [
+                {"match": {"content": {"query": query}}},
+                {"match": {"document_title": {"query": query, "boost": 0.5}}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def search_body(
+    *,
+    query: str,
+    knowledge_ids: Collection[str],
+    roles: Collection[str],
+    filters: Sequence[dict[str, Any]] = (),
+    size: int,
+    min_score: float | None = None,
+) -> dict[str, Any]:
+    """The search request: relevance scoring, with knowledge bases, ACL and filters ANDed."""
+    clauses: list[dict[str, Any]] = [
+        {"terms": {"knowledge_id": sorted(knowledge_ids)}},
+        acl_query(roles),
+        *filters,
+    ]
+    body: dict[str, Any] = {
+        "query": {"bool": {"must": [text_query(query)], "filter": clauses}},
+        "size": size,
+        "_source": {"excludes": list(SOURCE_EXCLUDES)},
+        "track_total_hits": False,
+    }
+    if min_score is not None:
+        body["min_score"] = min_score
+    return body

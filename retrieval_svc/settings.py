@@ -1,0 +1,87 @@
+"""Configuration: environment variables prefixed ``RSVC_`` (nested with ``__``), or ``.env``.
+
+Every setting, its default and its meaning is listed in ``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from retrieval_svc.auth.keys import ApiKeyConfig
+
+log = logging.getLogger(__name__)
+
+
+class ElasticsearchSettings(BaseSettings):
+    """How to reach Elasticsearch and which alias to use (shared by service and indexer)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RSVC_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    es_url: str = "http://127.0.0.1:9200"
+    es_username: str | None = None
+    es_password: SecretStr | None = None
+    es_api_key: SecretStr | None = None
+    es_ca_certs: Path | None = None
+    es_timeout_s: float = Field(30.0, gt=0)
+    index_alias: str = Field("rsvc-chunks", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class Settings(ElasticsearchSettings):
+    """All of the service's settings."""
+
+    manage_index: bool = True
+
+    # Auth
+    api_keys: list[ApiKeyConfig] = Field(default_factory=list)
+    api_keys_file: Path | None = None
+    auth_disabled: bool = False
+
+    # Requests
+    request_deadline_s: float = Field(10.0, gt=0, le=120)
+    max_top_k: int = Field(100, ge=1, le=1000)
+    score_saturation: float = Field(10.0, gt=0)
+
+    # HTTP server (the ``serve`` command)
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _load_keys(self) -> Self:
+        if self.api_keys_file is not None:
+            self.api_keys = [*self.api_keys, *load_api_keys(self.api_keys_file)]
+        names = [k.name for k in self.api_keys]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"API key names must be unique; repeated: {duplicates}")
+        if not self.api_keys and not self.auth_disabled:
+            raise ValueError(
+                "no API key is configured: set RSVC_API_KEYS or RSVC_API_KEYS_FILE "
+                "(see `retrieval-svc new-key`), or RSVC_AUTH_DISABLED=true for local development"
+            )
+        return self
+
+
+def load_api_keys(path: Path) -> list[ApiKeyConfig]:
+    """Read API key entries from a JSON or YAML file (a list, or ``{"keys": [...]}``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read API keys file {path}: {exc.strerror}") from exc
+    data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    if isinstance(data, dict):
+        data = data.get("keys", [])
+    if not isinstance(data, list):
+        raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
+    return [ApiKeyConfig.model_validate(entry) for entry in data]

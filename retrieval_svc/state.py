@@ -1,0 +1,46 @@
+"""What the app holds for its lifetime: settings, clients, key store, engine, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from elasticsearch import AsyncElasticsearch
+
+from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.metrics import Metrics
+from retrieval_svc.search.engine import SearchEngine
+from retrieval_svc.settings import ElasticsearchSettings, Settings
+
+
+@dataclass(slots=True)
+class AppState:
+    """Long-lived objects, opened and closed by the app's lifespan."""
+
+    settings: Settings
+    es: AsyncElasticsearch
+    http: httpx.AsyncClient
+    keys: KeyStore
+    engine: SearchEngine
+    metrics: Metrics
+
+
+def make_es_client(
+    settings: ElasticsearchSettings, *, timeout_s: float | None = None
+) -> AsyncElasticsearch:
+    """The one Elasticsearch client of a process."""
+    options: dict[str, Any] = {}
+    if settings.es_username and settings.es_password:
+        options["basic_auth"] = (settings.es_username, settings.es_password.get_secret_value())
+    if settings.es_api_key:
+        options["api_key"] = settings.es_api_key.get_secret_value()
+    if settings.es_ca_certs:
+        options["ca_certs"] = str(settings.es_ca_certs)
+    return AsyncElasticsearch(
+        settings.es_url,
+        request_timeout=timeout_s or settings.es_timeout_s,
+        max_retries=1,
+        retry_on_timeout=False,
+        **options,
+    )

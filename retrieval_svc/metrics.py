@@ -15,6 +15,12 @@ class Metrics:
             "Hits that passed the Elasticsearch ACL clause but failed the Python re-check (a bug).",
             registry=self.registry,
         )
+        self.policy_reloads = Counter(
+            "rsvc_policy_reloads_total",
+            "Casbin policy reloads after a file change, by outcome (ok, error).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.auth_failures = Counter(
             "rsvc_auth_failures_total",
             "Requests refused for authentication or authorization, by reason.",

@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, DEFAULT_POLICY
 from retrieval_svc.auth.keys import ApiKeyConfig
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,14 @@ class Settings(ElasticsearchSettings):
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)
     api_keys_file: Path | None = None
     auth_disabled: bool = False
+
+    # Access control (Casbin) and identity
+    casbin_model: Path = DEFAULT_MODEL
+    casbin_policy: Path = DEFAULT_POLICY
+    policy_check_interval_s: float = Field(2.0, ge=0)
+    identity_user_names: list[str] = Field(default_factory=lambda: ["user_id"])
+    identity_role_names: list[str] = Field(default_factory=lambda: ["user_roles", "access_roles"])
+    identity_token_names: list[str] = Field(default_factory=lambda: ["principal_token"])
 
     # Requests
     request_deadline_s: float = Field(10.0, gt=0, le=120)

@@ -1,4 +1,4 @@
-"""What the app holds for its lifetime: settings, clients, key store, engine, metrics."""
+"""What the app holds for its lifetime: settings, clients, keys, engine, ACL, metrics."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from typing import Any
 import httpx
 from elasticsearch import AsyncElasticsearch
 
+from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.filters.dify import IdentityNames
 from retrieval_svc.metrics import Metrics
+from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.settings import ElasticsearchSettings, Settings
 
@@ -23,7 +26,18 @@ class AppState:
     http: httpx.AsyncClient
     keys: KeyStore
     engine: SearchEngine
+    catalog: CatalogCache
+    acl: AccessControl
     metrics: Metrics
+
+    @property
+    def identity_names(self) -> IdentityNames:
+        """Dify condition names that carry identity claims."""
+        return IdentityNames(
+            user_id=tuple(self.settings.identity_user_names),
+            roles=tuple(self.settings.identity_role_names),
+            token=tuple(self.settings.identity_token_names),
+        )
 
 
 def make_es_client(

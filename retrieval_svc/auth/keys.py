@@ -48,6 +48,7 @@ class ApiKeyConfig(BaseModel):
     mode: IdentityMode = IdentityMode.CASBIN
     roles: tuple[str, ...] = ()
     token_secret: SecretStr | None = None
+    admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
 
     @field_validator("sha256", mode="before")
     @classmethod

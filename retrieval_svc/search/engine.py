@@ -103,6 +103,27 @@ class SearchEngine:
         )
         return int(response["count"]) > 0
 
+    async def get_mappings(self) -> dict[str, Any]:
+        """The mappings of every index behind the alias."""
+        response = await self._call(self._es.indices.get_mapping(index=self._alias))
+        return dict(response)
+
+    async def get_chunks(
+        self, *, chunk_id: str | None, document_id: str | None
+    ) -> list[dict[str, Any]]:
+        """Stored chunks by chunk id or document id (every one, visible or not)."""
+        field, value = ("chunk_id", chunk_id) if chunk_id else ("document_id", document_id)
+        response = await self._call(
+            self._es.search(
+                index=self._alias,
+                query={"term": {field: value}},
+                size=100,
+                sort=[{"segment_position": "asc"}],
+                source_excludes=["embedding"],
+            )
+        )
+        return [hit["_source"] for hit in response["hits"]["hits"]]
+
     async def _call(self, request: Any) -> Any:
         try:
             async with asyncio.timeout(self._deadline_s):

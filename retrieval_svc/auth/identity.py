@@ -1,0 +1,122 @@
+"""From an API key and the caller's claims to a principal (DESIGN §4, §6).
+
+| mode      | user id from              | roles from                                  |
+|-----------|---------------------------|---------------------------------------------|
+| `casbin`  | the claim `user_id`       | Casbin only; a role claim is refused        |
+| `trusted` | the claim `user_id`       | the claimed roles + Casbin                  |
+| `signed`  | the token's `sub`         | the token's `roles` + Casbin; plain claims refused |
+| `fixed`   | none                      | the key's roles; caller claims are ignored  |
+
+Every role set is expanded through the Casbin role hierarchy. A claim a mode does not accept
+is refused (403) rather than silently dropped, so a misconfigured Chatflow is noticed; an
+invalid or expired token is a 401, never a silent downgrade to anonymous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jwt
+
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.values import RoleValueError, parse_roles
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
+from retrieval_svc.auth.principal import Principal
+from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken
+
+MAX_USER_ID_LENGTH = 256
+TOKEN_LEEWAY_S = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What the caller says about the end user; each part optional."""
+
+    user_id: str | None = None
+    roles: tuple[str, ...] | None = None
+    token: str | None = None
+    sources: tuple[str, ...] = field(default_factory=tuple)  # where they came from, for errors
+
+    @property
+    def empty(self) -> bool:
+        """Whether the caller claimed nothing."""
+        return self.user_id is None and self.roles is None and self.token is None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenClaims:
+    """The verified content of a principal token."""
+
+    subject: str | None
+    roles: tuple[str, ...]
+
+
+def verify_token(token: str, key: ApiKeyConfig) -> TokenClaims:
+    """Verify an HS256 principal token minted for ``key``'s tenant; raise 401 otherwise."""
+    if key.token_secret is None:
+        raise InvalidPrincipalToken(f"API key {key.name!r} has no token_secret configured")
+    try:
+        payload = jwt.decode(
+            token,
+            key.token_secret.get_secret_value(),
+            algorithms=["HS256"],
+            options={"require": ["exp", "tenant"]},
+            leeway=TOKEN_LEEWAY_S,
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise InvalidPrincipalToken("the principal token has expired") from exc
+    except jwt.PyJWTError as exc:
+        raise InvalidPrincipalToken(f"the principal token is invalid: {exc}") from exc
+    if payload.get("tenant") != key.tenant:
+        raise InvalidPrincipalToken("the principal token was minted for another tenant")
+    subject = payload.get("sub")
+    if subject is not None and (not isinstance(subject, str) or not subject):
+        raise InvalidPrincipalToken("the principal token's sub must be a non-empty string")
+    try:
+        roles = tuple(parse_roles(payload.get("roles")))
+    except RoleValueError as exc:
+        raise InvalidPrincipalToken(f"the principal token's roles are invalid: {exc}") from exc
+    return TokenClaims(subject=subject, roles=roles)
+
+
+def _check_user_id(user_id: str | None) -> str | None:
+    if user_id is None:
+        return None
+    user_id = user_id.strip()
+    if not user_id:
+        return None
+    if len(user_id) > MAX_USER_ID_LENGTH:
+        raise AuthorizationFailed(f"user id longer than {MAX_USER_ID_LENGTH} characters")
+    return user_id
+
+
+def _refuse(key: ApiKeyConfig, what: str, instead: str) -> AuthorizationFailed:
+    return AuthorizationFailed(
+        f"API key {key.name!r} ({key.mode.value} mode) may not send {what}; {instead}"
+    )
+
+
+def resolve_principal(key: ApiKeyConfig, claims: Claims, acl: AccessControl) -> Principal:
+    """The principal a request acts for, with effective (hierarchy-expanded) roles."""
+    tenant = key.tenant
+    if key.mode is IdentityMode.FIXED:
+        return Principal(tenant=tenant, roles=acl.expand(key.roles, tenant), key_name=key.name)
+
+    if key.mode is IdentityMode.SIGNED:
+        if claims.user_id is not None or claims.roles is not None:
+            raise _refuse(key, "plain user_id or role claims", "send a principal_token instead")
+        if claims.token is None:
+            return Principal(tenant=tenant, key_name=key.name)  # anonymous: public only
+        verified = verify_token(claims.token, key)
+        user_id, asserted = _check_user_id(verified.subject), verified.roles
+    else:
+        if claims.token is not None:
+            raise _refuse(key, "a principal_token", "use a signed-mode key for tokens")
+        if key.mode is IdentityMode.CASBIN and claims.roles is not None:
+            raise _refuse(key, "role claims", "roles come from the Casbin policy; send user_id")
+        user_id, asserted = _check_user_id(claims.user_id), claims.roles or ()
+
+    roles = set(acl.expand(asserted, tenant))
+    if user_id is not None:
+        roles |= acl.user_roles(user_id, tenant)
+    return Principal(tenant=tenant, user_id=user_id, roles=frozenset(roles), key_name=key.name)

@@ -1,0 +1,175 @@
+"""Compiling a filter tree to an Elasticsearch query (pure).
+
+Values are always literals: they go into ``term``/``terms``/``range``/``prefix``/
+``match_phrase`` clauses, and into ``wildcard`` only with ``*``, ``?`` and ``\\`` escaped.
+Nothing is ever parsed as query syntax. Negations compile to ``must_not``, which also matches
+documents where the field is missing (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from retrieval_svc.errors import InvalidRequest
+from retrieval_svc.filters.fields import FieldCatalog, FieldSpec, Kind
+from retrieval_svc.filters.operators import OPERATORS, Op
+from retrieval_svc.filters.tree import And, Condition, Not, Or
+
+Query = dict[str, Any]
+
+_RANGE = {Op.GT: "gt", Op.GTE: "gte", Op.LT: "lt", Op.LTE: "lte", Op.BEFORE: "lt", Op.AFTER: "gt"}
+
+
+def _not(query: Query) -> Query:
+    return {"bool": {"must_not": [query]}}
+
+
+def escape_wildcard(value: str) -> str:
+    """``value`` as a literal inside a wildcard pattern."""
+    return value.replace("\\", "\\\\").replace("*", "\\*").replace("?", "\\?")
+
+
+def parse_date(value: Any) -> datetime:
+    """An ISO date/datetime text, or Unix seconds (number or numeric text), as a datetime."""
+    if isinstance(value, bool):
+        raise ValueError("a date cannot be true/false")
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return datetime.fromtimestamp(float(text), UTC)
+        except ValueError:
+            pass
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO date or Unix timestamp") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    raise ValueError(f"{value!r} is not a date")
+
+
+def coerce(kind: Kind, value: Any) -> Any:
+    """A filter value as the field's kind needs it; ValueError if it cannot be."""
+    if kind is Kind.NUMBER:
+        if isinstance(value, bool):
+            raise ValueError("expected a number, got true/false")
+        if isinstance(value, int | float):
+            return value
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+        return int(number) if number.is_integer() else number
+    if kind is Kind.DATE:
+        return parse_date(value).isoformat()
+    if kind is Kind.BOOLEAN:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        raise ValueError(f"expected true or false, got {value!r}")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def _condition(cond: Condition, spec: FieldSpec, path: str) -> Query:
+    op, field, kind = cond.op, spec.es_field, spec.kind
+    allowed = OPERATORS[op].kinds
+    if kind not in allowed:
+        kinds = ", ".join(sorted(k.value for k in allowed))
+        raise InvalidRequest(
+            f"{path}.op: operator {op.value!r} does not apply to {kind.value} field "
+            f"{spec.name!r} (it applies to: {kinds})",
+            path=f"{path}.op",
+        )
+
+    def value_at(item: Any, where: str) -> Any:
+        try:
+            return coerce(kind, item)
+        except ValueError as exc:
+            raise InvalidRequest(f"{where}: {exc}", path=where) from None
+
+    raw = cond.value
+    if isinstance(raw, list):
+        values = [value_at(v, f"{path}.value[{i}]") for i, v in enumerate(raw)]
+        value = None
+    else:
+        values = []
+        value = value_at(raw, f"{path}.value") if raw is not None else None
+
+    if op is Op.EXISTS:
+        return {"exists": {"field": field}}
+    if op is Op.MISSING:
+        return _not({"exists": {"field": field}})
+    if op in (Op.EQ, Op.NE):
+        query: Query = {"term": {field: value}}
+        return query if op is Op.EQ else _not(query)
+    if op in (Op.IN, Op.ANY):
+        return {"terms": {field: values}}
+    if op in (Op.NIN, Op.NONE):
+        return _not({"terms": {field: values}})
+    if op is Op.ALL:
+        return {"bool": {"filter": [{"term": {field: v}} for v in values]}}
+    if op in (Op.CONTAINS, Op.NOT_CONTAINS):
+        if kind is Kind.TEXT:
+            query = {"match_phrase": {field: value}}
+        else:
+            query = {"wildcard": {field: {"value": f"*{escape_wildcard(str(value))}*"}}}
+        return query if op is Op.CONTAINS else _not(query)
+    if op is Op.PREFIX:
+        return {"prefix": {field: value}}
+    if op is Op.SUFFIX:
+        return {"wildcard": {field: {"value": f"*{escape_wildcard(str(value))}"}}}
+    if op is Op.BETWEEN:
+        low, high = values
+        if low > high:
+            raise InvalidRequest(
+                f"{path}.value: low bound is above high bound", path=f"{path}.value"
+            )
+        return {"range": {field: {"gte": low, "lte": high}}}
+    bound = {
+        Op.GT: "gt",
+        Op.GTE: "gte",
+        Op.LT: "lt",
+        Op.LTE: "lte",
+        Op.BEFORE: "lt",
+        Op.AFTER: "gt",
+    }
+    return {"range": {field: {bound[op]: value}}}
+
+
+def compile_filter(
+    node: And | Or | Not | Condition, catalog: FieldCatalog, path: str = "filter"
+) -> Query:
+    """The Elasticsearch query for a filter tree; InvalidRequest naming the bad node."""
+    if isinstance(node, And):
+        return {
+            "bool": {
+                "filter": [
+                    compile_filter(c, catalog, f"{path}.and[{i}]") for i, c in enumerate(node.and_)
+                ]
+            }
+        }
+    if isinstance(node, Or):
+        return {
+            "bool": {
+                "should": [
+                    compile_filter(c, catalog, f"{path}.or[{i}]") for i, c in enumerate(node.or_)
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+    if isinstance(node, Not):
+        return _not(compile_filter(node.not_, catalog, f"{path}.not"))
+    spec = catalog.lookup(node.field)
+    if spec is None:
+        known = ", ".join(catalog.known_names())
+        raise InvalidRequest(
+            f"{path}.field: unknown field {node.field!r}; known fields: {known}",
+            path=f"{path}.field",
+        )
+    return _condition(node, spec, path)

@@ -1,0 +1,109 @@
+"""Which fields a filter may name, and of what kind (DESIGN §3, §5).
+
+Chunk fields are fixed by the mapping in ``mappings/``. Custom metadata fields are whatever
+the index mapping holds under ``metadata.*``; a bare name (``category``) means
+``metadata.category`` unless it is a chunk field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    """How a field is indexed, which decides the operators it supports."""
+
+    KEYWORD = "keyword"
+    TEXT = "text"
+    NUMBER = "number"
+    DATE = "date"
+    BOOLEAN = "boolean"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """A filterable field: its public name, the Elasticsearch field and kind."""
+
+    name: str
+    es_field: str
+    kind: Kind
+
+
+CHUNK_FIELDS: dict[str, FieldSpec] = {
+    spec.name: spec
+    for spec in (
+        FieldSpec("chunk_id", "chunk_id", Kind.KEYWORD),
+        FieldSpec("document_id", "document_id", Kind.KEYWORD),
+        FieldSpec("knowledge_id", "knowledge_id", Kind.KEYWORD),
+        FieldSpec("content", "content", Kind.TEXT),
+        FieldSpec("document_title", "document_title.keyword", Kind.KEYWORD),
+        FieldSpec("document_name", "document_name", Kind.KEYWORD),
+        FieldSpec("dataset_name", "dataset_name", Kind.KEYWORD),
+        FieldSpec("source_file_url", "source_file_url", Kind.KEYWORD),
+        FieldSpec("segment_position", "segment_position", Kind.NUMBER),
+        FieldSpec("access_roles", "access_roles", Kind.KEYWORD),
+        FieldSpec("content_hash", "content_hash", Kind.KEYWORD),
+        FieldSpec("source_etag", "source_etag", Kind.KEYWORD),
+        FieldSpec("indexed_at", "indexed_at", Kind.DATE),
+    )
+}
+
+_ES_KINDS = {
+    "keyword": Kind.KEYWORD,
+    "constant_keyword": Kind.KEYWORD,
+    "text": Kind.TEXT,
+    "match_only_text": Kind.TEXT,
+    "long": Kind.NUMBER,
+    "integer": Kind.NUMBER,
+    "short": Kind.NUMBER,
+    "byte": Kind.NUMBER,
+    "double": Kind.NUMBER,
+    "float": Kind.NUMBER,
+    "half_float": Kind.NUMBER,
+    "scaled_float": Kind.NUMBER,
+    "unsigned_long": Kind.NUMBER,
+    "date": Kind.DATE,
+    "date_nanos": Kind.DATE,
+    "boolean": Kind.BOOLEAN,
+}
+
+
+def _flatten(properties: Mapping[str, Any], prefix: str, out: dict[str, Kind]) -> None:
+    for name, spec in properties.items():
+        path = f"{prefix}.{name}"
+        if "properties" in spec:
+            _flatten(spec["properties"], path, out)
+        elif spec.get("type") in _ES_KINDS:
+            out[path] = _ES_KINDS[spec["type"]]
+
+
+class FieldCatalog:
+    """Chunk fields plus the custom metadata fields present in the index mapping."""
+
+    def __init__(self, metadata: Mapping[str, Kind] | None = None) -> None:
+        self._metadata = dict(metadata or {})
+
+    @classmethod
+    def from_mappings(cls, mappings: Mapping[str, Any]) -> FieldCatalog:
+        """From a ``GET <index>/_mapping`` answer (every index behind the alias)."""
+        found: dict[str, Kind] = {}
+        for index in mappings.values():
+            meta = index.get("mappings", {}).get("properties", {}).get("metadata", {})
+            _flatten(meta.get("properties", {}), "metadata", found)
+        return cls(found)
+
+    def lookup(self, name: str) -> FieldSpec | None:
+        """The field a filter names, or None if unknown."""
+        if name in CHUNK_FIELDS:
+            return CHUNK_FIELDS[name]
+        path = name if name.startswith("metadata.") else f"metadata.{name}"
+        kind = self._metadata.get(path)
+        return FieldSpec(name, path, kind) if kind is not None else None
+
+    def known_names(self) -> list[str]:
+        """Every name a filter may use, for error messages."""
+        custom = sorted(p.removeprefix("metadata.") for p in self._metadata)
+        return [*CHUNK_FIELDS, *custom]

@@ -1,0 +1,51 @@
+"""Operator endpoint: why a principal can or cannot see a chunk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from retrieval_svc.acl.explain import explain_chunk
+from retrieval_svc.auth.identity import resolve_principal
+from retrieval_svc.auth.keys import IdentityMode
+from retrieval_svc.deps import ApiKeyDep, StateDep
+from retrieval_svc.errors import AuthorizationFailed, InvalidRequest
+from retrieval_svc.routes.search import claims_from
+from retrieval_svc.schemas import ExplainRequest
+
+router = APIRouter(prefix="/v1", tags=["operations"])
+
+
+@router.post("/explain")
+async def explain(body: ExplainRequest, key: ApiKeyDep, state: StateDep) -> dict[str, Any]:
+    """For a principal and a chunk or document id: visible or not, and why (admin keys)."""
+    if not key.admin:
+        raise AuthorizationFailed(f"API key {key.name!r} is not an admin key")
+    if (body.chunk_id is None) == (body.document_id is None):
+        raise InvalidRequest("send exactly one of chunk_id and document_id", path="chunk_id")
+    # An admin key describes any principal of its tenant, as a trusted backend would.
+    as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
+    principal = resolve_principal(as_trusted, claims_from(body.principal), state.acl)
+    sources = await state.engine.get_chunks(chunk_id=body.chunk_id, document_id=body.document_id)
+    chunks = []
+    for source in sources:
+        kb = str(source.get("knowledge_id", ""))
+        decision = state.acl.kb_decision(
+            tenant=principal.tenant,
+            user_id=principal.user_id,
+            roles=principal.roles,
+            knowledge_id=kb,
+        )
+        chunks.append(
+            explain_chunk(source, principal, key_allows=key.may_read(kb), decision=decision)
+        )
+    return {
+        "principal": {
+            "tenant": principal.tenant,
+            "user_id": principal.user_id,
+            "effective_roles": sorted(principal.roles),
+        },
+        "found": bool(chunks),
+        "chunks": chunks,
+    }

@@ -1,0 +1,44 @@
+"""The field catalog of the live index, cached and refreshed when a filter names a new field."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from retrieval_svc.errors import InvalidRequest
+from retrieval_svc.filters import FieldCatalog, compile_filter
+from retrieval_svc.filters.compiler import Query
+from retrieval_svc.filters.tree import And, Condition, Not, Or
+from retrieval_svc.search.engine import SearchEngine
+
+REFRESH_AT_MOST_EVERY_S = 1.0
+MAX_AGE_S = 60.0
+
+
+class CatalogCache:
+    """The metadata fields in the alias's mapping; at most one refresh per second."""
+
+    def __init__(self, engine: SearchEngine) -> None:
+        self._engine = engine
+        self._catalog = FieldCatalog()
+        self._loaded_at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def _refresh(self, *, force: bool) -> FieldCatalog:
+        async with self._lock:
+            age = time.monotonic() - self._loaded_at
+            if age < REFRESH_AT_MOST_EVERY_S or (not force and age < MAX_AGE_S):
+                return self._catalog
+            self._catalog = FieldCatalog.from_mappings(await self._engine.get_mappings())
+            self._loaded_at = time.monotonic()
+            return self._catalog
+
+    async def compile(self, node: And | Or | Not | Condition, path: str) -> Query:
+        """Compile a filter; on an unknown field, look at the mapping again before refusing."""
+        catalog = await self._refresh(force=False)
+        try:
+            return compile_filter(node, catalog, path)
+        except InvalidRequest as exc:
+            if not (exc.path or "").endswith(".field"):
+                raise
+        return compile_filter(node, await self._refresh(force=True), path)

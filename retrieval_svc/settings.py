@@ -28,6 +28,7 @@ class ElasticsearchSettings(BaseSettings):
         env_nested_delimiter="__",
         env_file=".env",
         extra="ignore",
+        hide_input_in_errors=True,  # errors must never echo a password or key
     )
 
     es_url: str = "http://127.0.0.1:9200"

@@ -23,6 +23,47 @@ ACL_DOCS = {
 }
 
 
+FILTER_KB = "filters"
+
+# Public documents whose metadata exercises every operator. All contain 通用 so one query
+# matches every one of them and only the filter decides.
+FILTER_DOCS: dict[str, dict[str, object]] = {
+    "f1": {
+        "document_title": "巡更操作指南",
+        "segment_position": 1,
+        "metadata": {
+            "category": "巡检",
+            "tags": ["a", "b"],
+            "year": 2024,
+            "effective": "2026-03-01",
+            "draft": False,
+        },
+    },
+    "f2": {
+        "document_title": "配电房规程",
+        "segment_position": 2,
+        "metadata": {
+            "category": "设备",
+            "tags": ["b", "c"],
+            "year": 2025,
+            "effective": "2025-06-01",
+            "draft": True,
+        },
+    },
+    "f3": {
+        "document_title": "消防制度 v2",
+        "segment_position": 3,
+        "metadata": {"category": "制度"},
+    },
+    "f4": {
+        "document_title": "特殊字符 a OR b*",
+        "segment_position": 4,
+        "access_roles": [],
+        "metadata": {"category": "巡检*?", "tags": ["a"], "year": 2026, "effective": "2026-11-01"},
+    },
+}
+
+
 def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
     """Index the samples with the indexer and the ACL edge cases directly."""
 
@@ -52,6 +93,19 @@ def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
                 "dataset_name": "权限测试库",
                 "segment_position": 1,
                 **acl,
+            },
+        )
+    for doc_id, fields in FILTER_DOCS.items():
+        es_sync.index(
+            index=alias,
+            id=doc_id,
+            document={
+                "chunk_id": doc_id,
+                "document_id": doc_id,
+                "knowledge_id": FILTER_KB,
+                "content": f"通用 过滤 测试 {doc_id}",
+                "dataset_name": "过滤测试库",
+                **fields,
             },
         )
     es_sync.indices.refresh(index=alias)

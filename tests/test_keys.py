@@ -80,3 +80,12 @@ def test_duplicate_key_names_refused() -> None:
     a = {"name": "a", "sha256": hash_key("k-123456")}
     with pytest.raises(ValidationError, match="unique"):
         Settings(_env_file=None, api_keys=[a, a])  # type: ignore[call-arg]
+
+
+def test_configuration_errors_never_echo_secrets() -> None:
+    with pytest.raises(ValidationError) as err:
+        ApiKeyConfig(name="x", sha256=hash_key("k-123456"), token_secret="short-secret-value")
+    assert "short-secret-value" not in str(err.value)
+    with pytest.raises(ValidationError) as err2:
+        Settings(_env_file=None, es_password=["not-a-string-secret"], auth_disabled=True)  # type: ignore[call-arg]
+    assert "not-a-string-secret" not in str(err2.value)

@@ -39,7 +39,8 @@ def new_key() -> str:
 class ApiKeyConfig(BaseModel):
     """One configured API key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Configuration errors must never echo a secret back into a log.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     name: str = Field(min_length=1, max_length=128)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -47,7 +48,7 @@ class ApiKeyConfig(BaseModel):
     knowledge_ids: tuple[str, ...] = ("*",)
     mode: IdentityMode = IdentityMode.CASBIN
     roles: tuple[str, ...] = ()
-    token_secret: SecretStr | None = None
+    token_secret: SecretStr | None = Field(None, min_length=32)  # HS256 wants >= 256 bits
     admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
 
     @field_validator("sha256", mode="before")

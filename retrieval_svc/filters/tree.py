@@ -13,10 +13,6 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
     Tag,
     TypeAdapter,
     ValidationError,
@@ -32,7 +28,7 @@ MAX_CONDITIONS = 200
 MAX_LIST = 1024
 MAX_STRING = 1024
 
-Scalar = StrictStr | StrictInt | StrictFloat | StrictBool
+_SCALARS = (str, int, float, bool)
 
 
 class Condition(BaseModel):
@@ -42,7 +38,11 @@ class Condition(BaseModel):
 
     field: str = Field(min_length=1, max_length=256, description="Chunk field or metadata key.")
     op: Op
-    value: Scalar | list[Scalar] | None = Field(None, validate_default=True)
+    value: Any = Field(
+        None,
+        validate_default=True,
+        description="Text, number or boolean; a list of them for in/nin/any/all/none/between.",
+    )
 
     @field_validator("value")
     @classmethod
@@ -50,6 +50,9 @@ class Condition(BaseModel):
         op = info.data.get("op")
         if op is None:
             return value  # the op error is reported instead
+        items = value if isinstance(value, list) else [value]
+        if value is not None and not all(isinstance(v, _SCALARS) for v in items):
+            raise ValueError("values are text, numbers or booleans (a list of them for lists)")
         arity = OPERATORS[op].arity
         ok = {
             Arity.NONE: value is None,
@@ -134,13 +137,14 @@ def check_bounds(raw: Any, root: str) -> None:
             raise InvalidRequest(f"{path}: filters nest deeper than {MAX_DEPTH}", path=path)
         if not isinstance(node, dict):
             continue  # the structural validation explains what is wrong
-        for key in ("and", "or"):
-            children = node.get(key)
-            if isinstance(children, list):
-                for i, child in enumerate(children):
-                    stack.append((child, f"{path}.{key}[{i}]", depth + 1))
+        # Pushed in reverse so nodes are visited in document order (errors name the first).
         if "not" in node:
             stack.append((node["not"], f"{path}.not", depth + 1))
+        for key in ("or", "and"):
+            children = node.get(key)
+            if isinstance(children, list):
+                for i in reversed(range(len(children))):
+                    stack.append((children[i], f"{path}.{key}[{i}]", depth + 1))
         if any(k in node for k in ("and", "or", "not")):
             continue
         conditions += 1

@@ -1,0 +1,129 @@
+"""Casbin roles, hierarchy, knowledge-base permission and hot reload (DESIGN §4)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl, PolicyError, load_enforcer
+
+POLICY = """\
+p, anyone, acme, public-*, read
+p, 运维工程师, acme, ops-*, read
+p, user:carol, acme, private-carol, read
+g, user:alice, 物业经理, acme
+g, user:bob, 运维工程师, acme
+g, 物业经理, 运维工程师, acme
+g, 运维工程师, 巡检员, acme
+g, user:alice, 财务专员, other
+"""
+
+
+def write_policy(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    # Make sure the change is visible to an mtime check even within one clock tick.
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.csv"
+    path.write_text(POLICY, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def acl(policy: Path) -> AccessControl:
+    return AccessControl(DEFAULT_MODEL, policy, check_interval_s=0)
+
+
+@pytest.mark.parametrize(
+    ("user", "tenant", "roles"),
+    [
+        pytest.param("alice", "acme", {"物业经理", "运维工程师", "巡检员"}, id="inherits-twice"),
+        pytest.param("bob", "acme", {"运维工程师", "巡检员"}, id="inherits-once"),
+        pytest.param("alice", "other", {"财务专员"}, id="other-tenant"),
+        pytest.param("nobody", "acme", set(), id="unknown-user"),
+        pytest.param("物业经理", "acme", set(), id="role-name-as-user-id-gets-nothing"),
+    ],
+)
+def test_user_roles(acl: AccessControl, user: str, tenant: str, roles: set[str]) -> None:
+    assert acl.user_roles(user, tenant) == roles
+
+
+def test_asserted_roles_expand_through_hierarchy(acl: AccessControl) -> None:
+    assert acl.expand(["物业经理"], "acme") == {"物业经理", "运维工程师", "巡检员"}
+    assert acl.expand(["物业经理"], "other") == {"物业经理"}
+    assert acl.expand([], "acme") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("user", "roles", "kb", "allowed", "by"),
+    [
+        pytest.param(None, set(), "public-faq", True, "anyone", id="anonymous-public-kb"),
+        pytest.param(None, set(), "ops-manual", False, None, id="anonymous-ops-kb"),
+        pytest.param(None, {"运维工程师"}, "ops-manual", True, "运维工程师", id="role-grant"),
+        pytest.param(
+            None, {"巡检员"}, "ops-manual", False, None, id="parent-grant-not-inherited-down"
+        ),
+        pytest.param("carol", set(), "private-carol", True, "user:carol", id="user-grant"),
+        pytest.param("dave", set(), "private-carol", False, None, id="other-user"),
+    ],
+)
+def test_kb_decision(
+    acl: AccessControl, user: str | None, roles: set[str], kb: str, allowed: bool, by: str | None
+) -> None:
+    decision = acl.kb_decision(tenant="acme", user_id=user, roles=roles, knowledge_id=kb)
+    assert (decision.allowed, decision.granted_by) == (allowed, by)
+
+
+def test_default_policy_lets_anyone_read_any_kb() -> None:
+    acl = AccessControl()
+    assert acl.kb_decision(tenant="t", user_id=None, roles=(), knowledge_id="kb").allowed
+
+
+def test_policy_change_takes_effect_without_restart(acl: AccessControl, policy: Path) -> None:
+    outcomes: list[str] = []
+    acl._on_reload = outcomes.append
+    assert acl.user_roles("dave", "acme") == set()
+    write_policy(policy, POLICY + "g, user:dave, 物业经理, acme\n")
+    assert acl.user_roles("dave", "acme") == {"物业经理", "运维工程师", "巡检员"}
+    assert outcomes == ["ok"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param("p, 运维工程师, acme, ops-*\n", id="short-p-line"),
+        pytest.param("p, 运维工程师, acme, ops-*, write\n", id="unknown-action"),
+        pytest.param("g, user:alice, user:bob, acme\n", id="user-as-role"),
+    ],
+)
+def test_invalid_policy_keeps_the_last_good_one(acl: AccessControl, policy: Path, bad: str) -> None:
+    outcomes: list[str] = []
+    acl._on_reload = outcomes.append
+    write_policy(policy, POLICY + bad)
+    assert acl.user_roles("alice", "acme") == {"物业经理", "运维工程师", "巡检员"}
+    assert outcomes == ["error"]
+    assert acl.last_error
+    write_policy(policy, POLICY.replace("g, user:bob, 运维工程师, acme\n", ""))
+    assert acl.user_roles("bob", "acme") == set()
+    assert outcomes == ["error", "ok"] and acl.last_error is None
+
+
+def test_deleted_policy_keeps_the_last_good_one(acl: AccessControl, policy: Path) -> None:
+    policy.unlink()
+    assert acl.user_roles("bob", "acme") == {"运维工程师", "巡检员"}
+    assert acl.last_error and "does not exist" in acl.last_error
+
+
+def test_bad_policy_at_start_is_fatal(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError):
+        load_enforcer(DEFAULT_MODEL, tmp_path / "missing.csv")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("p, a, b\n")
+    with pytest.raises(PolicyError):
+        AccessControl(DEFAULT_MODEL, bad)

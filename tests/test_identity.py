@@ -1,0 +1,152 @@
+"""Identity modes by ways of sending claims (DESIGN §6): who the principal turns out to be."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+
+from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl
+from retrieval_svc.auth.identity import Claims, resolve_principal
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken
+
+SECRET = "token-secret-for-tests-" + "0123456789abcdef" * 3  # 64 bytes: fine for HS512 too
+POLICY = """\
+p, anyone, *, *, read
+g, user:alice, 物业经理, acme
+g, 物业经理, 运维工程师, acme
+"""
+
+
+@pytest.fixture(scope="module")
+def acl(tmp_path_factory: pytest.TempPathFactory) -> AccessControl:
+    path: Path = tmp_path_factory.mktemp("policy") / "policy.csv"
+    path.write_text(POLICY, encoding="utf-8")
+    return AccessControl(DEFAULT_MODEL, path)
+
+
+def key(mode: IdentityMode, **kw: Any) -> ApiKeyConfig:
+    return ApiKeyConfig(
+        name=f"k-{mode.value}",
+        sha256=hash_key(f"key-{mode.value}-123"),
+        tenant="acme",
+        mode=mode,
+        token_secret=SECRET,
+        **kw,
+    )
+
+
+def token(secret: str = SECRET, alg: str = "HS256", **claims: Any) -> str:
+    payload = {"sub": "alice", "roles": ["访客"], "tenant": "acme", "exp": time.time() + 60}
+    payload.update(claims)
+    return jwt.encode({k: v for k, v in payload.items() if v is not None}, secret, algorithm=alg)
+
+
+MGR = {"物业经理", "运维工程师"}  # alice's roles from Casbin, hierarchy expanded
+
+NONE = Claims()
+USER = Claims(user_id="alice")
+ROLES = Claims(roles=("物业经理",))
+USER_ROLES = Claims(user_id="bob", roles=("访客",))
+TOKEN = Claims(token=token())
+
+
+@pytest.mark.parametrize(
+    ("mode", "claims", "user", "roles"),
+    [
+        pytest.param(IdentityMode.CASBIN, NONE, None, set(), id="casbin-nothing-anonymous"),
+        pytest.param(IdentityMode.CASBIN, USER, "alice", MGR, id="casbin-user-roles-from-policy"),
+        pytest.param(IdentityMode.TRUSTED, NONE, None, set(), id="trusted-nothing-anonymous"),
+        pytest.param(IdentityMode.TRUSTED, USER, "alice", MGR, id="trusted-user"),
+        pytest.param(IdentityMode.TRUSTED, ROLES, None, MGR, id="trusted-roles-expanded"),
+        pytest.param(
+            IdentityMode.TRUSTED, USER_ROLES, "bob", {"访客"}, id="trusted-user-and-roles"
+        ),
+        pytest.param(IdentityMode.SIGNED, NONE, None, set(), id="signed-nothing-anonymous"),
+        pytest.param(IdentityMode.SIGNED, TOKEN, "alice", MGR | {"访客"}, id="signed-token"),
+        pytest.param(IdentityMode.FIXED, NONE, None, {"巡检员"}, id="fixed-key-roles"),
+        pytest.param(IdentityMode.FIXED, USER_ROLES, None, {"巡检员"}, id="fixed-ignores-claims"),
+        pytest.param(IdentityMode.FIXED, TOKEN, None, {"巡检员"}, id="fixed-ignores-token"),
+    ],
+)
+def test_principal(
+    acl: AccessControl, mode: IdentityMode, claims: Claims, user: str | None, roles: set[str]
+) -> None:
+    k = key(mode, roles=("巡检员",) if mode is IdentityMode.FIXED else ())
+    principal = resolve_principal(k, claims, acl)
+    assert principal.tenant == "acme"
+    assert principal.user_id == user
+    assert principal.roles == roles
+    assert principal.anonymous is (user is None and not roles)
+
+
+@pytest.mark.parametrize(
+    ("mode", "claims"),
+    [
+        pytest.param(IdentityMode.CASBIN, ROLES, id="casbin-refuses-role-claims"),
+        pytest.param(IdentityMode.CASBIN, TOKEN, id="casbin-refuses-token"),
+        pytest.param(IdentityMode.TRUSTED, TOKEN, id="trusted-refuses-token"),
+        pytest.param(IdentityMode.SIGNED, USER, id="signed-refuses-plain-user"),
+        pytest.param(IdentityMode.SIGNED, ROLES, id="signed-refuses-plain-roles"),
+    ],
+)
+def test_claims_a_mode_does_not_accept_are_refused(
+    acl: AccessControl, mode: IdentityMode, claims: Claims
+) -> None:
+    with pytest.raises(AuthorizationFailed) as err:
+        resolve_principal(key(mode), claims, acl)
+    assert err.value.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("bad_token", "message"),
+    [
+        pytest.param(token(exp=time.time() - 60), "expired", id="expired"),
+        pytest.param(
+            token(secret="another-secret-of-sufficient-length-for-hs256!!"),
+            "invalid",
+            id="wrong-secret",
+        ),
+        pytest.param(token(tenant="other"), "another tenant", id="other-tenant"),
+        pytest.param(token(exp=None), "invalid", id="no-expiry"),
+        pytest.param(token(tenant=None), "invalid", id="no-tenant"),
+        pytest.param(token(roles='["a",'), "roles", id="unreadable-roles"),
+        pytest.param(token(alg="HS512"), "invalid", id="other-algorithm"),
+        pytest.param(
+            jwt.encode(
+                {"sub": "alice", "tenant": "acme", "exp": time.time() + 60}, None, algorithm="none"
+            ),
+            "invalid",
+            id="alg-none",
+        ),
+        pytest.param(token()[:-3] + "abc", "invalid", id="tampered-signature"),
+        pytest.param("not.a.jwt", "invalid", id="garbage"),
+    ],
+)
+def test_bad_tokens_are_401_never_anonymous(
+    acl: AccessControl, bad_token: str, message: str
+) -> None:
+    with pytest.raises(InvalidPrincipalToken, match=message) as err:
+        resolve_principal(key(IdentityMode.SIGNED), Claims(token=bad_token), acl)
+    assert err.value.status_code == 401
+
+
+def test_signed_key_without_secret_refuses_tokens(acl: AccessControl) -> None:
+    k = ApiKeyConfig(name="s", sha256=hash_key("k-signed-1234"), mode=IdentityMode.SIGNED)
+    with pytest.raises(InvalidPrincipalToken, match="token_secret"):
+        resolve_principal(k, Claims(token=token()), acl)
+
+
+def test_payload_tampering_breaks_the_signature(acl: AccessControl) -> None:
+    header, _payload, signature = token().split(".")
+    forged_payload = jwt.utils.base64url_encode(
+        b'{"sub":"alice","roles":["admin"],"tenant":"acme","exp":9999999999}'
+    ).decode()
+    with pytest.raises(InvalidPrincipalToken):
+        resolve_principal(
+            key(IdentityMode.SIGNED), Claims(token=f"{header}.{forged_payload}.{signature}"), acl
+        )

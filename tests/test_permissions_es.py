@@ -1,0 +1,287 @@
+"""Permissions end to end over HTTP: the seed's worked case, key modes through Dify's
+conditions, knowledge-base policy, explain, and a policy change without restart."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from tests.corpus import SAMPLES_KB
+from tests.support import app_client, make_settings, postcheck_drops
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "a-signing-secret-for-the-tests-" + "x" * 33
+POLICY = """\
+p, anyone, acme, building-*, read
+p, anyone, acme, acl-forms, read
+p, 财务专员, acme, finance-*, read
+g, user:wang, 物业经理, acme
+g, user:li, 运维工程师, acme
+g, user:zhao, 保洁主管, acme
+g, 物业经理, 运维工程师, acme
+"""
+SECRETS = {m: f"perm-key-{m.value}-0123456789" for m in IdentityMode}
+ADMIN = "perm-key-admin-0123456789"
+
+
+def keys() -> list[ApiKeyConfig]:
+    out = [
+        ApiKeyConfig(
+            name=f"k-{m.value}",
+            sha256=hash_key(s),
+            tenant="acme",
+            mode=m,
+            roles=("物业经理",) if m is IdentityMode.FIXED else (),
+            token_secret=SECRET if m is IdentityMode.SIGNED else None,
+        )
+        for m, s in SECRETS.items()
+    ]
+    out.append(ApiKeyConfig(name="admin", sha256=hash_key(ADMIN), tenant="acme", admin=True))
+    return out
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.csv"
+    path.write_text(POLICY, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+async def client(corpus: str, policy: Path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = make_settings(
+        corpus, api_keys=keys(), casbin_policy=policy, policy_check_interval_s=0
+    )
+    async with app_client(settings) as c:
+        yield c
+        assert postcheck_drops(c) == 0
+
+
+def hdr(mode: IdentityMode | str) -> dict[str, str]:
+    secret = ADMIN if mode == "admin" else SECRETS[IdentityMode(mode)]
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def dify_body(query: str, *conditions: dict[str, Any], kb: str = SAMPLES_KB) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "knowledge_id": kb,
+        "query": query,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0},
+    }
+    if conditions:
+        body["metadata_condition"] = {"logical_operator": "and", "conditions": list(conditions)}
+    return body
+
+
+def cond(name: str, value: Any, op: str = "contains") -> dict[str, Any]:
+    return {"name": name, "comparison_operator": op, "value": value}
+
+
+def sign(**claims: Any) -> str:
+    payload = {"tenant": "acme", "exp": time.time() + 60, **claims}
+    return jwt.encode(payload, SECRET, algorithm="HS256")
+
+
+async def titles(client: httpx.AsyncClient, mode: IdentityMode, body: dict[str, Any]) -> set[str]:
+    resp = await client.post("/retrieval", json=body, headers=hdr(mode))
+    assert resp.status_code == 200, resp.text
+    return {r["title"] for r in resp.json()["records"]}
+
+
+POWER = "配电房设备参数与操作规程"  # access_roles ["运维工程师", "物业经理"]
+PATROL = "巡更操作指南 v2.1"  # no access_roles: public
+QUERY = "配电房倒闸操作 巡更路线"
+
+
+@pytest.mark.parametrize(
+    ("mode", "conditions", "sees_power"),
+    [
+        # The seed's worked case: a document for 运维工程师 and 物业经理, an unrestricted one.
+        pytest.param(
+            IdentityMode.TRUSTED,
+            [cond("access_roles", '["物业经理"]')],
+            True,
+            id="trusted-role-claim-intersects",
+        ),
+        pytest.param(
+            IdentityMode.TRUSTED, [cond("user_roles", "保洁主管")], False, id="trusted-other-role"
+        ),
+        pytest.param(IdentityMode.TRUSTED, [], False, id="trusted-anonymous"),
+        pytest.param(
+            IdentityMode.CASBIN, [cond("user_id", "li", "is")], True, id="casbin-user-with-role"
+        ),
+        pytest.param(
+            IdentityMode.CASBIN,
+            [cond("user_id", "zhao", "is")],
+            False,
+            id="casbin-user-without-role",
+        ),
+        pytest.param(
+            IdentityMode.SIGNED,
+            [cond("principal_token", sign(sub="wang"), "is")],
+            True,
+            id="signed-token-user-inherits",
+        ),
+        pytest.param(
+            IdentityMode.SIGNED,
+            [cond("principal_token", sign(roles=["保洁主管"]), "is")],
+            False,
+            id="signed-token-other-role",
+        ),
+        pytest.param(
+            IdentityMode.FIXED,
+            [cond("access_roles", "保洁主管")],
+            True,
+            id="fixed-key-role-ignores-claims",
+        ),
+    ],
+)
+async def test_seed_case_by_mode(
+    client: httpx.AsyncClient,
+    mode: IdentityMode,
+    conditions: list[dict[str, Any]],
+    sees_power: bool,
+) -> None:
+    seen = await titles(client, mode, dify_body(QUERY, *conditions))
+    assert PATROL in seen  # the unrestricted document is never hidden
+    assert (POWER in seen) is sees_power
+
+
+@pytest.mark.parametrize(
+    ("mode", "conditions", "status"),
+    [
+        pytest.param(
+            IdentityMode.CASBIN,
+            [cond("access_roles", "物业经理")],
+            403,
+            id="casbin-refuses-role-claim",
+        ),
+        pytest.param(
+            IdentityMode.SIGNED,
+            [cond("user_roles", "物业经理")],
+            403,
+            id="signed-refuses-plain-roles",
+        ),
+        pytest.param(
+            IdentityMode.SIGNED,
+            [cond("principal_token", "forged.token.x", "is")],
+            401,
+            id="signed-bad-token",
+        ),
+        pytest.param(
+            IdentityMode.SIGNED,
+            [cond("principal_token", sign(sub="wang", exp=time.time() - 3600), "is")],
+            401,
+            id="signed-expired-token",
+        ),
+    ],
+)
+async def test_refused_claims(
+    client: httpx.AsyncClient, mode: IdentityMode, conditions: list[dict[str, Any]], status: int
+) -> None:
+    resp = await client.post("/retrieval", json=dify_body(QUERY, *conditions), headers=hdr(mode))
+    assert resp.status_code == status
+    assert resp.json()["error_code"] == 1002
+
+
+async def test_filters_only_narrow(client: httpx.AsyncClient) -> None:
+    # Aiming a filter at a restricted document cannot reveal it to someone without the role.
+    body = dify_body(QUERY, cond("user_roles", "保洁主管"), cond("category", "设备", "is"))
+    assert POWER not in await titles(client, IdentityMode.TRUSTED, body)
+    native = {
+        "query": QUERY,
+        "knowledge_ids": [SAMPLES_KB],
+        "top_k": 10,
+        "principal": {"roles": ["保洁主管"]},
+        "filter": {
+            "or": [
+                {"field": "access_roles", "op": "any", "value": ["物业经理"]},
+                {"field": "access_roles", "op": "missing"},
+            ]
+        },
+    }
+    resp = await client.post("/v1/search", json=native, headers=hdr(IdentityMode.TRUSTED))
+    assert resp.status_code == 200
+    seen = {c["document_title"] for c in resp.json()["chunk_metadata"]}
+    assert POWER not in seen and PATROL in seen
+
+
+async def test_access_roles_condition_is_a_claim_not_a_filter(client: httpx.AsyncClient) -> None:
+    # DESIGN 7: for Dify, access_roles names the caller's roles; only trusted keys may say so.
+    body = dify_body(QUERY, cond("access_roles", "物业经理", "is"))
+    assert POWER in await titles(client, IdentityMode.TRUSTED, body)
+    resp = await client.post("/retrieval", json=body, headers=hdr(IdentityMode.CASBIN))
+    assert resp.status_code == 403
+
+
+async def test_kb_policy_denies(client: httpx.AsyncClient) -> None:
+    resp = await client.post(
+        "/retrieval", json=dify_body("费用", kb="finance-2026"), headers=hdr(IdentityMode.TRUSTED)
+    )
+    assert resp.status_code == 403
+    assert "no policy" in resp.json()["error_msg"]
+    allowed = await client.post(
+        "/retrieval",
+        json=dify_body("费用", cond("user_roles", "财务专员"), kb="finance-2026"),
+        headers=hdr(IdentityMode.TRUSTED),
+    )
+    assert allowed.status_code == 404  # permitted, but no such knowledge base is indexed
+
+
+async def test_policy_change_without_restart(client: httpx.AsyncClient, policy: Path) -> None:
+    body = dify_body(QUERY, cond("user_id", "zhao", "is"))
+    assert POWER not in await titles(client, IdentityMode.CASBIN, body)
+    policy.write_text(POLICY + "g, user:zhao, 运维工程师, acme\n", encoding="utf-8")
+    os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+    assert POWER in await titles(client, IdentityMode.CASBIN, body)
+    # A broken policy is refused and the last good one stays in force.
+    policy.write_text("p, broken\n", encoding="utf-8")
+    os.utime(policy, ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
+    assert POWER in await titles(client, IdentityMode.CASBIN, body)
+
+
+async def test_explain(client: httpx.AsyncClient, corpus: str) -> None:
+    search = await client.post(
+        "/v1/search",
+        json={"query": QUERY, "knowledge_ids": [SAMPLES_KB], "principal": {"roles": ["物业经理"]}},
+        headers=hdr(IdentityMode.TRUSTED),
+    )
+    power = next(c for c in search.json()["chunk_metadata"] if c["document_title"] == POWER)
+
+    async def explain(principal: dict[str, Any]) -> dict[str, Any]:
+        resp = await client.post(
+            "/v1/explain",
+            json={"principal": principal, "chunk_id": power["chunk_id"]},
+            headers=hdr("admin"),
+        )
+        assert resp.status_code == 200, resp.text
+        out: dict[str, Any] = resp.json()
+        return out
+
+    wang = await explain({"user_id": "wang"})
+    assert wang["principal"]["effective_roles"] == ["物业经理", "运维工程师"]
+    (chunk,) = wang["chunks"]
+    assert chunk["visible"] is True
+    assert chunk["acl"]["matched_roles"] == ["物业经理", "运维工程师"]
+    assert chunk["knowledge_base"]["readable"] is True
+
+    zhao = (await explain({"user_id": "zhao"}))["chunks"][0]
+    assert zhao["visible"] is False
+    assert zhao["acl"]["rule"].startswith("restricted")
+    assert zhao["acl"]["access_roles"] == ["物业经理", "运维工程师"]
+
+    not_admin = await client.post(
+        "/v1/explain", json={"chunk_id": "x"}, headers=hdr(IdentityMode.TRUSTED)
+    )
+    assert not_admin.status_code == 403
+    missing = await client.post("/v1/explain", json={"chunk_id": "nope"}, headers=hdr("admin"))
+    assert missing.json()["found"] is False

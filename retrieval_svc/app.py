@@ -19,12 +19,13 @@ from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
 from retrieval_svc.filters.tree import join_path
 from retrieval_svc.metrics import Metrics
-from retrieval_svc.routes import dify, explain, health, search
+from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.search.index import ensure_index
-from retrieval_svc.settings import Settings
+from retrieval_svc.settings import Settings, web_config
 from retrieval_svc.state import AppState, make_es_client
+from retrieval_svc.web.client import WebSearch
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def create_app(settings: Settings) -> FastAPI:
             engine=engine,
             catalog=CatalogCache(engine),
             acl=acl,
+            web=WebSearch(http, web_config(settings)),
             metrics=metrics,
         )
         if settings.manage_index:
@@ -86,6 +88,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(dify.router)
     app.include_router(search.router)
+    app.include_router(tools.router)
+    app.include_router(merge.router)
+    app.include_router(citations.router)
     app.include_router(explain.router)
     return app
 

@@ -1,7 +1,8 @@
-"""One retrieval, whatever route it came through: principal, permission, filter, search."""
+"""One retrieval, whatever route it came through: principal, permission, filter, search, web."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -12,6 +13,8 @@ from retrieval_svc.errors import AuthorizationFailed, KnowledgeBaseNotFound
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.search.engine import SearchResult
 from retrieval_svc.state import AppState
+from retrieval_svc.web.client import WebOutcome
+from retrieval_svc.web.providers import Freshness
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +31,20 @@ class RetrievalQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class WebRequest:
+    """Web results wanted alongside the knowledge-base search."""
+
+    max_results: int
+    freshness: Freshness | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Retrieval:
-    """Who asked, and what they may see."""
+    """Who asked, what they may see, and what web search did."""
 
     principal: Principal
     result: SearchResult
+    web: WebOutcome = field(default_factory=lambda: WebOutcome(status="disabled"))
 
 
 def authorize_knowledge_bases(
@@ -55,10 +67,34 @@ def authorize_knowledge_bases(
             )
 
 
-async def retrieve(state: AppState, key: ApiKeyConfig, q: RetrievalQuery) -> Retrieval:
-    """Resolve the principal, check permission, compile the filter, search."""
+async def retrieve(
+    state: AppState, key: ApiKeyConfig, q: RetrievalQuery, web: WebRequest | None = None
+) -> Retrieval:
+    """Resolve the principal and check permission, then search Elasticsearch and the web
+    concurrently. Web trouble never fails the request; its outcome is reported."""
     principal = resolve_principal(key, q.claims, state.acl)
     authorize_knowledge_bases(state, key, principal, q.knowledge_ids)
+    web_task: asyncio.Task[WebOutcome] | None = None
+    if web is not None and state.web.enabled:
+        web_task = asyncio.create_task(
+            state.web.search(
+                q.query,
+                max_results=web.max_results,
+                freshness=web.freshness,
+                timeout_s=state.settings.request_deadline_s,
+            )
+        )
+    try:
+        result = await _search(state, principal, q)
+    except BaseException:
+        if web_task is not None:
+            web_task.cancel()
+        raise
+    outcome = await web_task if web_task is not None else WebOutcome(status="disabled")
+    return Retrieval(principal=principal, result=result, web=outcome)
+
+
+async def _search(state: AppState, principal: Principal, q: RetrievalQuery) -> SearchResult:
     filters = [] if q.filter is None else [await state.catalog.compile(q.filter, q.filter_path)]
     result = await state.engine.search(
         query=q.query,
@@ -73,4 +109,4 @@ async def retrieve(state: AppState, key: ApiKeyConfig, q: RetrievalQuery) -> Ret
         if missing:
             names = ", ".join(repr(kb) for kb in missing)
             raise KnowledgeBaseNotFound(f"knowledge base {names} does not exist")
-    return Retrieval(principal=principal, result=result)
+    return result

@@ -6,8 +6,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval_svc.chunks import UnifiedChunk
-
 
 class PrincipalClaims(BaseModel):
     """What the caller says about the end user; honoured per the API key's mode."""
@@ -29,8 +27,8 @@ class WebOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
-    max_results: int = Field(5, ge=1, le=50)
-    freshness: str | None = None
+    max_results: int | None = Field(None, ge=1, le=50, description="Default: RSVC_WEB_MAX_RESULTS.")
+    freshness: Literal["day", "week", "month", "year"] | None = None
 
 
 class SearchRequest(BaseModel):
@@ -72,8 +70,48 @@ class SearchResponse(BaseModel):
 
     formatted_chunks: str
     chunk_count: int
-    chunk_metadata: list[UnifiedChunk]
+    chunk_metadata: list[dict[str, Any]]
     meta: SearchMeta
+
+
+class ToolOutput(BaseModel):
+    """The customer's code-node output shape (seed §3.7)."""
+
+    formatted_chunks: str = Field(description="Numbered context for the LLM: [C:1]\\n…")
+    chunk_count: int
+    chunk_metadata: list[dict[str, Any]] = Field(description="UnifiedChunk objects, by id.")
+
+
+class ToolRequest(BaseModel):
+    """``POST /v1/tools/unified-search``: flat, string-friendly parameters for a Dify tool."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: str = Field(min_length=1, max_length=4096)
+    knowledge_ids: str | list[str] = Field(description="Knowledge bases: comma list or JSON array.")
+    user_id: str | None = Field(None, max_length=256)
+    user_roles: str | list[str] | None = None
+    principal_token: str | None = Field(None, max_length=8192)
+    filter: str | dict[str, Any] | None = Field(None, description="Filter tree as JSON text.")
+    top_k: int = Field(5, ge=1)
+    score_threshold: float = Field(0.0, ge=0.0, le=1.0)
+    web: bool = False
+    web_max_results: int | None = Field(None, ge=1, le=50)
+
+
+class MergeRequest(BaseModel):
+    """``POST /v1/merge``: the inputs of the customer's code node."""
+
+    rag_chunks: Any = Field(None, description="Dify knowledge-retrieval result list.")
+    web_chunks: Any = Field(None, description="Web search node output, any supported shape.")
+    max_web_results: int | None = Field(None, ge=0, le=100)
+
+
+class CitationRequest(BaseModel):
+    """``POST /v1/citations/resolve``."""
+
+    answer: str = Field(max_length=200_000)
+    chunk_metadata: list[dict[str, Any]] = Field(max_length=1000)
 
 
 class ExplainRequest(BaseModel):

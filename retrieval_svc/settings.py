@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import Field, SecretStr, model_validator
@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, DEFAULT_POLICY
 from retrieval_svc.auth.keys import ApiKeyConfig
+from retrieval_svc.web.client import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,20 @@ class Settings(ElasticsearchSettings):
     identity_role_names: list[str] = Field(default_factory=lambda: ["user_roles", "access_roles"])
     identity_token_names: list[str] = Field(default_factory=lambda: ["principal_token"])
 
+    # Web search (DESIGN §10)
+    web_provider: Literal["bocha", "tavily", "baidu"] | None = None
+    web_api_key: SecretStr | None = None
+    web_base_url: str | None = None
+    web_timeout_s: float = Field(3.0, gt=0, le=60)
+    web_max_results: int = Field(5, ge=1, le=50)
+    web_freshness: Literal["day", "week", "month", "year"] | None = None
+    web_cache_ttl_s: float = Field(60.0, ge=0)
+    web_cache_size: int = Field(256, ge=1)
+    web_knowledge_ids: list[str] = Field(default_factory=list)
+
+    # Dify custom tool
+    public_url: str = "http://127.0.0.1:8080"
+
     # Requests
     request_deadline_s: float = Field(10.0, gt=0, le=120)
     max_top_k: int = Field(100, ge=1, le=1000)
@@ -75,6 +90,8 @@ class Settings(ElasticsearchSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"API key names must be unique; repeated: {duplicates}")
+        if self.web_provider and not self.web_api_key:
+            raise ValueError(f"RSVC_WEB_PROVIDER={self.web_provider} needs RSVC_WEB_API_KEY")
         if not self.api_keys and not self.auth_disabled:
             raise ValueError(
                 "no API key is configured: set RSVC_API_KEYS or RSVC_API_KEYS_FILE "
@@ -95,3 +112,17 @@ def load_api_keys(path: Path) -> list[ApiKeyConfig]:
     if not isinstance(data, list):
         raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
     return [ApiKeyConfig.model_validate(entry) for entry in data]
+
+
+def web_config(settings: Settings) -> WebConfig:
+    """The web search configuration in ``settings``."""
+    return WebConfig(
+        provider=settings.web_provider,
+        api_key=settings.web_api_key.get_secret_value() if settings.web_api_key else None,
+        base_url=settings.web_base_url,
+        timeout_s=settings.web_timeout_s,
+        max_results=settings.web_max_results,
+        freshness=settings.web_freshness,
+        cache_ttl_s=settings.web_cache_ttl_s,
+        cache_size=settings.web_cache_size,
+    )

@@ -15,6 +15,7 @@ from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.settings import ElasticsearchSettings, Settings
+from retrieval_svc.web.client import WebSearch
 
 
 @dataclass(slots=True)
@@ -28,6 +29,7 @@ class AppState:
     engine: SearchEngine
     catalog: CatalogCache
     acl: AccessControl
+    web: WebSearch
     metrics: Metrics
 
     @property

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 from fastapi import APIRouter
 
 from retrieval_svc.deps import ApiKeyDep, StateDep
-from retrieval_svc.dify.records import to_record
+from retrieval_svc.dify.records import dify_chunks, to_record
 from retrieval_svc.dify.schemas import RetrievalRequest, RetrievalResponse
 from retrieval_svc.filters.dify import translate
-from retrieval_svc.merge import number_chunks
-from retrieval_svc.retrieval import RetrievalQuery, retrieve
+from retrieval_svc.merge import web_chunks
+from retrieval_svc.retrieval import RetrievalQuery, WebRequest, retrieve
 
 router = APIRouter(tags=["dify"])
 
@@ -18,6 +20,12 @@ router = APIRouter(tags=["dify"])
 async def retrieval(body: RetrievalRequest, key: ApiKeyDep, state: StateDep) -> RetrievalResponse:
     """Retrieve chunks of one knowledge base for Dify's knowledge-retrieval node."""
     tree, claims = translate(body.metadata_condition, state.identity_names)
+    settings = state.settings
+    web = None
+    if state.web.enabled and any(
+        fnmatchcase(body.knowledge_id, p) for p in settings.web_knowledge_ids
+    ):
+        web = WebRequest(max_results=settings.web_max_results)
     done = await retrieve(
         state,
         key,
@@ -30,5 +38,12 @@ async def retrieval(body: RetrievalRequest, key: ApiKeyDep, state: StateDep) -> 
             filter_path="metadata_condition",
             claims=claims,
         ),
+        web,
     )
-    return RetrievalResponse(records=[to_record(c) for c in number_chunks(done.result.chunks)])
+    chunks = dify_chunks(
+        done.result.chunks,
+        web_chunks(done.web.items, web.max_results) if web else [],
+        top_k=min(body.retrieval_setting.top_k, settings.max_top_k),
+        score_threshold=body.retrieval_setting.score_threshold,
+    )
+    return RetrievalResponse(records=[to_record(c) for c in chunks])

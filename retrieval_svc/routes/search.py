@@ -11,9 +11,15 @@ from retrieval_svc.auth.identity import Claims
 from retrieval_svc.deps import ApiKeyDep, StateDep
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import parse_filter
-from retrieval_svc.merge import numbered_output
-from retrieval_svc.retrieval import RetrievalQuery, retrieve
-from retrieval_svc.schemas import PrincipalClaims, SearchMeta, SearchRequest, SearchResponse
+from retrieval_svc.merge import merge, numbered_output
+from retrieval_svc.retrieval import Retrieval, RetrievalQuery, WebRequest, retrieve
+from retrieval_svc.schemas import (
+    PrincipalClaims,
+    SearchMeta,
+    SearchRequest,
+    SearchResponse,
+    WebMeta,
+)
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -22,13 +28,23 @@ def claims_from(principal: PrincipalClaims | None, path: str = "principal") -> C
     """Claims from the native ``principal`` object."""
     if principal is None:
         return Claims()
-    roles = None
-    if principal.roles is not None:
+    return make_claims(principal.user_id, principal.roles, principal.token, path)
+
+
+def make_claims(user_id: str | None, roles: object, token: str | None, path: str) -> Claims:
+    """Claims from loose parts; empty strings mean "not sent"."""
+    parsed = None
+    if roles is not None and roles != "":
         try:
-            roles = tuple(parse_roles(principal.roles))
+            parsed = tuple(parse_roles(roles))
         except ListValueError as exc:
             raise InvalidRequest(f"{path}.roles: {exc}", path=f"{path}.roles") from None
-    return Claims(user_id=principal.user_id, roles=roles, token=principal.token)
+    return Claims(user_id=user_id or None, roles=parsed, token=token or None)
+
+
+def merged_output(done: Retrieval, max_web_results: int) -> dict[str, object]:
+    """Knowledge-base and web chunks merged, numbered and formatted."""
+    return numbered_output(merge(done.result.chunks, done.web.items, max_web_results))
 
 
 @router.post("/search", response_model=SearchResponse)
@@ -36,6 +52,12 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
     """Search knowledge bases with a nested filter, as a principal; G-Cite numbered output."""
     started = time.perf_counter()
     tree = parse_filter(body.filter) if body.filter is not None else None
+    web = None
+    if body.web is not None and body.web.enabled:
+        web = WebRequest(
+            max_results=body.web.max_results or state.settings.web_max_results,
+            freshness=body.web.freshness,
+        )
     done = await retrieve(
         state,
         key,
@@ -47,12 +69,18 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
             filter=tree,
             claims=claims_from(body.principal),
         ),
+        web,
     )
-    output = numbered_output(done.result.chunks)
-    return SearchResponse(
-        **output,
-        meta=SearchMeta(
-            took_ms=int((time.perf_counter() - started) * 1000),
-            es_took_ms=done.result.took_ms,
-        ),
+    output = merged_output(done, web.max_results if web else 0)
+    return SearchResponse.model_validate(
+        {
+            **output,
+            "meta": SearchMeta(
+                took_ms=int((time.perf_counter() - started) * 1000),
+                es_took_ms=done.result.took_ms,
+                web=WebMeta(
+                    status=done.web.status, provider=done.web.provider, took_ms=done.web.took_ms
+                ),
+            ),
+        }
     )

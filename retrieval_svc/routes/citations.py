@@ -1,0 +1,19 @@
+"""Resolving [C:N] citations in a generated answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from retrieval_svc.citations import resolve
+from retrieval_svc.deps import ApiKeyDep
+from retrieval_svc.schemas import CitationRequest
+
+router = APIRouter(prefix="/v1/citations", tags=["citations"])
+
+
+@router.post("/resolve")
+async def resolve_citations(body: CitationRequest, _key: ApiKeyDep) -> dict[str, Any]:
+    """Renumber markers by first appearance; list cited, uncited and unknown chunk ids."""
+    return resolve(body.answer, body.chunk_metadata)

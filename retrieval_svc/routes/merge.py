@@ -1,0 +1,23 @@
+"""Drop-in for the customer's merge code node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from retrieval_svc.deps import ApiKeyDep, SettingsDep
+from retrieval_svc.merge import extract_web_items, merge, numbered_output, rag_from_dify
+from retrieval_svc.schemas import MergeRequest, ToolOutput
+
+router = APIRouter(prefix="/v1", tags=["merge"])
+
+
+@router.post("/merge", response_model=ToolOutput)
+async def merge_chunks(
+    body: MergeRequest, _key: ApiKeyDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Merge Dify's RAG results and a web node's output into the numbered G-Cite context."""
+    limit = settings.web_max_results if body.max_web_results is None else body.max_web_results
+    chunks = merge(rag_from_dify(body.rag_chunks), extract_web_items(body.web_chunks), limit)
+    return numbered_output(chunks)

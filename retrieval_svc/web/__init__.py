@@ -1,0 +1,1 @@
+"""Web search providers behind one interface (DESIGN §10)."""

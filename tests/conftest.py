@@ -17,6 +17,7 @@ from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from retrieval_svc.search.index import template_name
 from tests.corpus import load_corpus
+from tests.fake_provider import FakeProvider, ServerThread
 from tests.support import ES_URL
 
 
@@ -71,3 +72,18 @@ def corpus(es_sync: Elasticsearch, alias: str) -> str:
     """The alias, loaded with the test corpus (see tests/corpus.py)."""
     load_corpus(es_sync, alias)
     return alias
+
+
+@pytest.fixture(scope="session")
+def provider_server() -> Iterator[FakeProvider]:
+    """A local server speaking Bocha's, Tavily's and Baidu's formats (tests/fake_provider.py)."""
+    fake = FakeProvider()
+    with ServerThread(fake.app()) as server:
+        fake.url = f"http://127.0.0.1:{server.port}"
+        yield fake
+
+
+@pytest.fixture
+def provider(provider_server: FakeProvider) -> FakeProvider:
+    provider_server.reset()
+    return provider_server

@@ -1,0 +1,312 @@
+"""The Dify tool, /v1/search with web, /v1/merge, citations and /retrieval's web records,
+end to end against the real Elasticsearch and a local provider (DESIGN §8 to §10)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from openapi_spec_validator import validate
+
+from retrieval_svc.auth.keys import IdentityMode
+from tests.corpus import SAMPLES_KB
+from tests.fake_provider import FakeProvider
+from tests.support import app_client, auth, key_entry, make_settings, postcheck_drops
+
+pytestmark = pytest.mark.anyio
+
+SEED_FIELDS = {
+    "id",
+    "content",
+    "source_type",
+    "document_title",
+    "url",
+    "score",
+    "display_subtitle",
+    "document_name",
+    "dataset_name",
+    "site_name",
+    "site_host",
+    "source_file_url",
+    "segment_position",
+    "published_date",
+}
+
+
+@pytest.fixture
+async def client(corpus: str, provider: FakeProvider) -> AsyncIterator[httpx.AsyncClient]:
+    settings = make_settings(
+        corpus,
+        api_keys=[
+            key_entry("anon", tenant="acme", mode=IdentityMode.TRUSTED),
+            key_entry("ops", tenant="acme", mode=IdentityMode.CASBIN),
+        ],
+        web_provider="bocha",
+        web_api_key="sk-provider-secret-value",
+        web_base_url=provider.url,
+        web_timeout_s=0.5,
+        web_max_results=2,
+        web_cache_ttl_s=0,
+        web_knowledge_ids=["building-*"],
+        public_url="https://rsvc.example.com/",
+    )
+    async with app_client(settings) as c:
+        yield c
+        assert postcheck_drops(c) == 0
+
+
+async def tool(client: httpx.AsyncClient, **params: Any) -> httpx.Response:
+    body = {"query": "物业巡检 巡更", "knowledge_ids": SAMPLES_KB, **params}
+    return await client.post("/v1/tools/unified-search", json=body, headers=auth("anon"))
+
+
+async def test_tool_output_is_the_code_nodes(client: httpx.AsyncClient) -> None:
+    resp = await tool(client, web=True, top_k=3)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    assert set(out) == {"formatted_chunks", "chunk_count", "chunk_metadata"}
+    chunks = out["chunk_metadata"]
+    assert out["chunk_count"] == len(chunks) == 5  # 3 from the knowledge base, 2 from the web
+    assert [c["id"] for c in chunks] == ["1", "2", "3", "4", "5"]
+    assert [c["source_type"] for c in chunks] == ["rag", "rag", "rag", "web", "web"]
+    rag_scores = [c["score"] for c in chunks[:3]]
+    assert rag_scores == sorted(rag_scores, reverse=True)
+    assert out["formatted_chunks"] == "\n\n".join(f"[C:{c['id']}]\n{c['content']}" for c in chunks)
+    web = chunks[3]
+    assert web["display_subtitle"] == "知乎 · 2025-08-12"
+    assert web["site_host"] == "zhihu.com"
+    for chunk in chunks:
+        assert SEED_FIELDS <= set(chunk)
+
+
+async def test_tool_takes_string_parameters(
+    client: httpx.AsyncClient, provider: FakeProvider
+) -> None:
+    resp = await tool(
+        client,
+        knowledge_ids='["building-ops"]',
+        top_k="2",
+        web="false",
+        user_roles="物业经理,运维工程师",
+        user_id="",
+    )
+    assert resp.status_code == 200, resp.text
+    assert [c["source_type"] for c in resp.json()["chunk_metadata"]] == ["rag", "rag"]
+    assert provider.requests == []  # web off: the provider is never asked
+
+
+async def test_tool_filter_as_json_text(client: httpx.AsyncClient) -> None:
+    resp = await tool(
+        client,
+        query="会议室 预约 巡检",
+        filter='{"field": "category", "op": "eq", "value": "服务"}',
+    )
+    assert resp.status_code == 200
+    assert {c["document_title"] for c in resp.json()["chunk_metadata"]} == {"访客与会议室服务指南"}
+    bad = await tool(client, filter='{"field": "category", "op": "eq"')
+    assert bad.status_code == 400 and bad.json()["path"] == "filter"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "status"),
+    [
+        ("slow", "timeout"),
+        ("429", "error"),
+        ("500", "error"),
+        ("garbage", "error"),
+        ("error-body", "error"),
+    ],
+)
+async def test_web_failures_degrade(
+    client: httpx.AsyncClient, provider: FakeProvider, behaviour: str, status: str
+) -> None:
+    provider.reset(behaviour)
+    resp = await client.post(
+        "/v1/search",
+        json={
+            "query": "物业巡检",
+            "knowledge_ids": [SAMPLES_KB],
+            "top_k": 3,
+            "web": {"enabled": True},
+        },
+        headers=auth("anon"),
+    )
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["meta"]["web"] == {
+        "status": status,
+        "provider": "bocha",
+        "took_ms": body["meta"]["web"]["took_ms"],
+    }
+    assert [c["source_type"] for c in body["chunk_metadata"]] == ["rag"] * 3
+    assert body["meta"]["took_ms"] < 2000
+    tool_resp = await tool(client, web=True, top_k=2)
+    assert tool_resp.status_code == 200 and tool_resp.json()["chunk_count"] == 2
+
+
+async def test_web_status_ok_and_disabled(client: httpx.AsyncClient) -> None:
+    on = await client.post(
+        "/v1/search",
+        json={
+            "query": "巡检",
+            "knowledge_ids": [SAMPLES_KB],
+            "web": {"enabled": True, "max_results": 1},
+        },
+        headers=auth("anon"),
+    )
+    off = await client.post(
+        "/v1/search", json={"query": "巡检", "knowledge_ids": [SAMPLES_KB]}, headers=auth("anon")
+    )
+    assert on.json()["meta"]["web"]["status"] == "ok"
+    assert sum(c["source_type"] == "web" for c in on.json()["chunk_metadata"]) == 1
+    assert off.json()["meta"]["web"]["status"] == "disabled"
+
+
+async def test_refused_request_costs_no_provider_call(
+    client: httpx.AsyncClient, provider: FakeProvider
+) -> None:
+    resp = await client.post(
+        "/v1/search",
+        json={
+            "query": "巡检",
+            "knowledge_ids": [SAMPLES_KB],
+            "web": {"enabled": True},
+            "principal": {"roles": ["物业经理"]},
+        },
+        headers=auth("ops"),  # casbin mode: role claims are refused
+    )
+    assert resp.status_code == 403
+    assert provider.requests == []
+
+
+async def test_openapi_document_is_valid_3_0(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/v1/tools/openapi.json")
+    doc = resp.json()
+    validate(doc)
+    assert doc["openapi"].startswith("3.0")
+    assert doc["servers"] == [{"url": "https://rsvc.example.com"}]
+    ops = {op["operationId"] for path in doc["paths"].values() for op in path.values()}
+    assert ops == {"unified_search", "resolve_citations"}
+    params = doc["paths"]["/v1/tools/unified-search"]["post"]["requestBody"]["content"][
+        "application/json"
+    ]["schema"]["properties"]
+    assert {
+        "query",
+        "knowledge_ids",
+        "user_id",
+        "user_roles",
+        "principal_token",
+        "filter",
+        "top_k",
+        "web",
+        "web_max_results",
+    } == set(params)
+    assert all(p["type"] in ("string", "integer", "boolean") for p in params.values())
+
+
+async def test_merge_endpoint_is_a_drop_in(client: httpx.AsyncClient) -> None:
+    body = {
+        "rag_chunks": [
+            {
+                "content": "巡更人员执行巡检计划时...",
+                "metadata": {
+                    "score": 0.73,
+                    "dataset_name": "测试知识库20260610",
+                    "doc_metadata": {"document_title": "巡更操作指南 v2.1"},
+                },
+            }
+        ],
+        "web_chunks": [
+            {
+                "references": [
+                    {
+                        "title": "a",
+                        "url": "https://www.zhihu.com/q",
+                        "content": "甲",
+                        "website": "知乎",
+                        "date": "2025-08-12 10:00:00",
+                        "authority_score": 0.9,
+                    },
+                    {"title": "b", "url": "https://b.com", "content": "乙"},
+                    {"title": "c", "url": "https://c.com", "content": "丙"},
+                ],
+                "request_id": "r",
+            }
+        ],
+    }
+    default = (await client.post("/v1/merge", json=body, headers=auth("anon"))).json()
+    assert default["chunk_count"] == 3  # RSVC_WEB_MAX_RESULTS = 2 in this app
+    assert default["chunk_metadata"][1]["display_subtitle"] == "知乎 · 2025-08-12"
+    assert set(default["chunk_metadata"][0]) == SEED_FIELDS
+    one = (
+        await client.post("/v1/merge", json={**body, "max_web_results": 1}, headers=auth("anon"))
+    ).json()
+    assert one["formatted_chunks"] == "[C:1]\n巡更人员执行巡检计划时...\n\n[C:2]\n甲"
+    unauth = await client.post("/v1/merge", json=body)
+    assert unauth.status_code == 403
+
+
+async def test_citations_endpoint(client: httpx.AsyncClient) -> None:
+    chunks = (await tool(client, top_k=3)).json()["chunk_metadata"]
+    resp = await client.post(
+        "/v1/citations/resolve",
+        json={"answer": "先[C:3]后[C:1][C:3]，另[C:7]。", "chunk_metadata": chunks},
+        headers=auth("anon"),
+    )
+    out = resp.json()
+    assert out["answer"] == "先[C:1]后[C:2][C:1]，另。"
+    assert [c["id"] for c in out["citations"]] == ["3", "1"]
+    assert out["uncited_ids"] == ["2"] and out["unknown_ids"] == ["7"]
+
+
+async def retrieval(
+    client: httpx.AsyncClient, top_k: int, threshold: float = 0.0
+) -> list[dict[str, Any]]:
+    resp = await client.post(
+        "/retrieval",
+        json={
+            "knowledge_id": SAMPLES_KB,
+            "query": "物业巡检 巡更",
+            "retrieval_setting": {"top_k": top_k, "score_threshold": threshold},
+        },
+        headers=auth("anon"),
+    )
+    assert resp.status_code == 200, resp.text
+    records: list[dict[str, Any]] = resp.json()["records"]
+    return records
+
+
+async def test_retrieval_merges_web_for_configured_kbs(client: httpx.AsyncClient) -> None:
+    records = await retrieval(client, top_k=6)
+    kinds = [r["metadata"]["source_type"] for r in records]
+    assert kinds == ["rag"] * 4 + ["web"] * 2
+    web = records[4]
+    assert web["metadata"]["url"].startswith("https://") and web["title"]
+    assert all(0.0 <= r["score"] <= 1.0 for r in records)
+    assert [r["metadata"]["id"] for r in records] == [str(i) for i in range(1, 7)]
+    small = await retrieval(client, top_k=2)
+    assert [r["metadata"]["source_type"] for r in small] == ["rag", "web"]
+
+
+async def test_retrieval_threshold_applies_to_web_records(client: httpx.AsyncClient) -> None:
+    records = await retrieval(client, top_k=6, threshold=0.05)  # Bocha gives no score: 0
+    assert records and all(r["metadata"]["source_type"] == "rag" for r in records)
+
+
+async def test_retrieval_without_web_for_other_kbs(
+    client: httpx.AsyncClient, provider: FakeProvider
+) -> None:
+    resp = await client.post(
+        "/retrieval",
+        json={
+            "knowledge_id": "acl-forms",
+            "query": "消防演练",
+            "retrieval_setting": {"top_k": 5, "score_threshold": 0},
+        },
+        headers=auth("anon"),
+    )
+    assert resp.status_code == 200
+    assert all(r["metadata"]["source_type"] == "rag" for r in resp.json()["records"])
+    assert provider.requests == []

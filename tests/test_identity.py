@@ -150,3 +150,16 @@ def test_payload_tampering_breaks_the_signature(acl: AccessControl) -> None:
         resolve_principal(
             key(IdentityMode.SIGNED), Claims(token=f"{header}.{forged_payload}.{signature}"), acl
         )
+
+
+def test_example_token_minter_is_accepted(acl: AccessControl) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "dify" / "mint_token.py"
+    spec = importlib.util.spec_from_file_location("mint_token", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    minted = module.mint("alice", ["访客"], "acme", 60, SECRET)
+    principal = resolve_principal(key(IdentityMode.SIGNED), Claims(token=minted), acl)
+    assert principal.user_id == "alice" and principal.roles == MGR | {"访客"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Annotated
@@ -11,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from retrieval_svc.auth.keys import IdentityMode, hash_key, new_key
-from retrieval_svc.settings import ElasticsearchSettings, Settings
+from retrieval_svc.settings import Settings
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",
@@ -70,22 +69,3 @@ def new_key_command(
     }
     typer.echo(f"API key (shown once, give it to the caller): {key}", err=True)
     typer.echo(json.dumps(entry, ensure_ascii=False))
-
-
-@app.command("init-index")
-def init_index() -> None:
-    """Apply the index template and create the alias's first index if missing."""
-    from retrieval_svc.search.index import ensure_index
-    from retrieval_svc.state import make_es_client
-
-    settings = ElasticsearchSettings()
-
-    async def run() -> str:
-        es = make_es_client(settings)
-        try:
-            return await ensure_index(es, settings.index_alias)
-        finally:
-            await es.close()
-
-    flavour = asyncio.run(run())
-    typer.echo(f"index alias {settings.index_alias} ready (analysis: {flavour})")

@@ -80,32 +80,27 @@ def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
             await es.close()
 
     asyncio.run(run())
-    for doc_id, acl in ACL_DOCS.items():
+    raw_docs = {
+        doc_id: {
+            "knowledge_id": ACL_KB,
+            "content": f"消防演练每半年组织一次（{doc_id}）",
+            "document_title": "消防演练",
+            "dataset_name": "权限测试库",
+            "segment_position": 1,
+            **acl,
+        }
+        for doc_id, acl in ACL_DOCS.items()
+    } | {
+        doc_id: {
+            "knowledge_id": FILTER_KB,
+            "content": f"通用 过滤 测试 {doc_id}",
+            "dataset_name": "过滤测试库",
+            **fields,
+        }
+        for doc_id, fields in FILTER_DOCS.items()
+    }
+    for doc_id, doc in raw_docs.items():
         es_sync.index(
-            index=alias,
-            id=doc_id,
-            document={
-                "chunk_id": doc_id,
-                "document_id": doc_id,
-                "knowledge_id": ACL_KB,
-                "content": f"消防演练每半年组织一次（{doc_id}）",
-                "document_title": "消防演练",
-                "dataset_name": "权限测试库",
-                "segment_position": 1,
-                **acl,
-            },
-        )
-    for doc_id, fields in FILTER_DOCS.items():
-        es_sync.index(
-            index=alias,
-            id=doc_id,
-            document={
-                "chunk_id": doc_id,
-                "document_id": doc_id,
-                "knowledge_id": FILTER_KB,
-                "content": f"通用 过滤 测试 {doc_id}",
-                "dataset_name": "过滤测试库",
-                **fields,
-            },
+            index=alias, id=doc_id, document={"chunk_id": doc_id, "document_id": doc_id, **doc}
         )
     es_sync.indices.refresh(index=alias)

@@ -19,6 +19,26 @@ from retrieval_svc.settings import Settings
 ES_URL = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "building-ops"
 
+# The fields of a chunk in the customer's code-node output (seed appendix A).
+SEED_FIELDS = frozenset(
+    {
+        "id",
+        "content",
+        "source_type",
+        "document_title",
+        "url",
+        "score",
+        "display_subtitle",
+        "document_name",
+        "dataset_name",
+        "site_name",
+        "site_host",
+        "source_file_url",
+        "segment_position",
+        "published_date",
+    }
+)
+
 # Secrets of the test API keys; the service only ever sees their hashes.
 KEYS = {
     "anon": "test-key-anonymous-0123456789",

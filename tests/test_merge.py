@@ -14,6 +14,7 @@ from retrieval_svc.merge import (
     site_host,
     web_subtitle,
 )
+from tests.support import SEED_FIELDS
 
 DATASET = "测试知识库20260610"
 
@@ -149,22 +150,7 @@ def test_seed_output_example() -> None:
 
 def test_chunk_fields_are_the_code_nodes() -> None:
     out = numbered_output(merge(rag_from_dify([rag_item("正文", 0.5)]), [{"content": "w"}], 1))
-    expected = {
-        "id",
-        "content",
-        "source_type",
-        "document_title",
-        "url",
-        "score",
-        "display_subtitle",
-        "document_name",
-        "dataset_name",
-        "site_name",
-        "site_host",
-        "source_file_url",
-        "segment_position",
-        "published_date",
-    }
+    expected = SEED_FIELDS
     for chunk in out["chunk_metadata"]:
         assert set(chunk) == expected
 

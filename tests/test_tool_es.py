@@ -13,26 +13,9 @@ from openapi_spec_validator import validate
 from retrieval_svc.auth.keys import IdentityMode
 from tests.corpus import SAMPLES_KB
 from tests.fake_provider import FakeProvider
-from tests.support import app_client, auth, key_entry, make_settings, postcheck_drops
+from tests.support import SEED_FIELDS, app_client, auth, key_entry, make_settings, postcheck_drops
 
 pytestmark = pytest.mark.anyio
-
-SEED_FIELDS = {
-    "id",
-    "content",
-    "source_type",
-    "document_title",
-    "url",
-    "score",
-    "display_subtitle",
-    "document_name",
-    "dataset_name",
-    "site_name",
-    "site_host",
-    "source_file_url",
-    "segment_position",
-    "published_date",
-}
 
 
 @pytest.fixture

@@ -1,18 +1,26 @@
-"""``retrieval-indexer``: load documents into the chunk index."""
+"""``retrieval-indexer``: load documents into the chunk index and manage it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
+from elasticsearch import AsyncElasticsearch
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from indexer import manage
 from indexer.chunking import ChunkOptions
-from indexer.pipeline import IndexJob, Report, index_folder
+from indexer.pipeline import IndexOptions, Report, index_source
+from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.settings import ElasticsearchSettings
 from retrieval_svc.state import make_es_client
@@ -22,59 +30,205 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def run(work: Callable[[AsyncElasticsearch, str], Awaitable[T]]) -> T:
+    """Run ``work(es, alias)`` with a client from the environment's settings."""
+    settings = ElasticsearchSettings()
+
+    async def main() -> T:
+        es = make_es_client(settings)
+        try:
+            return await work(es, settings.index_alias)
+        finally:
+            await es.close()
+
+    return asyncio.run(main())
+
+
+def load_manifest(path: Path | None) -> dict[str, dict[str, Any]]:
+    """A JSON Lines manifest: one object per document with a ``path`` key."""
+    if path is None:
+        return {}
+    entries: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            raise typer.BadParameter(f"{path}:{number}: needs an object with a 'path' string")
+        entries[entry["path"].lstrip("/")] = entry
+    return entries
+
+
+def print_report(report: Report, as_json: bool) -> None:
+    """The run's summary, for people or machines."""
+    if as_json:
+        typer.echo(json.dumps({"ok": report.ok, **asdict(report)}, ensure_ascii=False))
+        return
+    verb = "would index" if report.dry_run else "indexed"
+    err.print(
+        f"[bold]{verb} {report.documents_indexed}[/] documents ({report.chunks_indexed} chunks), "
+        f"skipped {report.documents_skipped} unchanged, [red]{report.documents_failed} failed[/], "
+        f"{report.stale_chunks_deleted} stale chunks removed, {report.documents_pruned} pruned "
+        f"— {report.documents_seen} seen, {report.bytes_read:,} bytes read "
+        f"in {report.duration_s:.1f} s"
+    )
+    for failure in report.failures:
+        err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
 
 
 @app.command()
 def init() -> None:
     """Apply the index template and create the alias's first index if missing."""
-    settings = ElasticsearchSettings()
 
-    async def run() -> str:
-        es = make_es_client(settings)
-        try:
-            return await ensure_index(es, settings.index_alias)
-        finally:
-            await es.close()
+    async def work(es: AsyncElasticsearch, alias: str) -> str:
+        return await ensure_index(es, alias)
 
-    typer.echo(f"index alias {settings.index_alias} ready (analysis: {asyncio.run(run())})")
+    typer.echo(f"index alias ready (analysis: {run(work)})")
 
 
 @app.command()
 def index(
-    source: Annotated[Path, typer.Argument(help="A local folder of .md / .txt documents.")],
+    source: Annotated[
+        str, typer.Argument(help="oss://bucket/prefix, s3://bucket/prefix or a folder.")
+    ],
     knowledge_id: Annotated[str, typer.Option(help="Knowledge base id (Dify's knowledge_id).")],
     dataset_name: Annotated[str, typer.Option(help="Knowledge base display name.")] = "",
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSON Lines metadata, one object per document with 'path'.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    url_template: Annotated[
+        str | None, typer.Option(help="source_file_url from {key} {uri} {bucket} {name}.")
+    ] = None,
     chunk_size: Annotated[int, typer.Option(help="Most characters per chunk.")] = 600,
     chunk_overlap: Annotated[int, typer.Option(help="Characters repeated between chunks.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    prune: Annotated[
+        bool, typer.Option(help="Delete documents of the knowledge base not in SOURCE.")
+    ] = False,
+    force: Annotated[bool, typer.Option(help="Re-index unchanged documents too.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Parse and chunk, write nothing.")] = False,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=32, help="Documents read and parsed at once.")
+    ] = 4,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Object store endpoint [OSS_ENDPOINT / AWS_ENDPOINT_URL].")
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option(help="Object store region [OSS_REGION / AWS_REGION].")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON on stdout.")
+    ] = False,
 ) -> None:
-    """Index a folder into a knowledge base; exit 1 if any document failed."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    settings = ElasticsearchSettings()
-    job = IndexJob(
-        source=source,
-        knowledge_id=knowledge_id,
-        dataset_name=dataset_name or knowledge_id,
-        alias=settings.index_alias,
-        options=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
+    """Index SOURCE into a knowledge base; exit 1 if any document failed."""
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
+    try:
+        options = IndexOptions(
+            knowledge_id=knowledge_id,
+            alias=ElasticsearchSettings().index_alias,
+            dataset_name=dataset_name,
+            chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
+            url_template=url_template,
+            manifest=load_manifest(manifest),
+            prune=prune,
+            force=force,
+            dry_run=dry_run,
+            concurrency=concurrency,
+        )
+        src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
+    except (ValueError, NotADirectoryError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    show = sys.stderr.isatty() and not as_json
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed} documents"),
+        TimeElapsedColumn(),
     )
+    with Progress(*columns, console=err, disable=not show, transient=True) as bar:
+        task = bar.add_task(f"indexing {escape(src.description)}", total=None)
 
-    async def run() -> Report:
-        es = make_es_client(settings)
-        try:
-            await ensure_index(es, settings.index_alias)
-            return await index_folder(es, job)
-        finally:
-            await es.close()
+        async def work(es: AsyncElasticsearch, alias: str) -> Report:
+            if not dry_run:
+                await ensure_index(es, alias)
+            return await index_source(es, src, options, progress=lambda _name: bar.advance(task))
 
-    report = asyncio.run(run())
+        report = run(work)
+    print_report(report, as_json)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@app.command()
+def delete(
+    knowledge_id: Annotated[str, typer.Option(help="Knowledge base to delete from.")],
+    document_id: Annotated[
+        list[str] | None, typer.Option(help="Only these documents (repeatable).")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Really delete; without it, only count.")
+    ] = False,
+) -> None:
+    """Delete a knowledge base's chunks, or some documents'."""
+    ids = document_id or []
+
+    async def work(es: AsyncElasticsearch, alias: str) -> tuple[int, int]:
+        matching = await manage.count(es, alias, manage.delete_query(knowledge_id, ids))
+        return matching, (await manage.delete(es, alias, knowledge_id, ids) if yes else 0)
+
+    matching, deleted = run(work)
+    if not yes:
+        typer.echo(f"{matching} chunks match; nothing deleted (pass --yes to delete them)")
+        return
+    typer.echo(f"deleted {deleted} chunks")
+
+
+@app.command()
+def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Indices behind the alias and counts per knowledge base."""
+    out = run(manage.stats)
     if as_json:
-        typer.echo(json.dumps({"ok": report.ok, **asdict(report)}, ensure_ascii=False))
+        typer.echo(json.dumps(out, ensure_ascii=False))
+        return
+    typer.echo(f"alias {out['alias']} → {', '.join(out['indices'])} (analysis: {out['analysis']})")
+    typer.echo(f"{out['chunks']} chunks")
+    for kb in out["knowledge_bases"]:
+        typer.echo(
+            f"  {kb['knowledge_id']}: {kb['documents']} documents, {kb['chunks']} chunks "
+            f"({kb['restricted_chunks']} restricted), last indexed {kb['last_indexed']}"
+        )
+
+
+@app.command()
+def rebuild(
+    keep_old: Annotated[bool, typer.Option(help="Keep the old index after the swap.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Copy the index into a new one from the current template and swap the alias."""
+
+    async def work(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
+        return await manage.rebuild(
+            es, alias, keep_old=keep_old, progress=lambda n: err.print(f"copied {n} chunks")
+        )
+
+    out = run(work)
+    if as_json:
+        typer.echo(json.dumps(out))
     else:
         typer.echo(
-            f"indexed {report.documents_indexed} documents ({report.chunks_indexed} chunks), "
-            f"{len(report.failures)} failed, {report.stale_chunks_deleted} stale chunks removed"
+            f"alias {out['alias']} now → {out['new']} ({out['chunks']} chunks); "
+            f"old: {', '.join(out['old'])}{' kept' if keep_old else ' deleted'}"
         )
-        for failure in report.failures:
-            typer.echo(f"  failed: {failure['document']}: {failure['reason']}", err=True)
-    raise typer.Exit(0 if report.ok else 1)

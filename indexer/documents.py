@@ -31,7 +31,7 @@ class DocumentError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SourceObject:
-    """One object from a source.
+    """One parsed object from a source.
 
     ``uri`` is where it is, ``identity`` what makes it the same document across runs (the
     object URL for object storage, the path inside the folder for local files, so moving a
@@ -43,6 +43,7 @@ class SourceObject:
     name: str
     text: str
     etag: str = ""
+    front_matter: Mapping[str, Any] = field(default_factory=dict)
     metadata_layers: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
 
 
@@ -114,8 +115,8 @@ def build_chunks(
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
-    front, body = split_front_matter(obj.text)
-    meta = merge_metadata((front, *obj.metadata_layers))
+    body = obj.text
+    meta = merge_metadata((obj.front_matter, *obj.metadata_layers))
     try:
         roles = parse_roles(meta.get("access_roles"))
     except RoleValueError as exc:

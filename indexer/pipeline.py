@@ -1,31 +1,79 @@
-"""Indexing a source into Elasticsearch: parse, chunk, bulk, and drop stale chunks."""
+"""Indexing a source: list → skip unchanged → read, parse, chunk → bulk → drop stale chunks.
+
+Work goes in batches of objects. For each batch the indexer asks Elasticsearch which
+versions (``source_etag``) its documents have; a document whose every chunk carries the
+object's current ETag is skipped. A changed document is written chunk by chunk (ids are
+deterministic, so chunks are overwritten in place), then every chunk of it that carries
+another ETag or lies past its new end is deleted. A crash between the two steps leaves a
+document with mixed ETags, which the next run sees as changed and repairs: re-runs converge.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from itertools import islice
+from string import Formatter
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
 
 from indexer.chunking import ChunkOptions
-from indexer.documents import DocumentError, build_chunks
-from indexer.sources import load_local, local_files
+from indexer.documents import DocumentError, SourceObject, build_chunks, document_id
+from indexer.parsers import parse
+from indexer.sources import ObjectRef, Source
 
 log = logging.getLogger(__name__)
+
+URL_FIELDS = frozenset({"key", "uri", "bucket", "name"})
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOptions:
+    """What to index into, and how."""
+
+    knowledge_id: str
+    alias: str
+    dataset_name: str = ""
+    chunk: ChunkOptions = field(default_factory=ChunkOptions)
+    url_template: str | None = None
+    manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prune: bool = False
+    force: bool = False
+    dry_run: bool = False
+    batch_size: int = 100
+    concurrency: int = 4
+
+    def __post_init__(self) -> None:
+        if self.url_template is not None:
+            names = {f for _, f, _, _ in Formatter().parse(self.url_template) if f is not None}
+            unknown = names - URL_FIELDS
+            if unknown:
+                allowed = ", ".join(sorted(URL_FIELDS))
+                raise ValueError(f"--url-template uses {sorted(unknown)}; allowed: {allowed}")
 
 
 @dataclass(slots=True)
 class Report:
-    """What a run did."""
+    """What a run did; ``ok`` is false when any document or chunk failed."""
 
+    source: str
+    knowledge_id: str
+    dry_run: bool = False
+    documents_seen: int = 0
     documents_indexed: int = 0
+    documents_skipped: int = 0
+    documents_failed: int = 0
+    documents_pruned: int = 0
     chunks_indexed: int = 0
     chunks_failed: int = 0
     stale_chunks_deleted: int = 0
+    bytes_read: int = 0
+    duration_s: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
 
     @property
@@ -33,96 +81,250 @@ class Report:
         """Whether every document and chunk went in."""
         return not self.failures and not self.chunks_failed
 
-
-@dataclass(frozen=True, slots=True)
-class IndexJob:
-    """What to index and how."""
-
-    source: Path
-    knowledge_id: str
-    dataset_name: str
-    alias: str
-    options: ChunkOptions = field(default_factory=ChunkOptions)
+    def fail(self, document: str, reason: str) -> None:
+        """Record a document that was not indexed."""
+        self.documents_failed += 1
+        self.failures.append({"document": document, "reason": reason})
+        log.warning("not indexed: %s: %s", document, reason)
 
 
-async def index_folder(
-    es: AsyncElasticsearch,
-    job: IndexJob,
-    *,
-    on_document: Callable[[str], None] | None = None,
-) -> Report:
-    """Index every text file under ``job.source``; one bad document never stops the rest."""
-    report = Report()
-    root = job.source.resolve()
-    if not root.is_dir():
-        raise NotADirectoryError(f"{job.source} is not a folder")
-    indexed: dict[str, int] = {}
+Progress = Callable[[str], None]
+
+
+def _url(options: IndexOptions, ref: ObjectRef, bucket: str) -> str:
+    if options.url_template is None:
+        return ref.uri
+    name = ref.key.rsplit("/", 1)[-1]
+    return options.url_template.format(key=ref.key, uri=ref.uri, bucket=bucket, name=name)
+
+
+def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list[dict[str, Any]]:
+    """Read, parse and chunk one object (blocking: run it in a thread)."""
+    data = source.read(ref)
+    parsed = parse(ref.key, data)
+    manifest = options.manifest.get(ref.key) or options.manifest.get(ref.uri) or {}
+    obj = SourceObject(
+        uri=ref.uri,
+        identity=ref.identity,
+        name=ref.key,
+        text=parsed.text,
+        etag=ref.etag,
+        front_matter=parsed.front_matter,
+        metadata_layers=(source.sidecar(ref), {k: v for k, v in manifest.items() if k != "path"}),
+    )
+    bucket = ref.uri.split("/")[2] if "://" in ref.uri else ""
+    return build_chunks(
+        obj,
+        knowledge_id=options.knowledge_id,
+        dataset_name=options.dataset_name or options.knowledge_id,
+        url=_url(options, ref, bucket),
+        options=options.chunk,
+    )
+
+
+async def current_versions(
+    es: AsyncElasticsearch, alias: str, knowledge_id: str, doc_ids: list[str]
+) -> dict[str, set[str]]:
+    """The ETags stored for each of ``doc_ids`` (a clean document has exactly one)."""
+    response = await es.search(
+        index=alias,
+        size=0,
+        query={
+            "bool": {
+                "filter": [
+                    {"term": {"knowledge_id": knowledge_id}},
+                    {"terms": {"document_id": doc_ids}},
+                ]
+            }
+        },
+        aggs={
+            "docs": {
+                "terms": {"field": "document_id", "size": len(doc_ids)},
+                "aggs": {"etags": {"terms": {"field": "source_etag", "size": 3, "missing": ""}}},
+            }
+        },
+    )
+    return {
+        bucket["key"]: {e["key"] for e in bucket["etags"]["buckets"]}
+        for bucket in response["aggregations"]["docs"]["buckets"]
+    }
+
+
+async def delete_matching(es: AsyncElasticsearch, alias: str, query: dict[str, Any]) -> int:
+    """Delete every chunk matching ``query`` (scan + bulk: no optional ES module needed)."""
+    deleted = 0
+    batch: list[dict[str, Any]] = []
+    async for hit in async_scan(es, index=alias, query={"query": query}, _source=False, size=1000):
+        batch.append({"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]})
+        if len(batch) >= 1000:
+            deleted += (await async_bulk(es, batch, raise_on_error=False))[0]
+            batch = []
+    if batch:
+        deleted += (await async_bulk(es, batch, raise_on_error=False))[0]
+    return deleted
+
+
+def stale_query(written: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
+    """Chunks of these documents that are not part of the version just written."""
+    return {
+        "bool": {
+            "should": [
+                {
+                    "bool": {
+                        "filter": [{"term": {"document_id": doc_id}}],
+                        "should": [
+                            {"bool": {"must_not": [{"term": {"source_etag": etag}}]}},
+                            {"range": {"segment_position": {"gt": count}}},
+                        ],
+                        "minimum_should_match": 1,
+                    }
+                }
+                for doc_id, etag, count in written
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+async def _bulk(
+    es: AsyncElasticsearch, alias: str, docs: dict[str, list[dict[str, Any]]], report: Report
+) -> set[str]:
+    """Write the chunks; the ids of documents with a failed chunk."""
 
     async def actions() -> AsyncIterator[dict[str, Any]]:
-        for path in local_files(root):
-            name = path.relative_to(root).as_posix()
-            try:
-                docs = build_chunks(
-                    load_local(path, root),
-                    knowledge_id=job.knowledge_id,
-                    dataset_name=job.dataset_name,
-                    options=job.options,
-                )
-            except (DocumentError, OSError) as exc:
-                report.failures.append({"document": name, "reason": str(exc)})
-                log.warning("not indexed: %s: %s", name, exc)
-                continue
-            finally:
-                if on_document:
-                    on_document(name)
-            indexed[docs[0]["document_id"]] = len(docs)
-            report.documents_indexed += 1
-            for doc in docs:
-                yield {"_index": job.alias, "_id": doc["chunk_id"], "_source": doc}
+        for chunks in docs.values():
+            for chunk in chunks:
+                yield {"_index": alias, "_id": chunk["chunk_id"], "_source": chunk}
 
+    failed: set[str] = set()
     async for ok, item in async_streaming_bulk(
         es,
         actions(),
         chunk_size=500,
         max_chunk_bytes=10 * 1024 * 1024,
         max_retries=5,
+        initial_backoff=1,
         retry_on_status=(429,),
         raise_on_error=False,
         raise_on_exception=False,
     ):
         if ok:
             report.chunks_indexed += 1
-        else:
-            report.chunks_failed += 1
-            log.error("bulk item failed: %s", item)
-    await es.indices.refresh(index=job.alias)
-    for doc_id, count in indexed.items():
-        report.stale_chunks_deleted += await delete_chunks_after(es, job.alias, doc_id, count)
-    await es.indices.refresh(index=job.alias)
+            continue
+        report.chunks_failed += 1
+        info = next(iter(item.values()))
+        failed.add(str(info.get("_id", "")).rsplit("-", 1)[0])
+        log.error("bulk item failed: %s", info.get("error") or info.get("status"))
+    return failed
+
+
+async def index_source(
+    es: AsyncElasticsearch,
+    source: Source,
+    options: IndexOptions,
+    *,
+    progress: Progress | None = None,
+) -> Report:
+    """Index ``source`` into ``options.knowledge_id``; one bad document never stops the rest."""
+    started = time.perf_counter()
+    report = Report(
+        source=source.description, knowledge_id=options.knowledge_id, dry_run=options.dry_run
+    )
+    kb, alias = options.knowledge_id, options.alias
+    seen: set[str] = set()
+    limit = asyncio.Semaphore(options.concurrency)
+    listing = iter(source.list())
+
+    async def load(ref: ObjectRef) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
+        async with limit:
+            try:
+                return ref, await asyncio.to_thread(load_document, source, ref, options)
+            except DocumentError as exc:
+                return ref, str(exc)
+            except Exception as exc:  # a read error: report it, keep going
+                return ref, f"{type(exc).__name__}: {exc}"
+
+    while batch := await asyncio.to_thread(lambda: list(islice(listing, options.batch_size))):
+        ids = {ref.key: document_id(kb, ref.identity) for ref in batch}
+        seen.update(ids.values())
+        report.documents_seen += len(batch)
+        versions = await current_versions(es, alias, kb, list(ids.values()))
+        todo = []
+        for ref in batch:
+            if not options.force and versions.get(ids[ref.key]) == {ref.etag}:
+                report.documents_skipped += 1
+                if progress:
+                    progress(ref.key)
+            else:
+                todo.append(ref)
+        docs: dict[str, list[dict[str, Any]]] = {}
+        for ref, result in await asyncio.gather(*(load(ref) for ref in todo)):
+            if progress:
+                progress(ref.key)
+            if isinstance(result, str):
+                report.fail(ref.key, result)
+                continue
+            report.bytes_read += ref.size
+            docs[ids[ref.key]] = result
+        if options.dry_run:
+            report.documents_indexed += len(docs)
+            report.chunks_indexed += sum(len(c) for c in docs.values())
+            continue
+        failed = await _bulk(es, alias, docs, report) if docs else set()
+        names = {ids[ref.key]: ref.key for ref in todo}
+        for doc_id in failed:
+            report.fail(names.get(doc_id, doc_id), "some chunks were not written (see log)")
+        written = [
+            (doc_id, chunks[0]["source_etag"], len(chunks))
+            for doc_id, chunks in docs.items()
+            if doc_id not in failed
+        ]
+        report.documents_indexed += len(written)
+        if written:
+            await es.indices.refresh(index=alias)  # the overwritten chunks must be visible
+            report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(written))
+    if options.prune and not options.dry_run:
+        report.documents_pruned = await prune(es, alias, kb, seen)
+    if not options.dry_run:
+        await es.indices.refresh(index=alias)
+    report.duration_s = round(time.perf_counter() - started, 3)
     return report
 
 
-async def delete_chunks_after(
-    es: AsyncElasticsearch, alias: str, doc_id: str, last_position: int
-) -> int:
-    """Delete a document's chunks past ``last_position`` (left over when it shrank).
-
-    Uses scan + bulk delete rather than ``_delete_by_query``, which lives in an optional
-    Elasticsearch module.
-    """
-    query = {
-        "bool": {
-            "filter": [
-                {"term": {"document_id": doc_id}},
-                {"range": {"segment_position": {"gt": last_position}}},
-            ]
+async def prune(es: AsyncElasticsearch, alias: str, knowledge_id: str, keep: set[str]) -> int:
+    """Delete the documents of ``knowledge_id`` whose id is not in ``keep``; how many."""
+    gone: list[str] = []
+    after: dict[str, Any] | None = None
+    while True:
+        composite: dict[str, Any] = {
+            "size": 1000,
+            "sources": [{"doc": {"terms": {"field": "document_id"}}}],
         }
-    }
-    stale = [
-        {"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]}
-        async for hit in async_scan(es, index=alias, query={"query": query}, _source=False)
-    ]
-    if not stale:
-        return 0
-    deleted, _ = await async_bulk(es, stale, raise_on_error=False)
-    return deleted
+        if after:
+            composite["after"] = after
+        response = await es.search(
+            index=alias,
+            size=0,
+            query={"term": {"knowledge_id": knowledge_id}},
+            aggs={"docs": {"composite": composite}},
+        )
+        agg = response["aggregations"]["docs"]
+        gone += [b["key"]["doc"] for b in agg["buckets"] if b["key"]["doc"] not in keep]
+        after = agg.get("after_key")
+        if not after or not agg["buckets"]:
+            break
+    for i in range(0, len(gone), 500):
+        part = gone[i : i + 500]
+        await delete_matching(
+            es,
+            alias,
+            {
+                "bool": {
+                    "filter": [
+                        {"term": {"knowledge_id": knowledge_id}},
+                        {"terms": {"document_id": part}},
+                    ]
+                }
+            },
+        )
+    return len(gone)

@@ -1,55 +1,237 @@
-"""Where documents come from. Local folders now; object storage follows the same shape."""
+"""Where documents come from: local folders, S3 and Alibaba Cloud OSS (S3-compatible API).
+
+Listing is paginated and streamed (one page in memory at a time); objects are read one by
+one, so memory does not grow with the bucket. Sidecar metadata ``<key>.meta.json`` travels
+with its object and is never indexed as a document.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlparse
 
-from indexer.documents import DocumentError, SourceObject
+from indexer.documents import DocumentError
+from indexer.parsers import supported
 
-TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 SIDECAR_SUFFIX = ".meta.json"
 
 
-def read_sidecar(path: Path) -> dict[str, Any]:
-    """The ``<file>.meta.json`` beside ``path``, or ``{}``."""
-    sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-    if not sidecar.exists():
-        return {}
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """A listed object: its key under the source, where it is, its version, and what makes
+    it the same document across runs."""
+
+    key: str
+    uri: str
+    etag: str
+    size: int
+    identity: str
+
+
+class Source(Protocol):
+    """Something that lists and reads objects."""
+
+    description: str
+
+    def list(self) -> Iterator[ObjectRef]:
+        """Every indexable object, streamed."""
+        ...
+
+    def read(self, ref: ObjectRef) -> bytes:
+        """The object's bytes."""
+        ...
+
+    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
+        """The object's ``.meta.json`` sidecar, or ``{}``."""
+        ...
+
+
+def _parse_sidecar(data: bytes, name: str) -> dict[str, Any]:
     try:
-        data = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DocumentError(f"sidecar {sidecar.name} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DocumentError(f"sidecar {sidecar.name} must hold a JSON object")
-    return data
+        parsed = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DocumentError(f"sidecar {name} is not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise DocumentError(f"sidecar {name} must hold a JSON object")
+    return parsed
 
 
-def local_files(root: Path) -> Iterator[Path]:
-    """Indexable files below ``root`` in a stable order."""
-    for path in sorted(root.rglob("*")):
-        if path.name.startswith(".") or path.suffix.lower() not in TEXT_SUFFIXES:
-            continue
-        if path.is_file():
-            yield path
+def indexable(key: str) -> bool:
+    """Whether a key names a document (not a sidecar, not hidden, a supported type)."""
+    name = key.rsplit("/", 1)[-1]
+    return not name.startswith(".") and not key.endswith(SIDECAR_SUFFIX) and supported(key)
 
 
-def load_local(path: Path, root: Path) -> SourceObject:
-    """Read one local file into a SourceObject."""
-    data = path.read_bytes()
+class LocalSource:
+    """A folder on disk; the ETag is the content's MD5, as S3 computes it for simple uploads."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_dir():
+            raise NotADirectoryError(f"{root} is not a folder")
+        self.root = root.resolve()
+        self.description = str(self.root)
+
+    def list(self) -> Iterator[ObjectRef]:
+        for path in sorted(self.root.rglob("*")):
+            key = path.relative_to(self.root).as_posix()
+            if indexable(key) and path.is_file():
+                data = path.read_bytes()
+                yield ObjectRef(
+                    key=key,
+                    uri=path.as_uri(),
+                    etag=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                    size=len(data),
+                    identity=f"local:{key}",  # moving the folder keeps document ids
+                )
+
+    def read(self, ref: ObjectRef) -> bytes:
+        return (self.root / ref.key).read_bytes()
+
+    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
+        path = self.root / (ref.key + SIDECAR_SUFFIX)
+        return _parse_sidecar(path.read_bytes(), path.name) if path.is_file() else {}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStoreOptions:
+    """Endpoint, region and credentials; unset values come from the environment."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    addressing_style: str | None = None
+
+
+def _is_local(endpoint: str) -> bool:
+    host = urlparse(endpoint).hostname or ""
+    if host == "localhost":
+        return True
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DocumentError("file is not UTF-8 text") from exc
-    name = path.relative_to(root).as_posix()
-    return SourceObject(
-        uri=path.resolve().as_uri(),
-        identity=f"local:{name}",
-        name=name,
-        text=text,
-        etag=hashlib.md5(data, usedforsecurity=False).hexdigest(),
-        metadata_layers=(read_sidecar(path),),
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def s3_client(scheme: str, options: ObjectStoreOptions) -> S3Client:
+    """A boto3 client for ``s3`` or ``oss`` with the names each ecosystem's users know.
+
+    OSS: ``OSS_ACCESS_KEY_ID``, ``OSS_ACCESS_KEY_SECRET``, ``OSS_REGION`` (e.g. cn-hangzhou),
+    ``OSS_ENDPOINT`` (default ``https://s3.oss-<region>.aliyuncs.com``), virtual-hosted
+    addressing and V2 signatures as Alibaba documents for AWS SDKs. S3: the standard AWS
+    variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+    ``AWS_ENDPOINT_URL``) and profiles. Endpoints on loopback or an IP use path-style.
+    """
+    import boto3
+    from botocore.config import Config
+
+    env = os.environ
+    if scheme == "oss":
+        region = options.region or env.get("OSS_REGION")
+        endpoint = options.endpoint or env.get("OSS_ENDPOINT")
+        if not endpoint:
+            if not region:
+                raise ValueError("oss:// needs OSS_REGION (e.g. cn-hangzhou) or OSS_ENDPOINT")
+            endpoint = f"https://s3.oss-{region}.aliyuncs.com"
+        key_id = options.access_key_id or env.get("OSS_ACCESS_KEY_ID")
+        secret = options.secret_access_key or env.get("OSS_ACCESS_KEY_SECRET")
+        if not key_id or not secret:
+            raise ValueError("oss:// needs OSS_ACCESS_KEY_ID and OSS_ACCESS_KEY_SECRET")
+        signature = "s3"
+    else:
+        region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        endpoint = options.endpoint or env.get("AWS_ENDPOINT_URL")
+        key_id, secret = options.access_key_id, options.secret_access_key
+        signature = "s3v4"
+    style = options.addressing_style or (
+        "path" if endpoint and _is_local(endpoint) else ("virtual" if scheme == "oss" else "auto")
     )
+    config = Config(
+        signature_version=signature,
+        s3={"addressing_style": style},  # type: ignore[arg-type]
+        retries={"max_attempts": 5, "mode": "standard"},
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret,
+        config=config,
+    )
+
+
+class ObjectStoreSource:
+    """``s3://bucket/prefix`` or ``oss://bucket/prefix``."""
+
+    def __init__(
+        self, url: str, options: ObjectStoreOptions | None = None, *, page_size: int = 1000
+    ) -> None:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("s3", "oss") or not parsed.netloc:
+            raise ValueError(f"{url!r} is not s3://bucket/prefix or oss://bucket/prefix")
+        self.scheme = parsed.scheme
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.lstrip("/")
+        self.description = url
+        self.page_size = page_size
+        self._client = s3_client(self.scheme, options or ObjectStoreOptions())
+
+    def _key(self, full_key: str) -> str:
+        return full_key[len(self.prefix) :].lstrip("/") if self.prefix else full_key
+
+    def list(self) -> Iterator[ObjectRef]:
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages = paginator.paginate(
+            Bucket=self.bucket, Prefix=self.prefix, PaginationConfig={"PageSize": self.page_size}
+        )
+        for page in pages:
+            for item in page.get("Contents", []):
+                full_key = item["Key"]
+                if full_key.endswith("/") or not indexable(full_key):
+                    continue
+                yield ObjectRef(
+                    key=self._key(full_key),
+                    uri=f"{self.scheme}://{self.bucket}/{full_key}",
+                    etag=str(item.get("ETag", "")).strip('"'),
+                    size=int(item.get("Size", 0)),
+                    identity=f"{self.scheme}://{self.bucket}/{full_key}",
+                )
+
+    def _full_key(self, key: str) -> str:
+        return f"{self.prefix.rstrip('/')}/{key}" if self.prefix else key
+
+    def read(self, ref: ObjectRef) -> bytes:
+        response = self._client.get_object(Bucket=self.bucket, Key=self._full_key(ref.key))
+        return response["Body"].read()
+
+    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
+        key = self._full_key(ref.key) + SIDECAR_SUFFIX
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key)
+        except self._client.exceptions.NoSuchKey:
+            return {}
+        return _parse_sidecar(response["Body"].read(), key)
+
+
+def open_source(spec: str, options: ObjectStoreOptions | None = None) -> Source:
+    """A source from ``oss://…``, ``s3://…``, ``file://…`` or a local path."""
+    parsed = urlparse(spec)
+    if parsed.scheme in ("s3", "oss"):
+        return ObjectStoreSource(spec, options)
+    if parsed.scheme == "file":
+        return LocalSource(Path(parsed.path))
+    if parsed.scheme and len(parsed.scheme) > 1:
+        raise ValueError(f"unsupported source {spec!r}: use oss://, s3://, file:// or a folder")
+    return LocalSource(Path(spec))

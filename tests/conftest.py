@@ -87,3 +87,17 @@ def provider_server() -> Iterator[FakeProvider]:
 def provider(provider_server: FakeProvider) -> FakeProvider:
     provider_server.reset()
     return provider_server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """A real S3-protocol server (moto in server mode) on loopback; its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    from tests.fake_provider import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()

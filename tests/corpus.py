@@ -6,7 +6,8 @@ import asyncio
 
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 
-from indexer.pipeline import IndexJob, index_folder
+from indexer.pipeline import IndexOptions, index_source
+from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index
 from tests.support import ES_URL, SAMPLES
 
@@ -71,10 +72,10 @@ def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
         es = AsyncElasticsearch(ES_URL, request_timeout=30)
         try:
             await ensure_index(es, alias)
-            job = IndexJob(
-                source=SAMPLES, knowledge_id=SAMPLES_KB, dataset_name="楼宇运营知识库", alias=alias
+            options = IndexOptions(
+                knowledge_id=SAMPLES_KB, alias=alias, dataset_name="楼宇运营知识库"
             )
-            report = await index_folder(es, job)
+            report = await index_source(es, LocalSource(SAMPLES), options)
             assert report.ok, report.failures
         finally:
             await es.close()

@@ -13,12 +13,14 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def obj(text: str, *layers: dict[str, Any], name: str = "docs/巡检.md") -> SourceObject:
+    front, text = split_front_matter(text)
     return SourceObject(
         uri=f"oss://kb/{name}",
         identity=f"oss://kb/{name}",
         name=name,
         text=text,
         etag="e1",
+        front_matter=front,
         metadata_layers=layers,
     )
 

@@ -1,88 +1,243 @@
-"""The indexer against the real Elasticsearch: idempotent, no stale chunks, bad ACLs refused."""
+"""The indexer against the real Elasticsearch: idempotent, incremental, no stale chunk,
+bad documents refused, crash-and-rerun converging, and index management."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from elasticsearch import AsyncElasticsearch
 from typer.testing import CliRunner
 
+from indexer import manage, pipeline
 from indexer.chunking import ChunkOptions
 from indexer.cli import app as indexer_cli
-from indexer.pipeline import IndexJob, index_folder
+from indexer.pipeline import IndexOptions, index_source
+from indexer.sources import LocalSource
+from retrieval_svc.search.index import ensure_index
+from tests import doc_factory
 from tests.support import ES_URL, SAMPLES
 
 pytestmark = pytest.mark.anyio
 
 
-async def chunks_of(es: AsyncElasticsearch, alias: str, kb: str) -> dict[str, dict[str, object]]:
+async def chunks_of(es: AsyncElasticsearch, alias: str, kb: str) -> dict[str, dict[str, Any]]:
     await es.indices.refresh(index=alias)
     resp = await es.search(index=alias, query={"term": {"knowledge_id": kb}}, size=1000)
     return {h["_id"]: h["_source"] for h in resp["hits"]["hits"]}
 
 
-async def test_reindexing_is_idempotent(es: AsyncElasticsearch, corpus: str) -> None:
-    job = IndexJob(source=SAMPLES, knowledge_id="idem", dataset_name="d", alias=corpus)
-    first = await index_folder(es, job)
+def opts(alias: str, kb: str, **kw: Any) -> IndexOptions:
+    return IndexOptions(knowledge_id=kb, alias=alias, **kw)
+
+
+async def test_second_run_skips_everything(es: AsyncElasticsearch, corpus: str) -> None:
+    first = await index_source(es, LocalSource(SAMPLES), opts(corpus, "idem"))
     before = await chunks_of(es, corpus, "idem")
-    second = await index_folder(es, job)
-    after = await chunks_of(es, corpus, "idem")
+    second = await index_source(es, LocalSource(SAMPLES), opts(corpus, "idem"))
     assert first.ok and second.ok
-    assert first.documents_indexed == 7
-    assert len(before) == first.chunks_indexed
-    assert set(after) == set(before)
+    assert (first.documents_indexed, first.documents_skipped) == (7, 0)
+    assert (second.documents_indexed, second.documents_skipped) == (0, 7)
+    assert await chunks_of(es, corpus, "idem") == before
+    forced = await index_source(es, LocalSource(SAMPLES), opts(corpus, "idem", force=True))
+    assert forced.documents_indexed == 7
+    assert set(await chunks_of(es, corpus, "idem")) == set(before)
 
 
-async def test_a_shrunk_document_leaves_no_stale_chunk(
+async def test_changed_document_replaces_all_its_chunks(
     es: AsyncElasticsearch, corpus: str, tmp_path: Path
 ) -> None:
     doc = tmp_path / "规程.md"
     doc.write_text("# 一\n\n" + "甲" * 80 + "\n\n# 二\n\n" + "乙" * 80 + "\n\n# 三\n\n丙丙\n")
-    job = IndexJob(
-        source=tmp_path,
-        knowledge_id="shrink",
-        dataset_name="d",
-        alias=corpus,
-        options=ChunkOptions(max_chars=100),
-    )
-    await index_folder(es, job)
-    assert len(await chunks_of(es, corpus, "shrink")) == 3
+    (tmp_path / "other.md").write_text("# 其他\n\n不变的文档\n")
+    options = opts(corpus, "shrink", chunk=ChunkOptions(max_chars=100))
+    await index_source(es, LocalSource(tmp_path), options)
+    assert len(await chunks_of(es, corpus, "shrink")) == 4
     doc.write_text("# 一\n\n只剩一段\n")
-    report = await index_folder(es, job)
+    report = await index_source(es, LocalSource(tmp_path), options)
     remaining = await chunks_of(es, corpus, "shrink")
+    assert (report.documents_indexed, report.documents_skipped) == (1, 1)
     assert report.stale_chunks_deleted == 2
-    assert [c["content"] for c in remaining.values()] == ["一\n只剩一段"]
+    assert sorted(c["content"] for c in remaining.values()) == ["一\n只剩一段", "其他\n不变的文档"]
+    assert len({c["source_etag"] for c in remaining.values()}) == 2
 
 
-async def test_unreadable_acl_is_reported_and_not_indexed(
+async def test_prune_deletes_documents_whose_object_is_gone(
+    es: AsyncElasticsearch, corpus: str, tmp_path: Path
+) -> None:
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text(f"# {name}\n\n内容 {name}\n")
+    await index_source(es, LocalSource(tmp_path), opts(corpus, "prune"))
+    (tmp_path / "b.md").unlink()
+    kept = await index_source(es, LocalSource(tmp_path), opts(corpus, "prune"))
+    assert kept.documents_pruned == 0 and len(await chunks_of(es, corpus, "prune")) == 3
+    pruned = await index_source(es, LocalSource(tmp_path), opts(corpus, "prune", prune=True))
+    assert pruned.documents_pruned == 1
+    names = sorted(c["document_name"] for c in (await chunks_of(es, corpus, "prune")).values())
+    assert names == ["a.md", "c.md"]
+
+
+async def test_bad_documents_are_reported_and_not_indexed(
     es: AsyncElasticsearch, corpus: str, tmp_path: Path
 ) -> None:
     (tmp_path / "good.md").write_text("---\naccess_roles: [物业经理]\n---\n正常文档\n")
-    (tmp_path / "bad.md").write_text("---\naccess_roles: '[\"物业经理\",'\n---\n权限写坏的文档\n")
+    (tmp_path / "bad-acl.md").write_text("---\naccess_roles: '[\"物业经理\",'\n---\n权限写坏\n")
     (tmp_path / "sidecar-bad.md").write_text("另一份文档\n")
     (tmp_path / "sidecar-bad.md.meta.json").write_text('{"access_roles": 42}')
-    report = await index_folder(
-        es, IndexJob(source=tmp_path, knowledge_id="badacl", dataset_name="d", alias=corpus)
-    )
+    (tmp_path / "broken-json.md").write_text("第三份\n")
+    (tmp_path / "broken-json.md.meta.json").write_text("{not json")
+    (tmp_path / "corrupt.pdf").write_bytes(b"%PDF-1.4 truncated garbage")
+    (tmp_path / "empty.md").write_text("---\ntitle: 空\n---\n")
+    report = await index_source(es, LocalSource(tmp_path), opts(corpus, "badacl"))
     assert not report.ok
-    assert sorted(f["document"] for f in report.failures) == ["bad.md", "sidecar-bad.md"]
+    failed = {f["document"]: f["reason"] for f in report.failures}
+    assert set(failed) == {
+        "bad-acl.md",
+        "sidecar-bad.md",
+        "broken-json.md",
+        "corrupt.pdf",
+        "empty.md",
+    }
+    assert "access_roles" in failed["bad-acl.md"] and "PDF" in failed["corrupt.pdf"]
     stored = await chunks_of(es, corpus, "badacl")
     assert [c["document_name"] for c in stored.values()] == ["good.md"]
 
 
-def test_cli_reports_json_and_fails_on_bad_documents(corpus: str, tmp_path: Path) -> None:
+async def test_every_format_in_chinese(es: AsyncElasticsearch, corpus: str, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_bytes(doc_factory.markdown("title: 巡更指南", "巡更人员打卡。"))
+    (tmp_path / "b.txt").write_bytes("配电房巡视记录。".encode("gb18030"))
+    (tmp_path / "c.html").write_bytes(doc_factory.html("会议室指南", [("预约", "小程序预约。")]))
+    (tmp_path / "d.pdf").write_bytes(doc_factory.pdf(["消防控制室值班制度", "双人值班。"]))
+    (tmp_path / "e.docx").write_bytes(doc_factory.docx("电梯维保规程", [("周期", "每15日。")]))
+    report = await index_source(es, LocalSource(tmp_path), opts(corpus, "formats"))
+    assert report.ok and report.documents_indexed == 5
+    titles = {
+        c["document_name"]: c["document_title"]
+        for c in (await chunks_of(es, corpus, "formats")).values()
+    }
+    assert titles == {
+        "a.md": "巡更指南",
+        "b.txt": "b",
+        "c.html": "会议室指南",
+        "d.pdf": "d",
+        "e.docx": "电梯维保规程",
+    }
+
+
+async def test_manifest_and_url_template(
+    es: AsyncElasticsearch, corpus: str, tmp_path: Path
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "x.md").write_text("---\naccess_roles: [甲]\ncategory: a\n---\n正文\n")
+    (tmp_path / "docs" / "x.md.meta.json").write_text('{"access_roles": ["乙"], "category": "b"}')
+    manifest = {"docs/x.md": {"path": "docs/x.md", "access_roles": "丙,丁", "owner": "王"}}
+    options = opts(
+        corpus, "manifest", manifest=manifest, url_template="https://files.example.com/kb/{key}"
+    )
+    await index_source(es, LocalSource(tmp_path), options)
+    (chunk,) = (await chunks_of(es, corpus, "manifest")).values()
+    assert chunk["access_roles"] == ["丙", "丁"]  # front matter < sidecar < manifest
+    assert chunk["metadata"] == {"category": "b", "owner": "王"}
+    assert chunk["source_file_url"] == "https://files.example.com/kb/docs/x.md"
+
+
+def test_bad_url_template_is_refused() -> None:
+    with pytest.raises(ValueError, match="allowed"):
+        IndexOptions(knowledge_id="k", alias="a", url_template="https://x/{path}")
+
+
+async def test_dry_run_writes_nothing(es: AsyncElasticsearch, corpus: str) -> None:
+    report = await index_source(es, LocalSource(SAMPLES), opts(corpus, "dry", dry_run=True))
+    assert report.documents_indexed == 7 and report.chunks_indexed > 7
+    assert await chunks_of(es, corpus, "dry") == {}
+
+
+async def test_crash_then_rerun_converges(
+    es: AsyncElasticsearch, corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("\n\n".join(f"# 第{i}节\n\n" + "字" * 90 for i in range(4)))
+    options = opts(corpus, "crash", chunk=ChunkOptions(max_chars=100))
+    await index_source(es, LocalSource(tmp_path), options)
+    assert len(await chunks_of(es, corpus, "crash")) == 4
+    # The new version has 2 chunks; the run dies after writing them, before the cleanup.
+    doc.write_text("# 新一\n\n新内容一\n\n" + "字" * 90 + "\n\n# 新二\n\n新内容二\n")
+
+    async def die(*_args: object) -> int:
+        raise ConnectionError("killed")
+
+    monkeypatch.setattr(pipeline, "delete_matching", die)
+    with pytest.raises(ConnectionError):
+        await index_source(es, LocalSource(tmp_path), options)
+    mixed = await chunks_of(es, corpus, "crash")
+    assert len({c["source_etag"] for c in mixed.values()}) == 2  # half old, half new
+    monkeypatch.undo()
+    report = await index_source(es, LocalSource(tmp_path), options)
+    assert report.documents_indexed == 1, "a document with mixed versions must be redone"
+    final = await chunks_of(es, corpus, "crash")
+    assert sorted(c["segment_position"] for c in final.values()) == [1, 2]
+    assert len({c["source_etag"] for c in final.values()}) == 1
+    assert all("新" in c["content"] or "字" in c["content"] for c in final.values())
+
+
+def test_cli_json_report_and_exit_code(corpus: str, tmp_path: Path) -> None:
     (tmp_path / "ok.md").write_text("# 标题\n\n正文\n")
     (tmp_path / "broken.md").write_text("---\naccess_roles: {a: 1}\n---\n正文\n")
     env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
     result = CliRunner().invoke(
-        indexer_cli,
-        ["index", str(tmp_path), "--knowledge-id", "cli-kb", "--json"],
-        env=env,
+        indexer_cli, ["index", str(tmp_path), "--knowledge-id", "cli-kb", "--json"], env=env
     )
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
-    assert report["ok"] is False
-    assert report["documents_indexed"] == 1
+    assert report["ok"] is False and report["documents_indexed"] == 1
     assert report["failures"][0]["document"] == "broken.md"
+    again = CliRunner().invoke(
+        indexer_cli, ["index", str(tmp_path / "nope"), "--knowledge-id", "x"], env=env
+    )
+    assert again.exit_code == 2 and "not a folder" in again.output
+
+
+def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    (tmp_path / "a.md").write_text("---\naccess_roles: [x]\n---\n甲\n")
+    (tmp_path / "b.md").write_text("乙\n")
+    runner = CliRunner()
+    assert (
+        runner.invoke(
+            indexer_cli, ["index", str(tmp_path), "--knowledge-id", "del-kb"], env=env
+        ).exit_code
+        == 0
+    )
+    stats = json.loads(runner.invoke(indexer_cli, ["stats", "--json"], env=env).stdout)
+    (kb,) = [k for k in stats["knowledge_bases"] if k["knowledge_id"] == "del-kb"]
+    assert (kb["documents"], kb["chunks"], kb["restricted_chunks"]) == (2, 2, 1)
+    assert stats["analysis"] in ("cjk", "core")
+    dry = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb"], env=env)
+    assert "2 chunks match; nothing deleted" in dry.stdout
+    done = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb", "--yes"], env=env)
+    assert "deleted 2 chunks" in done.stdout
+
+
+async def test_rebuild_swaps_the_alias(
+    es: AsyncElasticsearch, es_sync: Any, tmp_path: Path
+) -> None:
+    alias = "rsvc-rebuild-test"
+    try:
+        (tmp_path / "a.md").write_text("# 巡检\n\n巡检内容\n")
+        await ensure_index(es, alias)
+        await index_source(es, LocalSource(tmp_path), opts(alias, "rb"))
+        before = sorted((await es.indices.get_alias(name=alias)).keys())
+        out = await manage.rebuild(es, alias)
+        after = sorted((await es.indices.get_alias(name=alias)).keys())
+        assert before == [f"{alias}-000001"] and after == [f"{alias}-000002"] == [out["new"]]
+        assert out["chunks"] == 1
+        assert not await es.indices.exists(index=f"{alias}-000001")
+        assert len(await chunks_of(es, alias, "rb")) == 1
+        # The indexer keeps working against the new index: unchanged documents are skipped.
+        again = await index_source(es, LocalSource(tmp_path), opts(alias, "rb"))
+        assert again.documents_skipped == 1
+    finally:
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+        es_sync.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")

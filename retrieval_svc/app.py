@@ -19,6 +19,7 @@ from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
 from retrieval_svc.filters.tree import join_path
 from retrieval_svc.metrics import Metrics
+from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
@@ -30,14 +31,22 @@ from retrieval_svc.web.client import WebSearch
 log = logging.getLogger(__name__)
 
 
+# Libraries whose DEBUG output carries request bodies or headers (queries, document content,
+# credentials). They stay at WARNING whatever level the root logger is set to, so turning on
+# debug logging can never leak content or secrets.
+_QUIET_LIBRARIES = ("elastic_transport", "elasticsearch", "httpx", "httpcore")
+
+
 def create_app(settings: Settings) -> FastAPI:
     """A configured app; clients open and close with its lifespan."""
+    for name in _QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.auth_disabled:
             log.warning("AUTH IS DISABLED: every caller is trusted. Never run so in production.")
-        metrics = Metrics()
         try:
             acl = AccessControl(
                 settings.casbin_model,
@@ -64,7 +73,7 @@ def create_app(settings: Settings) -> FastAPI:
             engine=engine,
             catalog=CatalogCache(engine),
             acl=acl,
-            web=WebSearch(http, web_config(settings)),
+            web=WebSearch(http, web_config(settings), metrics=metrics),
             metrics=metrics,
         )
         if settings.manage_index:
@@ -85,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(ObservabilityMiddleware, metrics=metrics)
     app.include_router(health.router)
     app.include_router(dify.router)
     app.include_router(search.router)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Annotated
 
 import typer
@@ -37,16 +36,15 @@ def serve(
     import uvicorn
 
     from retrieval_svc.app import create_app
+    from retrieval_svc.observability import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # One line per Elasticsearch call is noise at INFO; failures still surface as warnings.
-    logging.getLogger("elastic_transport").setLevel(logging.WARNING)
+    configure_logging()
     settings = load_settings()
     uvicorn.run(
         create_app(settings),
         host=host or settings.host,
         port=port or settings.port,
-        log_level="info",
+        log_config=None,  # keep the JSON logging configured above
         access_log=False,
     )
 

@@ -8,6 +8,7 @@ from fastapi import Depends, Header, Request
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, bearer_token
 from retrieval_svc.errors import AuthError
+from retrieval_svc.observability import log_fields
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
@@ -45,10 +46,13 @@ async def authenticate(
     if state.settings.auth_disabled:
         return DEV_KEY
     try:
-        return state.keys.lookup(bearer_token(authorization))
+        key = state.keys.lookup(bearer_token(authorization))
     except AuthError as exc:
         state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+        log_fields(auth_error=type(exc).__name__)
         raise
+    log_fields(key=key.name, tenant=key.tenant)
+    return key
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

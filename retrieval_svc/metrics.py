@@ -1,29 +1,88 @@
-"""Prometheus metrics, one registry per app (labels are bounded: never user input)."""
+"""Prometheus metrics, one registry per app.
+
+Labels are bounded: route templates, methods, status codes, providers, outcomes and error
+classes — never a query, a key, a user id or a raw path.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from retrieval_svc import __version__
+from retrieval_svc.chunks import UnifiedChunk
+
+LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
     """The service's metric families."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        Gauge("rsvc_build_info", "Version of the running service.", ["version"], registry=r).labels(
+            version=__version__
+        ).set(1)
+        self.requests = Counter(
+            "rsvc_http_requests_total",
+            "HTTP requests, by route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "rsvc_http_request_duration_seconds",
+            "HTTP request latency, by route template.",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.es_seconds = Histogram(
+            "rsvc_elasticsearch_request_duration_seconds",
+            "Elasticsearch call latency, by operation and outcome (ok or the error class).",
+            ["operation", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.web_seconds = Histogram(
+            "rsvc_web_search_duration_seconds",
+            "Web search latency, by provider and outcome (ok, cached, timeout, error).",
+            ["provider", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.chunks_returned = Counter(
+            "rsvc_chunks_returned_total",
+            "Chunks returned to callers, by source (rag, web).",
+            ["source_type"],
+            registry=r,
+        )
         self.acl_postcheck_drops = Counter(
             "rsvc_acl_postcheck_drops_total",
             "Hits that passed the Elasticsearch ACL clause but failed the Python re-check (a bug).",
-            registry=self.registry,
+            registry=r,
         )
         self.policy_reloads = Counter(
             "rsvc_policy_reloads_total",
             "Casbin policy reloads after a file change, by outcome (ok, error).",
             ["outcome"],
-            registry=self.registry,
+            registry=r,
         )
         self.auth_failures = Counter(
             "rsvc_auth_failures_total",
             "Requests refused for authentication or authorization, by reason.",
             ["reason"],
-            registry=self.registry,
+            registry=r,
         )
+        for source in ("rag", "web"):
+            self.chunks_returned.labels(source_type=source)
+        self.acl_postcheck_drops.inc(0)
+
+    def count_chunks(self, chunks: Iterable[UnifiedChunk]) -> None:
+        """Count chunks leaving the service, by source."""
+        counts = {"rag": 0, "web": 0}
+        for chunk in chunks:
+            counts[chunk.source_type] += 1
+        for source, n in counts.items():
+            if n:
+                self.chunks_returned.labels(source_type=source).inc(n)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
-from retrieval_svc.errors import AuthorizationFailed, KnowledgeBaseNotFound
+from retrieval_svc.errors import AuthError, AuthorizationFailed, KnowledgeBaseNotFound
 from retrieval_svc.filters.tree import And, Condition, Not, Or
+from retrieval_svc.observability import log_fields
 from retrieval_svc.search.engine import SearchResult
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebOutcome
@@ -72,8 +73,14 @@ async def retrieve(
 ) -> Retrieval:
     """Resolve the principal and check permission, then search Elasticsearch and the web
     concurrently. Web trouble never fails the request; its outcome is reported."""
-    principal = resolve_principal(key, q.claims, state.acl)
-    authorize_knowledge_bases(state, key, principal, q.knowledge_ids)
+    log_fields(knowledge_ids=list(q.knowledge_ids), top_k=q.top_k, filtered=q.filter is not None)
+    try:
+        principal = resolve_principal(key, q.claims, state.acl)
+        authorize_knowledge_bases(state, key, principal, q.knowledge_ids)
+    except AuthError as exc:
+        state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+        raise
+    log_fields(anonymous=principal.anonymous, roles=len(principal.roles))
     web_task: asyncio.Task[WebOutcome] | None = None
     if web is not None and state.web.enabled:
         web_task = asyncio.create_task(
@@ -91,6 +98,13 @@ async def retrieve(
             web_task.cancel()
         raise
     outcome = await web_task if web_task is not None else WebOutcome(status="disabled")
+    log_fields(
+        rag_chunks=len(result.chunks),
+        es_took_ms=result.took_ms,
+        web=outcome.status,
+        web_items=len(outcome.items),
+        web_ms=outcome.took_ms,
+    )
     return Retrieval(principal=principal, result=result, web=outcome)
 
 

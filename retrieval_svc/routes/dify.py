@@ -46,4 +46,5 @@ async def retrieval(body: RetrievalRequest, key: ApiKeyDep, state: StateDep) -> 
         top_k=min(body.retrieval_setting.top_k, settings.max_top_k),
         score_threshold=body.retrieval_setting.score_threshold,
     )
+    state.metrics.count_chunks(chunks)
     return RetrievalResponse(records=[to_record(c) for c in chunks])

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from retrieval_svc.deps import StateDep
 
@@ -26,3 +27,9 @@ async def readyz(state: StateDep) -> JSONResponse:
     except Exception as exc:  # any failure to reach Elasticsearch means not ready
         ready, reason = False, f"Elasticsearch unreachable: {type(exc).__name__}"
     return JSONResponse({"ready": ready, "reason": reason}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", response_model=None)
+async def metrics(state: StateDep) -> Response:
+    """Prometheus metrics."""
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

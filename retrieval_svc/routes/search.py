@@ -20,6 +20,7 @@ from retrieval_svc.schemas import (
     SearchResponse,
     WebMeta,
 )
+from retrieval_svc.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -42,9 +43,11 @@ def make_claims(user_id: str | None, roles: object, token: str | None, path: str
     return Claims(user_id=user_id or None, roles=parsed, token=token or None)
 
 
-def merged_output(done: Retrieval, max_web_results: int) -> dict[str, object]:
-    """Knowledge-base and web chunks merged, numbered and formatted."""
-    return numbered_output(merge(done.result.chunks, done.web.items, max_web_results))
+def merged_output(state: AppState, done: Retrieval, max_web_results: int) -> dict[str, object]:
+    """Knowledge-base and web chunks merged, numbered and formatted (and counted)."""
+    chunks = merge(done.result.chunks, done.web.items, max_web_results)
+    state.metrics.count_chunks(chunks)
+    return numbered_output(chunks)
 
 
 @router.post("/search", response_model=SearchResponse)
@@ -71,7 +74,7 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
         ),
         web,
     )
-    output = merged_output(done, web.max_results if web else 0)
+    output = merged_output(state, done, web.max_results if web else 0)
     return SearchResponse.model_validate(
         {
             **output,

@@ -63,7 +63,7 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
         ),
         web,
     )
-    return merged_output(done, max_web if web else 0)
+    return merged_output(state, done, max_web if web else 0)
 
 
 @router.get("/openapi.json")

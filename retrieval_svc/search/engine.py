@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,7 @@ class SearchEngine:
         )
         if body.get("min_score") == float("inf"):
             return SearchResult(chunks=[], took_ms=0)
-        response = await self._call(self._es.search(index=self._alias, **body))
+        response = await self._call("search", self._es.search(index=self._alias, **body))
         chunks: list[UnifiedChunk] = []
         for hit in response["hits"]["hits"]:
             source: dict[str, Any] = hit.get("_source") or {}
@@ -99,13 +100,14 @@ class SearchEngine:
     async def knowledge_base_exists(self, knowledge_id: str) -> bool:
         """Whether any chunk of ``knowledge_id`` is indexed (visible or not)."""
         response = await self._call(
-            self._es.count(index=self._alias, query={"term": {"knowledge_id": knowledge_id}})
+            "count",
+            self._es.count(index=self._alias, query={"term": {"knowledge_id": knowledge_id}}),
         )
         return int(response["count"]) > 0
 
     async def get_mappings(self) -> dict[str, Any]:
         """The mappings of every index behind the alias."""
-        response = await self._call(self._es.indices.get_mapping(index=self._alias))
+        response = await self._call("get_mapping", self._es.indices.get_mapping(index=self._alias))
         return dict(response)
 
     async def get_chunks(
@@ -114,29 +116,44 @@ class SearchEngine:
         """Stored chunks by chunk id or document id (every one, visible or not)."""
         field, value = ("chunk_id", chunk_id) if chunk_id else ("document_id", document_id)
         response = await self._call(
+            "get_chunks",
             self._es.search(
                 index=self._alias,
                 query={"term": {field: value}},
                 size=100,
                 sort=[{"segment_position": "asc"}],
                 source_excludes=["embedding"],
-            )
+            ),
         )
         return [hit["_source"] for hit in response["hits"]["hits"]]
 
-    async def _call(self, request: Any) -> Any:
+    async def _call(self, operation: str, request: Any) -> Any:
+        started = time.perf_counter()
+        outcome = "ok"
         try:
             async with asyncio.timeout(self._deadline_s):
                 return await request
-        except (TimeoutError, ConnectionTimeout) as exc:
-            raise DeadlineExceeded("Elasticsearch did not answer within the deadline") from exc
-        except NotFoundError as exc:
-            raise SearchUnavailable(
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            translated = self._translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
+        finally:
+            self._metrics.es_seconds.labels(operation=operation, outcome=outcome).observe(
+                time.perf_counter() - started
+            )
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        """The service error for an Elasticsearch or transport failure (else ``exc``)."""
+        if isinstance(exc, TimeoutError | ConnectionTimeout):
+            return DeadlineExceeded("Elasticsearch did not answer within the deadline")
+        if isinstance(exc, NotFoundError):
+            return SearchUnavailable(
                 f"the index alias {self._alias!r} does not exist; run `retrieval-indexer init`"
-            ) from exc
-        except (ConnectionError, TransportError) as exc:
-            raise SearchUnavailable("Elasticsearch is unreachable") from exc
-        except ApiError as exc:
-            if exc.meta.status >= 500 or exc.meta.status == 429:
-                raise SearchUnavailable(f"Elasticsearch failed ({exc.meta.status})") from exc
-            raise
+            )
+        if isinstance(exc, ConnectionError | TransportError):
+            return SearchUnavailable("Elasticsearch is unreachable")
+        if isinstance(exc, ApiError) and (exc.meta.status >= 500 or exc.meta.status == 429):
+            return SearchUnavailable(f"Elasticsearch failed ({exc.meta.status})")
+        return exc

@@ -15,6 +15,7 @@ from typing import Literal
 import httpx
 from cachetools import TTLCache
 
+from retrieval_svc.metrics import Metrics
 from retrieval_svc.web.items import PARSERS, ProviderResponseError, WebItem
 from retrieval_svc.web.providers import (
     DEFAULT_BASE_URLS,
@@ -57,14 +58,21 @@ class WebConfig:
 class WebSearch:
     """The configured web provider."""
 
-    def __init__(self, http: httpx.AsyncClient, config: WebConfig) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, config: WebConfig, *, metrics: Metrics | None = None
+    ) -> None:
         self._http = http
         self._config = config
+        self._metrics = metrics
         self._cache: TTLCache[tuple[str, str, int, str], list[WebItem]] | None = (
             TTLCache(maxsize=config.cache_size, ttl=config.cache_ttl_s)
             if config.cache_ttl_s > 0
             else None
         )
+
+    def _observe(self, provider: str, outcome: str, seconds: float) -> None:
+        if self._metrics is not None:
+            self._metrics.web_seconds.labels(provider=provider, outcome=outcome).observe(seconds)
 
     @property
     def enabled(self) -> bool:
@@ -92,6 +100,7 @@ class WebSearch:
         fresh = freshness or cfg.freshness
         key = (cfg.provider, query, count, fresh or "")
         if self._cache is not None and key in self._cache:
+            self._observe(cfg.provider, "cached", 0.0)
             return WebOutcome("ok", cfg.provider, 0, list(self._cache[key]), cached=True)
         request = build_request(
             cfg.provider,
@@ -107,7 +116,9 @@ class WebSearch:
         def outcome(
             status: WebStatus, items: list[WebItem] | None = None, detail: str = ""
         ) -> WebOutcome:
-            took = int((time.perf_counter() - started) * 1000)
+            seconds = time.perf_counter() - started
+            took = int(seconds * 1000)
+            self._observe(cfg.provider or "", status, seconds)
             if detail:
                 log.warning("web search via %s: %s (%d ms)", cfg.provider, detail, took)
             return WebOutcome(status, cfg.provider, took, items or [], detail)

@@ -1,0 +1,124 @@
+"""Per-request observability: request id, metrics by route template, one JSON log line.
+
+The log line carries the request id, key name, tenant, knowledge ids, counts and timings —
+never document content, queries, tokens or keys. Anything below the middleware adds fields
+with :func:`log_fields`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from contextvars import ContextVar
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from retrieval_svc.metrics import Metrics
+
+access_log = logging.getLogger("rsvc.access")
+
+REQUEST_ID_HEADER = "x-request-id"
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_fields: ContextVar[dict[str, Any] | None] = ContextVar("rsvc_request_fields", default=None)
+
+
+def log_fields(**fields: Any) -> None:
+    """Add fields to this request's log line (no-op outside a request)."""
+    current = _fields.get()
+    if current is not None:
+        current.update(fields)
+
+
+def request_id_from(scope: Scope) -> str:
+    """The caller's X-Request-ID if it is sane, else a new one."""
+    for name, value in scope.get("headers", []):
+        if name == b"x-request-id":
+            candidate = bytes(value).decode("latin-1")
+            if _VALID_ID.match(candidate):
+                return candidate
+    return uuid.uuid4().hex
+
+
+class ObservabilityMiddleware:
+    """Request id in and out, metrics by route template, and the access log line."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = request_id_from(scope)
+        fields: dict[str, Any] = {}
+        token = _fields.set(fields)
+        status = 500
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            method = scope.get("method", "")
+            self.metrics.requests.labels(method=method, route=route, status=str(status)).inc()
+            self.metrics.request_seconds.labels(method=method, route=route).observe(elapsed)
+            if route not in ("/healthz", "/readyz", "/metrics"):
+                line = {
+                    "event": "request",
+                    "request_id": request_id,
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 2),
+                    **fields,
+                }
+                access_log.info("request", extra={"fields": line})
+            _fields.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and any request fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        else:
+            out["message"] = record.getMessage()
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """JSON lines on stderr for the service and the libraries it logs through."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)  # ours is the access log
+    logging.getLogger("elastic_transport").setLevel(logging.WARNING)

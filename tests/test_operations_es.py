@@ -1,0 +1,213 @@
+"""Operations (DESIGN §11): metrics move, readiness drops and recovers without a restart,
+one JSON log line per request with a request id, and no secret or content in any log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import jwt
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from tests.corpus import SAMPLES_KB
+from tests.fake_provider import FakeProvider
+from tests.support import ES_URL, KEYS, app_client, auth, key_entry, make_settings
+from tests.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.anyio
+
+TOKEN_SECRET = "signing-secret-for-operations-tests-0123456789"
+SIGNED_KEY = "test-key-signed-ops-0123456789"
+PROVIDER_KEY = "sk-provider-key-never-logged"
+
+
+def samples(metrics_text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    out = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def value(
+    all_samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    return sum(
+        v for (n, ls), v in all_samples.items() if n == name and set(labels.items()) <= set(ls)
+    )
+
+
+@pytest.fixture
+async def client(corpus: str, provider: FakeProvider) -> AsyncIterator[httpx.AsyncClient]:
+    settings = make_settings(
+        corpus,
+        api_keys=[
+            key_entry("anon", tenant="acme", mode=IdentityMode.TRUSTED),
+            ApiKeyConfig(
+                name="signed-key",
+                sha256=hash_key(SIGNED_KEY),
+                tenant="acme",
+                mode=IdentityMode.SIGNED,
+                token_secret=TOKEN_SECRET,
+            ),
+        ],
+        web_provider="tavily",
+        web_api_key=PROVIDER_KEY,
+        web_base_url=provider.url,
+        web_cache_ttl_s=0,
+    )
+    async with app_client(settings) as c:
+        yield c
+
+
+async def test_metrics_move_with_traffic(client: httpx.AsyncClient) -> None:
+    before = samples((await client.get("/metrics")).text)
+    body = {
+        "knowledge_id": SAMPLES_KB,
+        "query": "巡更",
+        "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+    }
+    assert (await client.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
+    assert (await client.post("/retrieval", json=body)).status_code == 403
+    web = {"query": "巡检", "knowledge_ids": [SAMPLES_KB], "web": {"enabled": True}}
+    assert (await client.post("/v1/search", json=web, headers=auth("anon"))).status_code == 200
+    after = samples((await client.get("/metrics")).text)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("rsvc_http_requests_total", route="/retrieval", status="200") == 1
+    assert moved("rsvc_http_requests_total", route="/retrieval", status="403") == 1
+    assert moved("rsvc_http_request_duration_seconds_count", route="/v1/search") == 1
+    assert (
+        moved("rsvc_elasticsearch_request_duration_seconds_count", operation="search", outcome="ok")
+        == 2
+    )
+    assert moved("rsvc_web_search_duration_seconds_count", provider="tavily", outcome="ok") == 1
+    assert moved("rsvc_chunks_returned_total", source_type="rag") >= 3
+    assert moved("rsvc_chunks_returned_total", source_type="web") >= 1
+    assert moved("rsvc_auth_failures_total", reason="MalformedAuthorization") == 1
+    assert value(after, "rsvc_acl_postcheck_drops_total") == 0
+    assert value(after, "rsvc_build_info") == 1
+
+
+async def test_metric_labels_are_bounded(client: httpx.AsyncClient) -> None:
+    await client.get("/no/such/path/12345")
+    await client.post(
+        "/retrieval",
+        json={
+            "knowledge_id": "secret-kb-name",
+            "query": "私密查询",
+            "retrieval_setting": {"top_k": 1},
+        },
+        headers=auth("anon"),
+    )
+    text = (await client.get("/metrics")).text
+    for leaked in ("/no/such/path", "secret-kb-name", "私密查询", KEYS["anon"]):
+        assert leaked not in text
+    assert 'route="unmatched"' in text
+
+
+@pytest.fixture
+def proxy() -> Iterator[TcpProxy]:
+    with TcpProxy(ES_URL) as p:
+        yield p
+
+
+async def test_readiness_drops_and_recovers_without_restart(corpus: str, proxy: TcpProxy) -> None:
+    body = {"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 2}}
+    async with app_client(make_settings(corpus, es_url=proxy.url)) as c:
+        assert (await c.get("/readyz")).status_code == 200
+        assert (await c.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
+        proxy.cut()
+        ready = await c.get("/readyz")
+        started = time.perf_counter()
+        down = await c.post("/retrieval", json=body, headers=auth("anon"))
+        elapsed = time.perf_counter() - started
+        assert ready.status_code == 503 and ready.json()["ready"] is False
+        assert (await c.get("/healthz")).status_code == 200  # alive, just not ready
+        assert down.status_code == 503 and down.json()["error_code"] == 5001
+        assert elapsed < 2.0
+        proxy.restore()
+        deadline = time.monotonic() + 10
+        while (await c.get("/readyz")).status_code != 200:
+            assert time.monotonic() < deadline, "readiness did not recover"
+            time.sleep(0.2)
+        assert (await c.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
+
+
+async def test_readiness_needs_the_alias(corpus: str) -> None:
+    async with app_client(
+        make_settings(corpus, index_alias="rsvc-never-created", manage_index=False)
+    ) as c:
+        resp = await c.get("/readyz")
+    assert resp.status_code == 503 and "alias" in resp.json()["reason"]
+
+
+async def test_one_json_line_per_request_without_secrets(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    token = jwt.encode(
+        {"sub": "wang", "roles": ["物业经理"], "tenant": "acme", "exp": time.time() + 60},
+        TOKEN_SECRET,
+        algorithm="HS256",
+    )
+    query = "配电房倒闸操作的机密问题"
+    resp = await client.post(
+        "/retrieval",
+        json={
+            "knowledge_id": SAMPLES_KB,
+            "query": query,
+            "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+            "metadata_condition": {
+                "conditions": [
+                    {"name": "principal_token", "comparison_operator": "is", "value": token}
+                ]
+            },
+        },
+        headers={"Authorization": f"Bearer {SIGNED_KEY}", "X-Request-ID": "req-abc.123"},
+    )
+    assert resp.status_code == 200
+    assert resp.headers["x-request-id"] == "req-abc.123"
+    contents = [r["content"] for r in resp.json()["records"]]
+    assert contents
+    await client.post(
+        "/v1/search",
+        json={"query": "巡检", "knowledge_ids": [SAMPLES_KB], "web": {"enabled": True}},
+        headers=auth("anon"),
+    )
+    await client.post("/retrieval", json={}, headers={"Authorization": f"Bearer {KEYS['anon']}x"})
+
+    access = [r for r in caplog.records if r.name == "rsvc.access"]
+    assert len(access) == 3
+    line = access[0].fields  # type: ignore[attr-defined]
+    assert line["request_id"] == "req-abc.123"
+    assert (line["route"], line["status"], line["key"], line["tenant"]) == (
+        "/retrieval",
+        200,
+        "signed-key",
+        "acme",
+    )
+    assert line["knowledge_ids"] == [SAMPLES_KB] and line["rag_chunks"] == len(contents)
+    assert line["anonymous"] is False and line["duration_ms"] > 0
+    assert access[2].fields["auth_error"] == "AuthorizationFailed"  # type: ignore[attr-defined]
+
+    everything = caplog.text + "\n".join(
+        json.dumps(getattr(r, "fields", {}), ensure_ascii=False) for r in caplog.records
+    )
+    for secret in (SIGNED_KEY, KEYS["anon"], token, TOKEN_SECRET, PROVIDER_KEY, query, *contents):
+        assert secret not in everything, f"leaked into logs: {secret[:20]}…"
+
+
+async def test_generated_request_ids_are_unique(client: httpx.AsyncClient) -> None:
+    ids = {
+        (await client.get("/healthz", headers={"X-Request-ID": "bad id!"})).headers["x-request-id"]
+        for _ in range(3)
+    }
+    assert len(ids) == 3 and all(len(i) == 32 for i in ids)

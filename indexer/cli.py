@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from indexer import manage
 from indexer.chunking import ChunkOptions
+from indexer.metrics import export as export_metrics
 from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.search.index import ensure_index
@@ -130,6 +131,13 @@ def index(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON on stdout.")
     ] = False,
+    metrics_textfile: Annotated[
+        Path | None, typer.Option(help="Write run metrics here (node-exporter textfile).")
+    ] = None,
+    pushgateway: Annotated[
+        str | None,
+        typer.Option(help="Push run metrics to this Pushgateway.", envvar="RSVC_PUSHGATEWAY_URL"),
+    ] = None,
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
@@ -169,6 +177,11 @@ def index(
 
         report = run(work)
     print_report(report, as_json)
+    if metrics_textfile or pushgateway:
+        try:
+            export_metrics(report, textfile=metrics_textfile, pushgateway=pushgateway)
+        except OSError as exc:
+            typer.echo(f"warning: could not export metrics: {exc}", err=True)
     raise typer.Exit(0 if report.ok else 1)
 
 

@@ -241,3 +241,36 @@ async def test_rebuild_swaps_the_alias(
     finally:
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")
+
+
+def test_cli_writes_run_metrics(corpus: str, tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# 甲\n\n内容\n")
+    (tmp_path / "docs" / "b.md").write_text("---\naccess_roles: 5\n---\n坏\n")
+    out = tmp_path / "indexer.prom"
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    result = CliRunner().invoke(
+        indexer_cli,
+        [
+            "index",
+            str(tmp_path / "docs"),
+            "--knowledge-id",
+            "metrics-kb",
+            "--metrics-textfile",
+            str(out),
+        ],
+        env=env,
+    )
+    assert result.exit_code == 1
+    values = {
+        (s.name, s.labels.get("outcome")): s.value
+        for family in text_string_to_metric_families(out.read_text())
+        for s in family.samples
+    }
+    assert values[("rsvc_indexer_documents", "indexed")] == 1
+    assert values[("rsvc_indexer_documents", "failed")] == 1
+    assert values[("rsvc_indexer_chunks", "indexed")] == 1
+    assert values[("rsvc_indexer_bytes_read", None)] > 0
+    assert ("rsvc_indexer_last_success_timestamp_seconds", None) not in values  # it failed

@@ -1,0 +1,48 @@
+{{- define "rsvc.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rsvc.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "rsvc.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "rsvc.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "rsvc.secretName" -}}{{ include "rsvc.fullname" . }}-secrets{{- end -}}
+
+{{- define "rsvc.esEnv" -}}
+- name: RSVC_ES_URL
+  value: {{ .Values.elasticsearch.url | quote }}
+- name: RSVC_INDEX_ALIAS
+  value: {{ .Values.elasticsearch.indexAlias | quote }}
+{{- $secret := .Values.elasticsearch.existingSecret | default (include "rsvc.secretName" .) }}
+{{- if or .Values.elasticsearch.existingSecret .Values.elasticsearch.username }}
+- name: RSVC_ES_USERNAME
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: username, optional: true}}
+- name: RSVC_ES_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: password, optional: true}}
+{{- end }}
+{{- if or .Values.elasticsearch.existingSecret .Values.elasticsearch.apiKey }}
+- name: RSVC_ES_API_KEY
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: apiKey, optional: true}}
+{{- end }}
+{{- if .Values.elasticsearch.caSecret }}
+- name: RSVC_ES_CA_CERTS
+  value: /etc/rsvc/es-ca/ca.crt
+{{- end }}
+{{- end -}}

@@ -1,0 +1,87 @@
+"""Indexer run metrics for Prometheus: a node-exporter textfile, or a Pushgateway push.
+
+A batch job has no /metrics to scrape, so each run reports gauges describing itself
+(documents and chunks by outcome, bytes read, duration, when it last ran and succeeded),
+grouped by knowledge base.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+
+from indexer.pipeline import Report
+
+
+def run_registry(report: Report) -> CollectorRegistry:
+    """The metrics of one run."""
+    registry = CollectorRegistry()
+    kb = {"knowledge_id": report.knowledge_id}
+    documents = Gauge(
+        "rsvc_indexer_documents",
+        "Documents in the last run, by outcome.",
+        ["knowledge_id", "outcome"],
+        registry=registry,
+    )
+    for outcome, n in (
+        ("indexed", report.documents_indexed),
+        ("skipped", report.documents_skipped),
+        ("failed", report.documents_failed),
+        ("pruned", report.documents_pruned),
+    ):
+        documents.labels(outcome=outcome, **kb).set(n)
+    chunks = Gauge(
+        "rsvc_indexer_chunks",
+        "Chunks in the last run, by outcome.",
+        ["knowledge_id", "outcome"],
+        registry=registry,
+    )
+    for outcome, n in (
+        ("indexed", report.chunks_indexed),
+        ("failed", report.chunks_failed),
+        ("stale_deleted", report.stale_chunks_deleted),
+    ):
+        chunks.labels(outcome=outcome, **kb).set(n)
+    Gauge(
+        "rsvc_indexer_bytes_read",
+        "Bytes read from the source in the last run.",
+        ["knowledge_id"],
+        registry=registry,
+    ).labels(**kb).set(report.bytes_read)
+    Gauge(
+        "rsvc_indexer_duration_seconds",
+        "Duration of the last run.",
+        ["knowledge_id"],
+        registry=registry,
+    ).labels(**kb).set(report.duration_s)
+    now = time.time()
+    Gauge(
+        "rsvc_indexer_last_run_timestamp_seconds",
+        "When the last run ended.",
+        ["knowledge_id"],
+        registry=registry,
+    ).labels(**kb).set(now)
+    if report.ok:
+        Gauge(
+            "rsvc_indexer_last_success_timestamp_seconds",
+            "When the last run without failures ended.",
+            ["knowledge_id"],
+            registry=registry,
+        ).labels(**kb).set(now)
+    return registry
+
+
+def export(report: Report, *, textfile: Path | None, pushgateway: str | None) -> None:
+    """Write the run's metrics to a textfile and/or push them to a Pushgateway."""
+    registry = run_registry(report)
+    if textfile is not None:
+        write_to_textfile(str(textfile), registry)
+    if pushgateway:
+        push_to_gateway(
+            pushgateway,
+            job="retrieval-indexer",
+            registry=registry,
+            grouping_key={"knowledge_id": report.knowledge_id},
+        )

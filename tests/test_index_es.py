@@ -73,3 +73,20 @@ def test_template_records_the_analysis_choice(es_sync: Elasticsearch, alias: str
     except BadRequestError:
         expected = "core"
     assert meta["analysis"] == expected
+
+
+async def test_an_alias_may_prefix_another(es: AsyncElasticsearch, alias: str) -> None:
+    longer = f"{alias}-archive"
+    try:
+        await ensure_index(es, alias)
+        await ensure_index(es, longer)
+        await es.index(
+            index=longer, document={"knowledge_id": "x", "content": "档案"}, refresh=True
+        )
+        assert (await es.count(index=longer))["count"] == 1
+        assert sorted(await es.indices.get_alias(name=longer)) == [f"{longer}-000001"]
+    finally:
+        await es.options(ignore_status=404).indices.delete(index=f"{longer}-*")
+        await es.options(ignore_status=404).indices.delete_index_template(
+            name=template_name(longer)
+        )

@@ -53,7 +53,10 @@ def index_template(alias: str, flavour: str) -> dict[str, Any]:
     mappings["_meta"] = {**mappings.get("_meta", {}), "analysis": flavour}
     return {
         "index_patterns": [f"{alias}-*"],
-        "priority": 200,
+        # `a-*` and `b-*` overlap only when one alias prefixes the other (`kb`, `kb-test`);
+        # Elasticsearch refuses overlapping templates of equal priority, so the longer, more
+        # specific alias gets the higher one.
+        "priority": 100 + len(alias),
         "template": {
             "settings": {
                 "index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},

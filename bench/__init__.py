@@ -1,0 +1,1 @@
+"""Benchmark harness: retrieval-svc against raw Elasticsearch (see bench/README.md)."""

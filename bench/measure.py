@@ -1,0 +1,64 @@
+"""Driving a scenario at a given concurrency and summarising latencies (pure helpers)."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class Run:
+    """Latencies (ms), wall time and whatever the calls returned."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    outputs: list[Any] = field(default_factory=list)
+    errors: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        lat = sorted(self.latencies_ms)
+        if not lat:
+            return {"n": 0, "errors": self.errors}
+
+        def pct(p: float) -> float:
+            return round(lat[min(len(lat) - 1, round(p / 100 * (len(lat) - 1)))], 2)
+
+        return {
+            "n": len(lat),
+            "errors": self.errors,
+            "p50_ms": pct(50),
+            "p95_ms": pct(95),
+            "p99_ms": pct(99),
+            "mean_ms": round(statistics.fmean(lat), 2),
+            "qps": round(len(lat) / self.wall_s, 1) if self.wall_s else 0.0,
+        }
+
+
+async def drive(call: Callable[[T], Awaitable[Any]], items: Sequence[T], concurrency: int) -> Run:
+    """Run ``call`` over ``items`` with ``concurrency`` workers; outputs keep item order."""
+    run = Run(outputs=[None] * len(items))
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < len(items):
+            i = next_index
+            next_index += 1
+            started = time.perf_counter()
+            try:
+                run.outputs[i] = await call(items[i])
+            except Exception:
+                run.errors += 1
+                continue
+            run.latencies_ms.append((time.perf_counter() - started) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    run.wall_s = time.perf_counter() - started
+    return run

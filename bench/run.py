@@ -1,0 +1,385 @@
+"""One benchmark run: index a synthetic corpus with the project's indexer, start the service
+and a local 80 ms provider, then measure every scenario side by side.
+
+    python -m bench.run                       # full: 100k chunks, 1,000 queries, RSS on 200 MB
+    python -m bench.run --smoke               # CI: 2,000 chunks, 60 queries, < 2 minutes
+    python -m bench.run --scales 10000,100000,1000000   # cost growth curve as well
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.helpers import async_streaming_bulk
+
+from bench import corpus, report
+from bench.measure import Run, drive
+from bench.scenarios import Prepared, Scenarios, prepare, recall_at_k
+from indexer.pipeline import IndexOptions, index_source, load_document
+from indexer.sources import LocalSource
+from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl
+from retrieval_svc.auth.keys import hash_key
+from retrieval_svc.filters import FieldCatalog
+from retrieval_svc.search.index import ensure_index, template_name
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "bench"
+KEY = "bench-key-0123456789abcdef"
+SCENARIOS = ("raw", "service", "dify", "service_web", "workaround")
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{platform.machine()}, {cpus} cores, {mem:.0f} GiB, Python {platform.python_version()}"
+
+
+async def fresh_alias(es: AsyncElasticsearch, alias: str) -> None:
+    await es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+    await ensure_index(es, alias)
+
+
+async def drop_alias(es: AsyncElasticsearch, alias: str) -> None:
+    await es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+    await es.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
+
+
+async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict[str, Any]:
+    """The CLI's pipeline vs a bare async_streaming_bulk of the same chunks."""
+    await fresh_alias(es, alias)
+    options = IndexOptions(knowledge_id=corpus.KNOWLEDGE_ID, alias=alias, concurrency=2)
+    started = time.perf_counter()
+    rep = await index_source(es, LocalSource(folder), options)
+    cli_s = time.perf_counter() - started
+    assert rep.ok, rep.failures[:3]
+    # The same chunks, built beforehand, then one bare bulk into a throwaway index.
+    source = LocalSource(folder)
+    chunks = [c for ref in source.list() for c in load_document(source, ref, options)]
+    bare = f"{alias}-bare"
+    await fresh_alias(es, bare)
+    started = time.perf_counter()
+    actions = ({"_index": bare, "_id": c["chunk_id"], "_source": c} for c in chunks)
+    async for ok, _ in async_streaming_bulk(
+        es,
+        actions,
+        chunk_size=500,
+        max_chunk_bytes=10 * 1024 * 1024,
+        max_retries=5,
+        retry_on_status=(429,),
+        raise_on_error=False,
+    ):
+        assert ok
+    await es.indices.refresh(index=bare)
+    bare_s = time.perf_counter() - started
+    await drop_alias(es, bare)
+    n = rep.chunks_indexed
+    return {
+        "chunks": n,
+        "cli_s": round(cli_s, 2),
+        "bare_s": round(bare_s, 2),
+        "cli_chunks_per_s": round(n / cli_s),
+        "bare_chunks_per_s": round(n / bare_s),
+        "ratio": round(bare_s / cli_s, 3),
+    }
+
+
+def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
+    """Index ~``megabytes`` of Markdown with the CLI in a child process; its peak RSS."""
+    chunks = int(megabytes * 1024 * 1024 / 780)  # ≈780 bytes of UTF-8 Chinese per chunk
+    folder = corpus.write_corpus(CACHE, chunks, seed=3)
+    size = sum(p.stat().st_size for p in folder.rglob("*.md"))
+    env = {**os.environ, "RSVC_ES_URL": es_url, "RSVC_INDEX_ALIAS": f"{alias}-rss"}
+    cmd = [
+        sys.executable,
+        "-c",
+        "from indexer.cli import app; app()",
+        "index",
+        str(folder),
+        "--knowledge-id",
+        "rss",
+        "--json",
+        "--concurrency",
+        "2",
+    ]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"indexer failed: {done.stderr[-2000:]}")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out = json.loads(done.stdout)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from indexer.cli import app; app()",
+            "delete",
+            "--knowledge-id",
+            "rss",
+            "--yes",
+        ],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    return {
+        "input_mb": round(size / 2**20),
+        "peak_mb": round(peak_kb / 1024),
+        "chunks": out["chunks_indexed"],
+        "seconds": round(elapsed, 1),
+    }
+
+
+class Processes:
+    """The service and the fake provider as child processes on loopback."""
+
+    def __init__(self, es_url: str, alias: str, workdir: Path) -> None:
+        self.port, self.provider_port = 18080, 18099
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "policy.csv").write_text(corpus.policy_text(), "utf-8")
+        (workdir / "keys.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "name": "bench",
+                        "sha256": hash_key(KEY),
+                        "tenant": corpus.TENANT,
+                        "mode": "trusted",
+                    }
+                ]
+            )
+        )
+        self.env = {
+            **os.environ,
+            "RSVC_ES_URL": es_url,
+            "RSVC_INDEX_ALIAS": alias,
+            "RSVC_API_KEYS_FILE": str(workdir / "keys.json"),
+            "RSVC_CASBIN_POLICY": str(workdir / "policy.csv"),
+            "RSVC_WEB_PROVIDER": "tavily",
+            "RSVC_WEB_API_KEY": "bench-provider-key",
+            "RSVC_WEB_BASE_URL": f"http://127.0.0.1:{self.provider_port}",
+            "RSVC_WEB_CACHE_TTL_S": "0",
+            "RSVC_WEB_TIMEOUT_S": "2",
+            "RSVC_PORT": str(self.port),
+            "RSVC_MANAGE_INDEX": "false",
+        }
+        self.log = open(workdir / "service.log", "w")
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> Processes:
+        self.children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.fake_provider", "--port", str(self.provider_port)],
+                cwd=ROOT,
+                stdout=self.log,
+                stderr=self.log,
+            )
+        )
+        self.children.append(
+            subprocess.Popen(
+                [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
+                env=self.env,
+                cwd=ROOT,
+                stdout=self.log,
+                stderr=self.log,
+            )
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.__exit__()
+        raise RuntimeError(f"the service did not become ready; see {self.log.name}")
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self.children:
+            child.terminate()
+        for child in self.children:
+            child.wait(timeout=10)
+        self.log.close()
+
+
+def ids(run: Run) -> list[list[str]]:
+    """The chunk ids each call returned (empty where it failed)."""
+    return [list(o[0]) if o else [] for o in run.outputs]
+
+
+def took_p50(run: Run) -> float | None:
+    tooks = sorted(t for _, t in (o for o in run.outputs if o) if t is not None)
+    return tooks[len(tooks) // 2] if tooks else None
+
+
+async def measure(
+    scen: Scenarios, prepared: list[Prepared], concurrencies: tuple[int, ...], warmup: int
+) -> tuple[dict[str, Any], dict[str, Run]]:
+    """Every scenario at every concurrency, interleaved per concurrency level."""
+    results: dict[str, Any] = {k: {} for k in SCENARIOS}
+    keep: dict[str, Run] = {}
+    for name in SCENARIOS:  # warm caches and connections
+        await drive(getattr(scen, name), prepared[:warmup], 4)
+    for conc in concurrencies:
+        for name in SCENARIOS:
+            run = await drive(getattr(scen, name), prepared, conc)
+            summary = run.summary()
+            summary["es_took_p50_ms"] = took_p50(run)
+            results[name][str(conc)] = summary
+            keep[f"{name}@{conc}"] = run
+            print(f"  {name:12s} c={conc:<3d} {summary}", file=sys.stderr)
+    return results, keep
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
+    alias = "rsvc-bench"
+    es = AsyncElasticsearch(es_url, request_timeout=120)
+    result: dict[str, Any] = {
+        "chunks": args.chunks,
+        "queries": args.queries,
+        "machine": machine(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    try:
+        workdir = CACHE / "run"
+        scales = sorted({args.chunks, *args.scales})
+        scaling = []
+        for chunks in scales:
+            print(f"corpus {chunks:,} chunks", file=sys.stderr)
+            folder = corpus.write_corpus(CACHE, chunks)
+            indexing = await index_corpus(es, alias, folder)
+            print(f"  indexing {indexing}", file=sys.stderr)
+            mapping = await es.indices.get_mapping(index=alias)
+            acl = AccessControl(DEFAULT_MODEL, _write_policy(workdir))
+            qs = list(corpus.queries(args.queries))
+            prepared = prepare(qs, acl, FieldCatalog.from_mappings(dict(mapping)), corpus.TENANT)
+            with Processes(es_url, alias, workdir) as procs:
+                async with httpx.AsyncClient(
+                    base_url=f"http://127.0.0.1:{procs.port}",
+                    timeout=30,
+                    headers={"Authorization": f"Bearer {KEY}"},
+                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+                ) as http:
+                    scen = Scenarios(es, http, alias)
+                    primary = chunks == args.chunks
+                    concs = (1, 16)
+                    measured, runs = await measure(scen, prepared, concs, args.warmup)
+                    scaling.append(
+                        {
+                            "chunks": chunks,
+                            "raw_p50_ms": measured["raw"]["1"]["p50_ms"],
+                            "service_p50_ms": measured["service"]["1"]["p50_ms"],
+                            "raw_qps16": measured["raw"]["16"]["qps"],
+                            "service_qps16": measured["service"]["16"]["qps"],
+                        }
+                    )
+                    if not primary:
+                        continue
+                    result["indexer"] = indexing
+                    result["scenarios"] = measured
+                    result["workaround_recall_at_10"] = recall_at_k(
+                        ids(runs["service@1"]), ids(runs["workaround@1"])
+                    )
+                    result["ratios"] = {
+                        "service_over_raw_p50": round(
+                            measured["service"]["1"]["p50_ms"] / measured["raw"]["1"]["p50_ms"], 3
+                        ),
+                        "service_over_raw_qps16": round(
+                            measured["service"]["16"]["qps"] / measured["raw"]["16"]["qps"], 3
+                        ),
+                        "web_over_max80_service_p50": round(
+                            measured["service_web"]["1"]["p50_ms"]
+                            / max(80.0, measured["service"]["1"]["p50_ms"]),
+                            3,
+                        ),
+                    }
+                    result["roles"] = await roles_scaling(acl, prepared, http, es, alias)
+        if len(scales) > 1:
+            result["scaling"] = scaling
+        if args.rss_mb:
+            print(f"indexer peak RSS on {args.rss_mb} MB", file=sys.stderr)
+            result["rss"] = peak_rss(es_url, alias, args.rss_mb)
+    finally:
+        await drop_alias(es, alias)
+        await drop_alias(es, f"{alias}-rss")
+        await es.close()
+    return result
+
+
+def _write_policy(workdir: Path) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "policy.csv"
+    path.write_text(corpus.policy_text(), "utf-8")
+    return path
+
+
+async def roles_scaling(
+    acl: AccessControl,
+    prepared: list[Prepared],
+    http: httpx.AsyncClient,
+    es: AsyncElasticsearch,
+    alias: str,
+) -> dict[str, Any]:
+    """The same queries asserting 10 and 1,000 roles (most unknown to the corpus)."""
+    out: dict[str, Any] = {}
+    sample = prepared[: min(len(prepared), 200)]
+    for count in (10, 1000):
+        extra = [f"外部角色{i:04d}" for i in range(count)]
+        runs = [
+            Prepared(
+                corpus.Query(
+                    p.query.text,
+                    (p.query.roles + extra)[:count],
+                    p.query.filter,
+                    p.query.kind,
+                    p.query.dify_conditions,
+                ),
+                acl.expand((p.query.roles + extra)[:count], corpus.TENANT),
+                p.filters,
+            )
+            for p in sample
+        ]
+        scen = Scenarios(es, http, alias)
+        run = await drive(scen.service, runs, 1)
+        out[str(count)] = run.summary()
+    return out
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--scales", default="", help="more corpus sizes for the cost curve")
+    parser.add_argument("--rss-mb", type=int, default=200, help="0 skips the RSS measurement")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--smoke", action="store_true", help="small and quick, for CI")
+    args = parser.parse_args(argv)
+    args.scales = [int(s) for s in args.scales.split(",") if s.strip()]
+    if args.smoke:
+        args.chunks, args.queries, args.warmup, args.rss_mb = 2000, 60, 10, 0
+        args.scales = []
+    return args
+
+
+if __name__ == "__main__":
+    options = parse()
+    outcome = asyncio.run(main(options))
+    out = options.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
+    report.write(outcome, out)
+    print((out / "table.md").read_text("utf-8"))
+    print(f"results in {out}", file=sys.stderr)

@@ -33,6 +33,8 @@ from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.filters import FieldCatalog
 from retrieval_svc.search.index import ensure_index, template_name
+from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.state import make_es_client
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench"
@@ -247,7 +249,7 @@ async def measure(
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
     alias = "rsvc-bench"
-    es = AsyncElasticsearch(es_url, request_timeout=120)
+    es = make_es_client(ElasticsearchSettings(es_url=es_url), timeout_s=120)
     result: dict[str, Any] = {
         "chunks": args.chunks,
         "queries": args.queries,

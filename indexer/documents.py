@@ -20,6 +20,9 @@ import yaml
 from indexer.chunking import ChunkOptions, blocks, chunk_text
 from retrieval_svc.acl import RoleValueError, parse_roles
 
+# libyaml's loader when PyYAML was built with it (several times faster), else the Python one.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 # Keys of document metadata that set chunk fields rather than ``metadata.*``.
 _TITLE_KEYS = ("document_title", "title")
 _RESERVED = frozenset({"access_roles", "document_title", "title", "dataset_name", "path"})
@@ -58,7 +61,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     for i, line in enumerate(lines[1:], start=1):
         if line.strip() in ("---", "..."):
             try:
-                data = yaml.safe_load("".join(lines[1:i])) or {}
+                data = yaml.load("".join(lines[1:i]), Loader=_YAML_LOADER) or {}
             except yaml.YAMLError as exc:
                 raise DocumentError(f"front matter is not valid YAML: {exc}") from exc
             if not isinstance(data, dict):

@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import islice
 from string import Formatter
 from typing import Any
 
@@ -45,7 +44,8 @@ class IndexOptions:
     prune: bool = False
     force: bool = False
     dry_run: bool = False
-    batch_size: int = 100
+    batch_size: int = 500
+    batch_bytes: int = 32 * 1024 * 1024
     concurrency: int = 4
 
     def __post_init__(self) -> None:
@@ -218,6 +218,15 @@ async def _bulk(
     return failed
 
 
+@dataclass(slots=True)
+class _Batch:
+    """One batch, read and parsed, waiting to be written."""
+
+    docs: dict[str, list[dict[str, Any]]]
+    names: dict[str, str]
+    existed: set[str]  # documents that had chunks before (only they can leave stale ones)
+
+
 async def index_source(
     es: AsyncElasticsearch,
     source: Source,
@@ -225,70 +234,123 @@ async def index_source(
     *,
     progress: Progress | None = None,
 ) -> Report:
-    """Index ``source`` into ``options.knowledge_id``; one bad document never stops the rest."""
+    """Index ``source`` into ``options.knowledge_id``; one bad document never stops the rest.
+
+    Reading and parsing the next batch overlaps with writing the current one (at most two
+    batches in memory).
+    """
     started = time.perf_counter()
     report = Report(
         source=source.description, knowledge_id=options.knowledge_id, dry_run=options.dry_run
     )
     kb, alias = options.knowledge_id, options.alias
     seen: set[str] = set()
-    limit = asyncio.Semaphore(options.concurrency)
     listing = iter(source.list())
+    ready: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
+    # A first load into an empty knowledge base has no versions to compare with.
+    kb_has_chunks = bool(
+        (await es.count(index=alias, query={"term": {"knowledge_id": kb}}))["count"]
+    )
 
-    async def load(ref: ObjectRef) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
-        async with limit:
+    def next_batch() -> list[ObjectRef]:
+        """Up to ``batch_size`` objects or ``batch_bytes`` of them, whichever comes first."""
+        batch: list[ObjectRef] = []
+        size = 0
+        for ref in listing:
+            batch.append(ref)
+            size += ref.size
+            if len(batch) >= options.batch_size or size >= options.batch_bytes:
+                break
+        return batch
+
+    def load_slice(refs: list[ObjectRef]) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
+        """Read and parse some objects (in a worker thread); failures become their reason."""
+        out: list[tuple[ObjectRef, list[dict[str, Any]] | str]] = []
+        for ref in refs:
             try:
-                return ref, await asyncio.to_thread(load_document, source, ref, options)
+                out.append((ref, load_document(source, ref, options)))
             except DocumentError as exc:
-                return ref, str(exc)
+                out.append((ref, str(exc)))
             except Exception as exc:  # a read error: report it, keep going
-                return ref, f"{type(exc).__name__}: {exc}"
+                out.append((ref, f"{type(exc).__name__}: {exc}"))
+        return out
 
-    while batch := await asyncio.to_thread(lambda: list(islice(listing, options.batch_size))):
-        ids = {ref.key: document_id(kb, ref.identity) for ref in batch}
-        seen.update(ids.values())
-        report.documents_seen += len(batch)
-        versions = await current_versions(es, alias, kb, list(ids.values()))
-        todo = []
-        for ref in batch:
-            if not options.force and versions.get(ids[ref.key]) == {ref.etag}:
-                report.documents_skipped += 1
-                if progress:
-                    progress(ref.key)
-            else:
-                todo.append(ref)
-        docs: dict[str, list[dict[str, Any]]] = {}
-        for ref, result in await asyncio.gather(*(load(ref) for ref in todo)):
-            if progress:
-                progress(ref.key)
-            if isinstance(result, str):
-                report.fail(ref.key, result)
-                continue
-            report.bytes_read += ref.size
-            docs[ids[ref.key]] = result
-        if options.dry_run:
-            report.documents_indexed += len(docs)
-            report.chunks_indexed += sum(len(c) for c in docs.values())
-            continue
-        failed = await _bulk(es, alias, docs, report) if docs else set()
-        names = {ids[ref.key]: ref.key for ref in todo}
-        for doc_id in failed:
-            report.fail(names.get(doc_id, doc_id), "some chunks were not written (see log)")
-        written = [
-            (doc_id, chunks[0]["source_etag"], len(chunks))
-            for doc_id, chunks in docs.items()
-            if doc_id not in failed
-        ]
-        report.documents_indexed += len(written)
-        if written:
-            await es.indices.refresh(index=alias)  # the overwritten chunks must be visible
-            report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(written))
+    async def load_all(refs: list[ObjectRef]) -> list[tuple[ObjectRef, Any]]:
+        """``concurrency`` threads, each taking every n-th object (one hop per thread)."""
+        n = max(1, min(options.concurrency, len(refs)))
+        parts = await asyncio.gather(*(asyncio.to_thread(load_slice, refs[i::n]) for i in range(n)))
+        return [item for part in parts for item in part]
+
+    async def produce() -> None:
+        try:
+            while batch := await asyncio.to_thread(next_batch):
+                ids = {ref.key: document_id(kb, ref.identity) for ref in batch}
+                seen.update(ids.values())
+                report.documents_seen += len(batch)
+                versions = (
+                    await current_versions(es, alias, kb, list(ids.values()))
+                    if kb_has_chunks
+                    else {}
+                )
+                todo = []
+                for ref in batch:
+                    if not options.force and versions.get(ids[ref.key]) == {ref.etag}:
+                        report.documents_skipped += 1
+                        if progress:
+                            progress(ref.key)
+                    else:
+                        todo.append(ref)
+                docs: dict[str, list[dict[str, Any]]] = {}
+                for ref, result in await load_all(todo):
+                    if progress:
+                        progress(ref.key)
+                    if isinstance(result, str):
+                        report.fail(ref.key, result)
+                        continue
+                    report.bytes_read += ref.size
+                    docs[ids[ref.key]] = result
+                names = {ids[ref.key]: ref.key for ref in todo}
+                await ready.put(_Batch(docs, names, {d for d in docs if d in versions}))
+        finally:
+            await ready.put(None)
+
+    producer = asyncio.create_task(produce())
+    try:
+        while (batch := await ready.get()) is not None:
+            await _write(es, alias, batch, options, report)
+        await producer  # re-raises a producer failure
+    finally:
+        if not producer.done():
+            producer.cancel()
     if options.prune and not options.dry_run:
         report.documents_pruned = await prune(es, alias, kb, seen)
     if not options.dry_run:
         await es.indices.refresh(index=alias)
     report.duration_s = round(time.perf_counter() - started, 3)
     return report
+
+
+async def _write(
+    es: AsyncElasticsearch, alias: str, batch: _Batch, options: IndexOptions, report: Report
+) -> None:
+    """Write a batch's chunks, then remove what the previous versions left behind."""
+    if options.dry_run:
+        report.documents_indexed += len(batch.docs)
+        report.chunks_indexed += sum(len(c) for c in batch.docs.values())
+        return
+    failed = await _bulk(es, alias, batch.docs, report) if batch.docs else set()
+    for doc_id in failed:
+        report.fail(batch.names.get(doc_id, doc_id), "some chunks were not written (see log)")
+    written = [
+        (doc_id, chunks[0]["source_etag"], len(chunks))
+        for doc_id, chunks in batch.docs.items()
+        if doc_id not in failed
+    ]
+    report.documents_indexed += len(written)
+    replaced = [w for w in written if w[0] in batch.existed]
+    if replaced:
+        await es.indices.refresh(index=alias)  # the overwritten chunks must be visible
+        report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))
 
 
 async def prune(es: AsyncElasticsearch, alias: str, knowledge_id: str, keep: set[str]) -> int:

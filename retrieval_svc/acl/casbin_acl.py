@@ -39,6 +39,34 @@ def user_subject(user_id: str) -> str:
     return USER_PREFIX + user_id
 
 
+@dataclass(slots=True)
+class _Loaded:
+    """One loaded policy: the enforcer, and what it mentions (to skip work for the rest)."""
+
+    enforcer: casbin.Enforcer
+    members: frozenset[str]  # names with a parent role (left side of some g line)
+    subjects: frozenset[str]  # names granted something (first field of some p line)
+    expansions: dict[tuple[str, str], frozenset[str]]
+
+    @classmethod
+    def of(cls, enforcer: casbin.Enforcer) -> _Loaded:
+        members = frozenset(rule[0] for rule in enforcer.get_grouping_policy())
+        subjects = frozenset(rule[0] for rule in enforcer.get_policy())
+        return cls(enforcer, members, subjects, {})
+
+    def implicit(self, name: str, tenant: str) -> frozenset[str]:
+        """``name``'s inherited roles in ``tenant`` (cached for this policy's lifetime)."""
+        if name not in self.members:
+            return frozenset()
+        key = (name, tenant)
+        found = self.expansions.get(key)
+        if found is None:
+            found = frozenset(self.enforcer.get_implicit_roles_for_user(name, tenant))
+            if len(self.expansions) < 100_000:
+                self.expansions[key] = found
+        return found
+
+
 @dataclass(frozen=True, slots=True)
 class KbDecision:
     """Whether a knowledge base may be read, and which subject's policy allowed it."""
@@ -89,7 +117,7 @@ class AccessControl:
         self._interval = check_interval_s
         self._on_reload = on_reload or (lambda _outcome: None)
         self._lock = threading.Lock()
-        self._enforcer = load_enforcer(model, policy)  # a bad policy at start-up is fatal
+        self._loaded = _Loaded.of(load_enforcer(model, policy))  # bad at start-up: fatal
         self._stamp = self._file_stamp()
         self._checked_at = time.monotonic()
         self.last_error: str | None = None
@@ -115,7 +143,7 @@ class AccessControl:
                 log.error("policy reload failed, keeping the last good policy: %s", exc)
                 self._on_reload("error")
                 return False
-            self._enforcer = enforcer
+            self._loaded = _Loaded.of(enforcer)
             self.last_error = None
             log.info("policy reloaded from %s", self._policy)
             self._on_reload("ok")
@@ -133,29 +161,30 @@ class AccessControl:
     def expand(self, roles: Iterable[str], tenant: str) -> frozenset[str]:
         """Roles plus every role they inherit in ``tenant``."""
         self.maybe_reload()
-        enforcer = self._enforcer
+        loaded = self._loaded
         out: set[str] = set()
         for role in roles:
             out.add(role)
-            out.update(enforcer.get_implicit_roles_for_user(role, tenant))
+            out.update(loaded.implicit(role, tenant))
         return frozenset(out)
 
     def user_roles(self, user_id: str, tenant: str) -> frozenset[str]:
         """Every role a user holds in ``tenant``, inherited ones included."""
         self.maybe_reload()
-        roles = self._enforcer.get_implicit_roles_for_user(user_subject(user_id), tenant)
-        return frozenset(roles)
+        return self._loaded.implicit(user_subject(user_id), tenant)
 
     def kb_decision(
         self, *, tenant: str, user_id: str | None, roles: Iterable[str], knowledge_id: str
     ) -> KbDecision:
         """Whether a principal may read ``knowledge_id``, and on whose grant."""
         self.maybe_reload()
-        enforcer = self._enforcer
-        subjects = [ANYONE, *sorted(roles)]
+        loaded = self._loaded
+        # ``roles`` are already expanded, so only names granted something directly can match;
+        # users are checked through the enforcer (their grants may come through g lines).
+        subjects = [ANYONE, *sorted(r for r in roles if r in loaded.subjects)]
         if user_id is not None:
             subjects.append(user_subject(user_id))
         for subject in subjects:
-            if enforcer.enforce(subject, tenant, knowledge_id, READ):
+            if loaded.enforcer.enforce(subject, tenant, knowledge_id, READ):
                 return KbDecision(True, subject)
         return KbDecision(False, None)

@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -98,40 +97,41 @@ async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict
 
 
 def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
-    """Index ~``megabytes`` of Markdown with the CLI in a child process; its peak RSS."""
-    chunks = int(megabytes * 1024 * 1024 / 780)  # ≈780 bytes of UTF-8 Chinese per chunk
+    """Index ~``megabytes`` of Markdown with the CLI in a child process; that child's peak RSS.
+
+    The peak is the child's own high-water mark (``VmHWM`` in /proc), sampled while it runs:
+    ``getrusage(RUSAGE_CHILDREN)`` would report the largest of *all* finished children.
+    """
+    chunks = int(megabytes * 1024 * 1024 / 400)  # ≈400 bytes of Markdown per chunk
     folder = corpus.write_corpus(CACHE, chunks, seed=3)
     size = sum(p.stat().st_size for p in folder.rglob("*.md"))
     env = {**os.environ, "RSVC_ES_URL": es_url, "RSVC_INDEX_ALIAS": f"{alias}-rss"}
-    cmd = [
-        sys.executable,
-        "-c",
-        "from indexer.cli import app; app()",
-        "index",
-        str(folder),
-        "--knowledge-id",
-        "rss",
-        "--json",
-        "--concurrency",
-        "2",
-    ]
+    base = [sys.executable, "-c", "from indexer.cli import app; app()"]
     started = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    child = subprocess.Popen(
+        [*base, "index", str(folder), "--knowledge-id", "rss", "--json", "--concurrency", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    peak_kb = 0
+    status = Path(f"/proc/{child.pid}/status")
+    while child.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak_kb = max(peak_kb, int(line.split()[1]))
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.1)
+    stdout, stderr = child.communicate()
     elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"indexer failed: {done.stderr[-2000:]}")
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = json.loads(done.stdout)
+    if child.returncode != 0:
+        raise RuntimeError(f"indexer failed: {stderr[-2000:]}")
+    out = json.loads(stdout)
     subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from indexer.cli import app; app()",
-            "delete",
-            "--knowledge-id",
-            "rss",
-            "--yes",
-        ],
+        [*base, "delete", "--knowledge-id", "rss", "--yes"],
         env=env,
         capture_output=True,
         check=False,
@@ -140,6 +140,7 @@ def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
         "input_mb": round(size / 2**20),
         "peak_mb": round(peak_kb / 1024),
         "chunks": out["chunks_indexed"],
+        "documents": out["documents_indexed"],
         "seconds": round(elapsed, 1),
     }
 
@@ -370,6 +371,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rss-mb", type=int, default=200, help="0 skips the RSS measurement")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="small and quick, for CI")
+    parser.add_argument(
+        "--rss-only",
+        action="store_true",
+        help="only the RSS measurement, merged into --out's result.json",
+    )
     args = parser.parse_args(argv)
     args.scales = [int(s) for s in args.scales.split(",") if s.strip()]
     if args.smoke:
@@ -378,9 +384,24 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+async def rss_only(args: argparse.Namespace) -> dict[str, Any]:
+    """Re-measure RSS and merge it into an existing result."""
+    assert args.out is not None, "--rss-only needs --out pointing at a previous run"
+    result: dict[str, Any] = json.loads((args.out / "result.json").read_text("utf-8"))
+    es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
+    es = make_es_client(ElasticsearchSettings(es_url=es_url), timeout_s=120)
+    try:
+        await ensure_index(es, "rsvc-bench-rss")
+        result["rss"] = peak_rss(es_url, "rsvc-bench", args.rss_mb)
+    finally:
+        await drop_alias(es, "rsvc-bench-rss")
+        await es.close()
+    return result
+
+
 if __name__ == "__main__":
     options = parse()
-    outcome = asyncio.run(main(options))
+    outcome = asyncio.run(rss_only(options) if options.rss_only else main(options))
     out = options.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
     report.write(outcome, out)
     print((out / "table.md").read_text("utf-8"))

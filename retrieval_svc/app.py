@@ -18,6 +18,7 @@ from retrieval_svc.acl.casbin_acl import AccessControl, PolicyError
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
 from retrieval_svc.filters.tree import join_path
+from retrieval_svc.limits import BodyLimitMiddleware
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
@@ -94,6 +95,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
     app.include_router(health.router)
     app.include_router(dify.router)
@@ -126,6 +128,12 @@ def install_error_handlers(app: FastAPI) -> None:
             message = "request body is required"
         err = InvalidRequest(f"{path}: {message}", path=path)
         return JSONResponse(err.body(), status_code=err.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # A bug: logged in full (with the request id), answered without internals.
+        log.exception("unhandled error: %s", type(exc).__name__)
+        return JSONResponse({"error_code": 5000, "error_msg": "internal error"}, status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

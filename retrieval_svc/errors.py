@@ -15,7 +15,8 @@ where a request field is to blame).
     └── DeadlineExceeded           504 / 5002  the request deadline ran out
 
 Other HTTP errors raised by the framework (unknown route, wrong method, oversized body) use
-the same shape with their HTTP status as ``error_code``.
+the same shape with their HTTP status as ``error_code``; an unexpected exception (a bug) is
+500 / 5000 "internal error", logged with the request id.
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ class Settings(ElasticsearchSettings):
     # Requests
     request_deadline_s: float = Field(10.0, gt=0, le=120)
     max_top_k: int = Field(100, ge=1, le=1000)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
     score_saturation: float = Field(10.0, gt=0)
 
     # HTTP server (the ``serve`` command)

@@ -212,10 +212,10 @@ def free_port() -> int:
 class ServerThread:
     """uvicorn serving an ASGI app on loopback in a background thread."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, lifespan: str = "off") -> None:
         self.port = free_port()
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan=lifespan
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

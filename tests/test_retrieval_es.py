@@ -217,3 +217,24 @@ async def test_unknown_route_uses_error_shape(client: httpx.AsyncClient) -> None
     resp = await client.get("/nope")
     assert resp.status_code == 404
     assert resp.json()["error_code"] == 404
+
+
+async def test_unexpected_errors_use_the_error_shape(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval_svc.routes import citations
+
+    def boom(*_: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(citations, "resolve", boom)
+    app = client._transport.app  # type: ignore[attr-defined]
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # as a server does
+    async with httpx.AsyncClient(transport=transport, base_url="http://svc") as raw:
+        resp = await raw.post(
+            "/v1/citations/resolve",
+            json={"answer": "a", "chunk_metadata": []},
+            headers=auth("anon"),
+        )
+    assert resp.status_code == 500
+    assert resp.json() == {"error_code": 5000, "error_msg": "internal error"}

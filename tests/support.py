@@ -39,6 +39,28 @@ SEED_FIELDS = frozenset(
     }
 )
 
+# Dify's comparison operators, as DESIGN §7 lists them.
+DIFY_DESIGN_OPERATORS = (
+    "contains",
+    "not contains",
+    "start with",
+    "end with",
+    "is",
+    "is not",
+    "in",
+    "not in",
+    "empty",
+    "not empty",
+    "=",
+    "≠",
+    ">",
+    "<",
+    "≥",
+    "≤",
+    "before",
+    "after",
+)
+
 # Secrets of the test API keys; the service only ever sees their hashes.
 KEYS = {
     "anon": "test-key-anonymous-0123456789",

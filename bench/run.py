@@ -223,6 +223,16 @@ def ids(run: Run) -> list[list[str]]:
     return [list(o[0]) if o else [] for o in run.outputs]
 
 
+def service_client(port: int, connections: int) -> httpx.AsyncClient:
+    """A keep-alive client for the service on loopback, authenticated with the bench key."""
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        timeout=30,
+        headers={"Authorization": f"Bearer {KEY}"},
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+    )
+
+
 def took_p50(run: Run) -> float | None:
     tooks = sorted(t for _, t in (o for o in run.outputs if o) if t is not None)
     return tooks[len(tooks) // 2] if tooks else None
@@ -271,12 +281,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             qs = list(corpus.queries(args.queries))
             prepared = prepare(qs, acl, FieldCatalog.from_mappings(dict(mapping)), corpus.TENANT)
             with Processes(es_url, alias, workdir) as procs:
-                async with httpx.AsyncClient(
-                    base_url=f"http://127.0.0.1:{procs.port}",
-                    timeout=30,
-                    headers={"Authorization": f"Bearer {KEY}"},
-                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
-                ) as http:
+                async with service_client(procs.port, connections=64) as http:
                     scen = Scenarios(es, http, alias)
                     primary = chunks == args.chunks
                     concs = (1, 16)

@@ -21,7 +21,7 @@ import httpx
 
 from bench import corpus
 from bench.measure import drive
-from bench.run import CACHE, KEY, Processes, drop_alias, index_corpus
+from bench.run import CACHE, Processes, drop_alias, index_corpus, service_client
 from retrieval_svc.settings import ElasticsearchSettings
 from retrieval_svc.state import make_es_client
 
@@ -52,12 +52,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         ]
         with Processes(es_url, alias, CACHE / "soak") as procs:
             service_pid = procs.children[1].pid
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{procs.port}",
-                timeout=10,
-                headers={"Authorization": f"Bearer {KEY}"},
-                limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
-            ) as http:
+            async with service_client(procs.port, connections=32) as http:
 
                 async def call(body: dict[str, Any]) -> int:
                     resp = await http.post("/v1/search", json=body)

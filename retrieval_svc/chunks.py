@@ -8,27 +8,6 @@ from pydantic import BaseModel, Field
 
 SourceType = Literal["rag", "web"]
 
-# Chunk document fields (DESIGN §3) that are not custom metadata.
-CHUNK_FIELDS = frozenset(
-    {
-        "chunk_id",
-        "document_id",
-        "knowledge_id",
-        "content",
-        "document_title",
-        "document_name",
-        "dataset_name",
-        "source_file_url",
-        "segment_position",
-        "access_roles",
-        "metadata",
-        "content_hash",
-        "source_etag",
-        "indexed_at",
-        "embedding",
-    }
-)
-
 
 class UnifiedChunk(BaseModel):
     """One numbered chunk of the merged context; ``id`` is assigned when numbering."""

@@ -9,7 +9,6 @@ from fastapi import Depends, Header, Request
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, bearer_token
 from retrieval_svc.errors import AuthError
 from retrieval_svc.observability import log_fields
-from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
 
@@ -33,11 +32,6 @@ def get_settings(state: StateDep) -> Settings:
     return state.settings
 
 
-def get_engine(state: StateDep) -> SearchEngine:
-    """The search engine."""
-    return state.engine
-
-
 async def authenticate(
     state: StateDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
@@ -56,5 +50,4 @@ async def authenticate(
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-EngineDep = Annotated[SearchEngine, Depends(get_engine)]
 ApiKeyDep = Annotated[ApiKeyConfig, Depends(authenticate)]

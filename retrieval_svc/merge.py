@@ -177,11 +177,9 @@ def chunk_dict(chunk: UnifiedChunk) -> dict[str, Any]:
 
 
 def numbered_output(chunks: list[UnifiedChunk]) -> dict[str, Any]:
-    """The code node's output: ``formatted_chunks``, ``chunk_count``, ``chunk_metadata``.
-
-    ``chunks`` must already be numbered (see :func:`merge`) or are numbered here in order.
-    """
-    numbered = chunks if all(c.id for c in chunks) else number_chunks(chunks)
+    """The code node's output: ``formatted_chunks``, ``chunk_count``, ``chunk_metadata``,
+    for chunks in their final order (numbered here, 1 to n)."""
+    numbered = number_chunks(chunks)
     return {
         "formatted_chunks": format_chunks(numbered),
         "chunk_count": len(numbered),

@@ -21,7 +21,6 @@ from retrieval_svc.metrics import Metrics
 
 access_log = logging.getLogger("rsvc.access")
 
-REQUEST_ID_HEADER = "x-request-id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _fields: ContextVar[dict[str, Any] | None] = ContextVar("rsvc_request_fields", default=None)
 

@@ -163,8 +163,7 @@ class FakeProvider:
         self.requests.clear()
 
     def app(self) -> Starlette:
-        async def handle(request: Request) -> Response:
-            provider = request.path_params["provider"]
+        async def handle(provider: str, request: Request) -> Response:
             self.requests.append(
                 {
                     "provider": provider,
@@ -189,18 +188,15 @@ class FakeProvider:
                 return JSONResponse(EMPTY[provider])
             return JSONResponse(OK[provider])
 
-        routes = [Route(path, handle, methods=["POST"], name=name) for name, path in PATHS.items()]
-        app = Starlette(routes=routes)
+        def endpoint(provider: str) -> Any:
+            async def answer(request: Request) -> Response:
+                return await handle(provider, request)
 
-        # Route names do not become path params; wrap to inject the provider.
-        async def asgi(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                for name, path in PATHS.items():
-                    if scope["path"] == path:
-                        scope = {**scope, "path_params": {"provider": name}}
-            await app(scope, receive, send)
+            return answer
 
-        return asgi  # type: ignore[return-value]
+        return Starlette(
+            routes=[Route(path, endpoint(name), methods=["POST"]) for name, path in PATHS.items()]
+        )
 
 
 def free_port() -> int:

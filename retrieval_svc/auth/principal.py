@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
-
 
 @dataclass(frozen=True, slots=True)
 class Principal:
@@ -20,9 +18,3 @@ class Principal:
     def anonymous(self) -> bool:
         """Whether this principal has no identity at all (public chunks only)."""
         return self.user_id is None and not self.roles
-
-
-def key_principal(key: ApiKeyConfig) -> Principal:
-    """The principal a key stands for before any caller claim is considered."""
-    roles = frozenset(key.roles) if key.mode is IdentityMode.FIXED else frozenset()
-    return Principal(tenant=key.tenant, roles=roles, key_name=key.name)

@@ -2,18 +2,23 @@
 # Local single-node Elasticsearch for development and tests.
 #
 #   scripts/es.sh start    download (via Maven, cached), start, wait for yellow/green, print URL
-#   scripts/es.sh stop     stop the instance this script started
+#   scripts/es.sh stop     stop the instance this script started (also when RSVC_ES_URL is set)
 #   scripts/es.sh status   say whether it runs and where
 #   scripts/es.sh url      print the URL only
 #
 # When RSVC_ES_URL is set, that cluster is used and nothing is started or stopped:
-# `start` only checks that it answers.
+# `start` only checks that it answers; `stop` still stops a local instance this script started.
 #
 # Settings (environment):
 #   RSVC_ES_VERSION   integ-test-zip version from Maven Central   (default 8.19.21)
 #   RSVC_ES_PORT      HTTP port on 127.0.0.1                        (default 9200)
 #   RSVC_ES_HEAP      JVM heap, -Xms and -Xmx                       (default 768m)
 #   RSVC_ES_CACHE     cache folder for the zip, home, data, logs    (default <repo>/.cache/es)
+#
+# Run as root, Elasticsearch runs as the system user rsvc-es, which must be able to enter the
+# folders it runs from. When the cache sits under a private folder (root's home and every
+# `mktemp -d` are mode 700), the unpacked home and the data move to
+# /var/tmp/retrieval-svc-es/<id of the cache folder>/ (said once at start, never silent).
 #   ES_JAVA_HOME      a JDK >= 17; otherwise the newest under /usr/lib/jvm is used
 set -euo pipefail
 
@@ -28,31 +33,34 @@ ARTIFACT=org.elasticsearch.distribution.integ-test-zip:elasticsearch:$VERSION:zi
 log() { printf 'es: %s\n' "$*" >&2; }
 die() { printf 'es: error: %s\n' "$*" >&2; exit 1; }
 
-# Elasticsearch refuses to run as root; as root we run it as an unprivileged user whose
-# files must be reachable. A checkout under a private home (mode 700) is not, so the
-# runtime folders then move to /var/tmp (printed, never silent).
-runtime_dir() {
-  local dir=$CACHE/run-$PORT
-  if [ "$(id -u)" = 0 ]; then
-    mkdir -p "$CACHE"
-    if ! su -s /bin/sh "$ES_USER" -c "test -x '$CACHE'" 2>/dev/null; then
-      dir=/var/tmp/retrieval-svc-es/$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)/run-$PORT
-    fi
-  fi
-  printf '%s\n' "$dir"
+ensure_user() {
+  [ "$(id -u)" = 0 ] || return 0
+  id "$ES_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$ES_USER"
 }
 
+# Where the unpacked home and the per-port runtime folders live: the cache itself, or, when
+# running as root and the Elasticsearch user cannot enter the cache, a folder under /var/tmp
+# keyed by the cache's path (so two checkouts never share one).
+es_base() {
+  if [ "$(id -u)" = 0 ]; then
+    mkdir -p "$CACHE"
+    ensure_user
+    if ! runuser -u "$ES_USER" -- test -x "$CACHE" 2>/dev/null; then
+      printf '/var/tmp/retrieval-svc-es/%s\n' "$(printf '%s' "$(cd "$CACHE" && pwd)" | sha256sum | cut -c1-12)"
+      return
+    fi
+  fi
+  printf '%s\n' "$CACHE"
+}
+
+BASE=""
 RUN=""
 PIDFILE=""
 
 init_paths() {
-  RUN=$(runtime_dir)
+  BASE=$(es_base)
+  RUN=$BASE/run-$PORT
   PIDFILE=$RUN/es.pid
-}
-
-ensure_user() {
-  [ "$(id -u)" = 0 ] || return 0
-  id "$ES_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$ES_USER"
 }
 
 java_major() { "$1/bin/java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1; }
@@ -80,7 +88,7 @@ fetch_zip() {
     command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch $ARTIFACT"
     log "fetching $ARTIFACT through Maven"
     mkdir -p "$CACHE/dist"
-    mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+    mvn -q -B --no-transfer-progress -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
       -Dartifact="$ARTIFACT" -DoutputDirectory="$CACHE/dist" >&2 \
       || die "Maven could not resolve $ARTIFACT"
   fi
@@ -88,14 +96,14 @@ fetch_zip() {
 }
 
 install_home() {
-  local home=$CACHE/home/elasticsearch-$VERSION
+  local home=$BASE/home/elasticsearch-$VERSION
   if [ ! -x "$home/bin/elasticsearch" ]; then
     local zip; zip=$(fetch_zip)
-    log "unpacking $(basename "$zip")"
-    rm -rf "$CACHE/home.tmp" && mkdir -p "$CACHE/home.tmp"
-    (cd "$CACHE/home.tmp" && unzip -q "$zip")
-    mkdir -p "$CACHE/home" && mv "$CACHE/home.tmp/elasticsearch-$VERSION" "$home"
-    rm -rf "$CACHE/home.tmp"
+    log "unpacking $(basename "$zip") into $BASE/home"
+    rm -rf "$BASE/home.tmp" && mkdir -p "$BASE/home.tmp"
+    (cd "$BASE/home.tmp" && unzip -q "$zip")
+    mkdir -p "$BASE/home" && mv "$BASE/home.tmp/elasticsearch-$VERSION" "$home"
+    rm -rf "$BASE/home.tmp"
   fi
   printf '%s\n' "$home"
 }
@@ -137,11 +145,12 @@ cmd_start() {
   if answers "$(url)"; then
     die "port $PORT already answers as Elasticsearch but was not started by this script; set RSVC_ES_URL=$(url) to use it, or RSVC_ES_PORT to pick another port"
   fi
-  ensure_user
+  [ "$BASE" = "$CACHE" ] || log "the cache $CACHE is not reachable by user $ES_USER (a private folder): running from $BASE"
   local home java
   home=$(install_home)
   java=$(find_java)
   mkdir -p "$RUN/data" "$RUN/logs" "$RUN/tmp"
+  if [ "$BASE" != "$CACHE" ]; then chmod 755 "$(dirname "$BASE")" "$BASE"; fi
   rm -f "$PIDFILE"
   local as_user=()
   if [ "$(id -u)" = 0 ]; then
@@ -168,10 +177,17 @@ cmd_start() {
 }
 
 cmd_stop() {
-  if [ -n "${RSVC_ES_URL:-}" ]; then log "RSVC_ES_URL is set: not stopping an external cluster"; return; fi
   init_paths
   local pid
-  if ! pid=$(running_pid); then log "not running"; rm -f "$PIDFILE"; return; fi
+  if ! pid=$(running_pid); then
+    if [ -n "${RSVC_ES_URL:-}" ]; then
+      log "no local Elasticsearch of this script runs on port $PORT; RSVC_ES_URL=$RSVC_ES_URL names a cluster this script does not manage, so it is left alone"
+    else
+      log "not running"
+    fi
+    rm -f "$PIDFILE"; return
+  fi
+  [ -z "${RSVC_ES_URL:-}" ] || log "stopping the local instance on port $PORT (RSVC_ES_URL=$RSVC_ES_URL is not touched)"
   kill "$pid"
   for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   kill -0 "$pid" 2>/dev/null && kill -9 "$pid"

@@ -12,13 +12,40 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from retrieval_svc.search.index import template_name
 from tests.corpus import load_corpus
 from tests.fake_provider import FakeProvider, ServerThread
-from tests.support import ES_URL
+from tests.support import ES_URL, time_bound_tokens
+
+# No per-example time limit: a shared CI machine may be slow at any moment (issue #18).
+hypothesis.settings.register_profile(
+    "shared-machine",
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.load_profile("shared-machine")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test parameter that carries a token minted at collection time.
+
+    Collection can precede the test by minutes on a busy machine, so such a token may expire
+    before it is used (issue #18). Declare ``tests.support.Token`` instead: it mints on use.
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None:
+            continue
+        for name, value in callspec.params.items():
+            if time_bound_tokens(value):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: parameter {name!r} holds a JWT minted at collection; "
+                    "declare it as tests.support.Token so it is minted when the test runs"
+                )
 
 
 @pytest.fixture(autouse=True)

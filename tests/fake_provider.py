@@ -175,7 +175,7 @@ class FakeProvider:
                 await asyncio.sleep(self.delay_s)
             behaviour = self.behaviour
             if behaviour == "slow":
-                await asyncio.sleep(5)
+                await asyncio.sleep(SLOW_S)
             if behaviour == "429":
                 return JSONResponse({"error": "rate limited"}, status_code=429)
             if behaviour == "500":
@@ -199,6 +199,11 @@ class FakeProvider:
         )
 
 
+# How long a ``slow`` provider takes to answer: far beyond any timeout a test sets, so "it did
+# not wait for the provider" can be asserted with a bound of half this, whatever the load.
+SLOW_S = 10.0
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -218,7 +223,7 @@ class ServerThread:
 
     def __enter__(self) -> ServerThread:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # generous: a busy machine starts threads slowly
         while not self.server.started:
             if time.monotonic() > deadline:
                 raise RuntimeError("the fake provider did not start")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 from asgi_lifespan import LifespanManager
 
 from retrieval_svc.app import create_app
@@ -67,6 +70,70 @@ KEYS = {
     "ops": "test-key-fixed-ops-0123456789",
     "scoped": "test-key-scoped-0123456789",
 }
+
+
+# An expiry before any clock this suite will run on: an expired token is expired on purpose,
+# whatever the time and however long the suite has run.
+EXPIRED_AT = 946_684_800  # 2000-01-01T00:00:00Z
+
+
+@dataclass(frozen=True)
+class Token:
+    """A principal token that is minted when a test uses it, never when it is declared.
+
+    Test parameters and module constants are built at collection time, which can be minutes
+    before the test runs on a busy machine; a token minted there would expire in between.
+    ``exp`` is ``now + lifetime_s`` at minting unless the claims name it (e.g. ``EXPIRED_AT``).
+    """
+
+    secret: str
+    claims: dict[str, Any] = field(default_factory=dict)
+    lifetime_s: float = 3600.0
+    algorithm: str = "HS256"
+
+    def mint(self) -> str:
+        """The signed token, with its expiry counted from now."""
+        payload = {"exp": time.time() + self.lifetime_s, **self.claims}
+        payload = {k: v for k, v in payload.items() if v is not None}  # None: leave the claim out
+        key: Any = None if self.algorithm == "none" else self.secret
+        return jwt.encode(payload, key, algorithm=self.algorithm)
+
+
+def minted(value: Any) -> Any:
+    """``value`` with every ``Token`` in it (at any depth of lists and dicts) minted now."""
+    if isinstance(value, Token):
+        return value.mint()
+    if isinstance(value, dict):
+        return {k: minted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(minted(v) for v in value)
+    return value
+
+
+def time_bound_tokens(value: Any) -> list[str]:
+    """JWTs inside ``value`` whose expiry is a real, future-bound time (a collection-time bug).
+
+    Used by conftest to refuse test parameters that carry a token minted at collection.
+    """
+    found: list[str] = []
+    if isinstance(value, str) and value.count(".") == 2:
+        try:
+            claims = jwt.decode(value, options={"verify_signature": False, "verify_exp": False})
+        except jwt.InvalidTokenError:
+            return found
+        exp = claims.get("exp")
+        if isinstance(exp, int | float) and exp > EXPIRED_AT:
+            found.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            found += time_bound_tokens(v)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            found += time_bound_tokens(v)
+    elif hasattr(value, "__dataclass_fields__") and not isinstance(value, Token):
+        for name in value.__dataclass_fields__:
+            found += time_bound_tokens(getattr(value, name, None))
+    return found
 
 
 def key_entry(name: str, **kwargs: Any) -> ApiKeyConfig:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jwt
@@ -33,18 +34,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.anyio
 async def test_slow_cluster_gives_504_within_the_deadline(corpus: str) -> None:
+    # The cluster is made 15x slower than the deadline; the answer must come from the
+    # deadline, not from the cluster. The bound has a wide margin either way, so a busy
+    # machine cannot fail it, and a service that waited for the cluster always does.
+    deadline_s, cluster_delay_s = 2.0, 30.0
     body = {"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 2}}
     with TcpProxy(ES_URL) as proxy:
-        settings = make_settings(corpus, es_url=proxy.url, request_deadline_s=0.5)
+        settings = make_settings(corpus, es_url=proxy.url, request_deadline_s=deadline_s)
         async with app_client(settings) as c:
             assert (await c.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
-            proxy.delay_s = 2.0
+            proxy.delay_s = cluster_delay_s
             started = time.perf_counter()
             slow = await c.post("/retrieval", json=body, headers=auth("anon"))
             elapsed = time.perf_counter() - started
             proxy.delay_s = 0.0
             assert slow.status_code == 504 and slow.json()["error_code"] == 5002
-            assert elapsed < 1.5
+            assert elapsed < cluster_delay_s / 2
 
 
 def test_asymmetric_and_confused_tokens_are_refused() -> None:
@@ -126,31 +131,54 @@ def test_indexer_killed_mid_run_converges(
 
 @pytest.mark.anyio
 async def test_cluster_lost_mid_traffic(corpus: str) -> None:
+    """Four clients query while the cluster goes away and comes back.
+
+    Phases advance on events (answers seen), not on a wall clock, so a slow machine only
+    makes the test longer; each phase has a generous bound so a hang still fails it.
+    """
     import asyncio
 
+    deadline_s = 20.0  # a 503 must come from the refused connection, far before this
     body = {"knowledge_id": SAMPLES_KB, "query": "巡更 巡检", "retrieval_setting": {"top_k": 3}}
-    answers: list[tuple[float, int, int | None, float]] = []  # (t, status, code, duration)
+    answers: list[tuple[str, int, int | None, float]] = []  # (phase, status, code, duration)
+    phase = "before"
     with TcpProxy(ES_URL) as proxy:
-        async with app_client(make_settings(corpus, es_url=proxy.url)) as c:
-            started = time.perf_counter()
+        settings = make_settings(corpus, es_url=proxy.url, request_deadline_s=deadline_s)
+        async with app_client(settings) as c:
 
-            async def traffic() -> None:
-                while time.perf_counter() - started < 4.0:
-                    t0 = time.perf_counter()
+            async def traffic(stop: asyncio.Event) -> None:
+                while not stop.is_set():
+                    started_in, t0 = phase, time.perf_counter()  # an answer counts where it began
                     resp = await c.post("/retrieval", json=body, headers=auth("anon"))
                     code = resp.json().get("error_code") if resp.status_code != 200 else None
-                    answers.append((t0 - started, resp.status_code, code, time.perf_counter() - t0))
+                    answers.append((started_in, resp.status_code, code, time.perf_counter() - t0))
 
-            async def chaos() -> None:
-                await asyncio.sleep(1.0)
+            async def until(predicate: Callable[[], bool], what: str) -> None:
+                async with asyncio.timeout(60):
+                    while not predicate():
+                        await asyncio.sleep(0.05)
+                assert predicate(), what
+
+            def seen(p: str, status: int) -> int:
+                return sum(1 for ph, s, _, _ in answers if ph == p and s == status)
+
+            stop = asyncio.Event()
+            clients = [asyncio.create_task(traffic(stop)) for _ in range(4)]
+            try:
+                await until(lambda: seen("before", 200) >= 8, "no answers before the cut")
+                phase = "cut"
                 proxy.cut()  # connections in flight are dropped, new ones refused
-                await asyncio.sleep(1.5)
+                await until(lambda: seen("cut", 503) >= 8, "no 503 while the cluster was gone")
                 proxy.restore()
-
-            await asyncio.gather(*(traffic() for _ in range(4)), chaos())
+                phase = "restoring"
+                await until(lambda: seen("restoring", 200) >= 1, "no recovery after restore")
+                phase = "after"
+                await until(lambda: len([a for a in answers if a[0] == "after"]) >= 16, "stalled")
+            finally:
+                stop.set()
+                await asyncio.gather(*clients, return_exceptions=True)
     statuses = {(s, code) for _, s, code, _ in answers}
     assert statuses <= {(200, None), (503, 5001)}, statuses
-    assert (503, 5001) in statuses and (200, None) in statuses
-    assert max(d for _, s, _, d in answers if s == 503) < 2.0
-    late = [s for t, s, _, _ in answers if t > 3.0]
-    assert late and all(s == 200 for s in late), "no recovery after the cluster came back"
+    assert max(d for _, s, _, d in answers if s == 503) < deadline_s / 4  # fast, not timed out
+    after = [s for ph, s, _, _ in answers if ph == "after"]
+    assert after and all(s == 200 for s in after), "answers failed after the cluster came back"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken
+from tests.support import EXPIRED_AT, Token, minted
 
 SECRET = "token-secret-for-tests-" + "0123456789abcdef" * 3  # 64 bytes: fine for HS512 too
 POLICY = """\
@@ -40,10 +41,10 @@ def key(mode: IdentityMode, **kw: Any) -> ApiKeyConfig:
     )
 
 
-def token(secret: str = SECRET, alg: str = "HS256", **claims: Any) -> str:
-    payload = {"sub": "alice", "roles": ["访客"], "tenant": "acme", "exp": time.time() + 60}
-    payload.update(claims)
-    return jwt.encode({k: v for k, v in payload.items() if v is not None}, secret, algorithm=alg)
+def token(secret: str = SECRET, alg: str = "HS256", **claims: Any) -> Token:
+    """alice's token (claims override; None leaves one out), minted when the test uses it."""
+    payload = {"sub": "alice", "roles": ["访客"], "tenant": "acme", **claims}
+    return Token(secret, payload, algorithm=alg)
 
 
 MGR = {"物业经理", "运维工程师"}  # alice's roles from Casbin, hierarchy expanded
@@ -52,7 +53,12 @@ NONE = Claims()
 USER = Claims(user_id="alice")
 ROLES = Claims(roles=("物业经理",))
 USER_ROLES = Claims(user_id="bob", roles=("访客",))
-TOKEN = Claims(token=token())
+TOKEN = Claims(token=token())  # a Token, minted by the test that uses it
+
+
+def with_minted_token(claims: Claims) -> Claims:
+    """``claims`` with its token (declared as a ``Token``) minted now."""
+    return Claims(user_id=claims.user_id, roles=claims.roles, token=minted(claims.token))
 
 
 @pytest.mark.parametrize(
@@ -77,7 +83,7 @@ def test_principal(
     acl: AccessControl, mode: IdentityMode, claims: Claims, user: str | None, roles: set[str]
 ) -> None:
     k = key(mode, roles=("巡检员",) if mode is IdentityMode.FIXED else ())
-    principal = resolve_principal(k, claims, acl)
+    principal = resolve_principal(k, with_minted_token(claims), acl)
     assert principal.tenant == "acme"
     assert principal.user_id == user
     assert principal.roles == roles
@@ -98,14 +104,14 @@ def test_claims_a_mode_does_not_accept_are_refused(
     acl: AccessControl, mode: IdentityMode, claims: Claims
 ) -> None:
     with pytest.raises(AuthorizationFailed) as err:
-        resolve_principal(key(mode), claims, acl)
+        resolve_principal(key(mode), with_minted_token(claims), acl)
     assert err.value.status_code == 403
 
 
 @pytest.mark.parametrize(
     ("bad_token", "message"),
     [
-        pytest.param(token(exp=time.time() - 60), "expired", id="expired"),
+        pytest.param(token(exp=EXPIRED_AT), "expired", id="expired"),
         pytest.param(
             token(secret="another-secret-of-sufficient-length-for-hs256!!"),
             "invalid",
@@ -116,33 +122,30 @@ def test_claims_a_mode_does_not_accept_are_refused(
         pytest.param(token(tenant=None), "invalid", id="no-tenant"),
         pytest.param(token(roles='["a",'), "roles", id="unreadable-roles"),
         pytest.param(token(alg="HS512"), "invalid", id="other-algorithm"),
-        pytest.param(
-            jwt.encode(
-                {"sub": "alice", "tenant": "acme", "exp": time.time() + 60}, None, algorithm="none"
-            ),
-            "invalid",
-            id="alg-none",
-        ),
-        pytest.param(token()[:-3] + "abc", "invalid", id="tampered-signature"),
+        pytest.param(token(alg="none", roles=None), "invalid", id="alg-none"),
+        pytest.param(lambda: token().mint()[:-3] + "abc", "invalid", id="tampered-signature"),
         pytest.param("not.a.jwt", "invalid", id="garbage"),
     ],
 )
 def test_bad_tokens_are_401_never_anonymous(
-    acl: AccessControl, bad_token: str, message: str
+    acl: AccessControl, bad_token: Token | Callable[[], str] | str, message: str
 ) -> None:
+    if callable(bad_token) and not isinstance(bad_token, Token):
+        bad_token = bad_token()
+    claims = Claims(token=minted(bad_token))
     with pytest.raises(InvalidPrincipalToken, match=message) as err:
-        resolve_principal(key(IdentityMode.SIGNED), Claims(token=bad_token), acl)
+        resolve_principal(key(IdentityMode.SIGNED), claims, acl)
     assert err.value.status_code == 401
 
 
 def test_signed_key_without_secret_refuses_tokens(acl: AccessControl) -> None:
     k = ApiKeyConfig(name="s", sha256=hash_key("k-signed-1234"), mode=IdentityMode.SIGNED)
     with pytest.raises(InvalidPrincipalToken, match="token_secret"):
-        resolve_principal(k, Claims(token=token()), acl)
+        resolve_principal(k, Claims(token=token().mint()), acl)
 
 
 def test_payload_tampering_breaks_the_signature(acl: AccessControl) -> None:
-    header, _payload, signature = token().split(".")
+    header, _payload, signature = token().mint().split(".")
     forged_payload = jwt.utils.base64url_encode(
         b'{"sub":"alice","roles":["admin"],"tenant":"acme","exp":9999999999}'
     ).decode()

@@ -3,6 +3,7 @@ one JSON log line per request with a request id, and no secret or content in any
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -121,7 +122,10 @@ def proxy() -> Iterator[TcpProxy]:
 
 async def test_readiness_drops_and_recovers_without_restart(corpus: str, proxy: TcpProxy) -> None:
     body = {"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 2}}
-    async with app_client(make_settings(corpus, es_url=proxy.url)) as c:
+    deadline_s = 20.0  # a lost cluster must answer 503 from the refused connection, not this
+    async with app_client(
+        make_settings(corpus, es_url=proxy.url, request_deadline_s=deadline_s)
+    ) as c:
         assert (await c.get("/readyz")).status_code == 200
         assert (await c.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
         proxy.cut()
@@ -132,12 +136,12 @@ async def test_readiness_drops_and_recovers_without_restart(corpus: str, proxy: 
         assert ready.status_code == 503 and ready.json()["ready"] is False
         assert (await c.get("/healthz")).status_code == 200  # alive, just not ready
         assert down.status_code == 503 and down.json()["error_code"] == 5001
-        assert elapsed < 2.0
+        assert elapsed < deadline_s / 4
         proxy.restore()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while (await c.get("/readyz")).status_code != 200:
             assert time.monotonic() < deadline, "readiness did not recover"
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)
         assert (await c.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
 
 

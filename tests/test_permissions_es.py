@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from tests.corpus import SAMPLES_KB
-from tests.support import app_client, make_settings, postcheck_drops
+from tests.support import EXPIRED_AT, Token, app_client, make_settings, minted, postcheck_drops
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +77,10 @@ def dify_body(query: str, *conditions: dict[str, Any], kb: str = SAMPLES_KB) -> 
         "retrieval_setting": {"top_k": 10, "score_threshold": 0},
     }
     if conditions:
-        body["metadata_condition"] = {"logical_operator": "and", "conditions": list(conditions)}
+        body["metadata_condition"] = {
+            "logical_operator": "and",
+            "conditions": minted(list(conditions)),  # tokens are minted now, not at collection
+        }
     return body
 
 
@@ -86,9 +88,9 @@ def cond(name: str, value: Any, op: str = "contains") -> dict[str, Any]:
     return {"name": name, "comparison_operator": op, "value": value}
 
 
-def sign(**claims: Any) -> str:
-    payload = {"tenant": "acme", "exp": time.time() + 60, **claims}
-    return jwt.encode(payload, SECRET, algorithm="HS256")
+def sign(**claims: Any) -> Token:
+    """A principal token for tenant acme, minted when the request is built."""
+    return Token(SECRET, {"tenant": "acme", **claims})
 
 
 async def titles(client: httpx.AsyncClient, mode: IdentityMode, body: dict[str, Any]) -> set[str]:
@@ -179,7 +181,7 @@ async def test_seed_case_by_mode(
         ),
         pytest.param(
             IdentityMode.SIGNED,
-            [cond("principal_token", sign(sub="wang", exp=time.time() - 3600), "is")],
+            [cond("principal_token", sign(sub="wang", exp=EXPIRED_AT), "is")],
             401,
             id="signed-expired-token",
         ),

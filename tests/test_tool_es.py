@@ -12,7 +12,7 @@ from openapi_spec_validator import validate
 
 from retrieval_svc.auth.keys import IdentityMode
 from tests.corpus import SAMPLES_KB
-from tests.fake_provider import FakeProvider
+from tests.fake_provider import SLOW_S, FakeProvider
 from tests.support import SEED_FIELDS, app_client, auth, key_entry, make_settings, postcheck_drops
 
 pytestmark = pytest.mark.anyio
@@ -124,7 +124,7 @@ async def test_web_failures_degrade(
         "took_ms": body["meta"]["web"]["took_ms"],
     }
     assert [c["source_type"] for c in body["chunk_metadata"]] == ["rag"] * 3
-    assert body["meta"]["took_ms"] < 2000
+    assert body["meta"]["took_ms"] < SLOW_S * 1000 / 2  # never waits for a slow provider
     tool_resp = await tool(client, web=True, top_k=2)
     assert tool_resp.status_code == 200 and tool_resp.json()["chunk_count"] == 2
 

@@ -105,7 +105,12 @@ def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
     chunks = int(megabytes * 1024 * 1024 / 400)  # ≈400 bytes of Markdown per chunk
     folder = corpus.write_corpus(CACHE, chunks, seed=3)
     size = sum(p.stat().st_size for p in folder.rglob("*.md"))
-    env = {**os.environ, "RSVC_ES_URL": es_url, "RSVC_INDEX_ALIAS": f"{alias}-rss"}
+    env = {
+        **os.environ,
+        "RSVC_ES_URL": es_url,
+        "RSVC_INDEX_ALIAS": f"{alias}-rss",
+        "RSVC_EMBEDDER": "none",  # the BM25 cost benchmark (bench.relevance measures hybrid)
+    }
     base = [sys.executable, "-c", "from indexer.cli import app; app()"]
     started = time.perf_counter()
     child = subprocess.Popen(
@@ -177,6 +182,7 @@ class Processes:
             "RSVC_WEB_TIMEOUT_S": "2",
             "RSVC_PORT": str(self.port),
             "RSVC_MANAGE_INDEX": "false",
+            "RSVC_EMBEDDER": "none",  # the BM25 cost benchmark (bench.relevance measures hybrid)
         }
         self.log = open(workdir / "service.log", "w")
         self.children: list[subprocess.Popen[bytes]] = []

@@ -6,13 +6,16 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import httpx
 import typer
 from elasticsearch import AsyncElasticsearch
+from elasticsearch import ConnectionError as ESConnectionError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -22,8 +25,16 @@ from indexer.chunking import ChunkOptions
 from indexer.metrics import export as export_metrics
 from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import ObjectStoreOptions, open_source
+from retrieval_svc.embedding import (
+    Embedder,
+    EmbeddingError,
+    EmbeddingModel,
+    ModelMismatch,
+    embedder_config,
+    make_embedder,
+)
 from retrieval_svc.search.index import ensure_index
-from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.settings import IndexSettings
 from retrieval_svc.state import make_es_client
 
 app = typer.Typer(
@@ -34,10 +45,37 @@ app = typer.Typer(
 err = Console(stderr=True)
 T = TypeVar("T")
 
+# Exit codes (docs/indexer.md): 0 done, 1 some documents failed, 2 bad input or configuration,
+# 3 Elasticsearch or the embedding model unreachable.
+EXIT_UNREACHABLE = 3
+_debug = False
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+) -> None:
+    """Load documents into retrieval-svc's chunk index."""
+    global _debug
+    _debug = debug
+
+
+def settings_or_exit() -> IndexSettings:
+    """The environment's settings, or a one-line error and exit 2."""
+    try:
+        return IndexSettings()
+    except ValueError as exc:
+        typer.echo(f"error: invalid configuration: {exc}", err=True)
+        raise typer.Exit(2) from None
+
 
 def run(work: Callable[[AsyncElasticsearch, str], Awaitable[T]]) -> T:
-    """Run ``work(es, alias)`` with a client from the environment's settings."""
-    settings = ElasticsearchSettings()
+    """Run ``work(es, alias)`` with a client from the environment's settings.
+
+    An unreachable cluster or model server is one line with the cause and what to do (exit 3),
+    a refused model mismatch one line too (exit 2); ``--debug`` shows the traceback.
+    """
+    settings = settings_or_exit()
 
     async def main() -> T:
         es = make_es_client(settings)
@@ -46,7 +84,41 @@ def run(work: Callable[[AsyncElasticsearch, str], Awaitable[T]]) -> T:
         finally:
             await es.close()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except ESConnectionError as exc:
+        if _debug:
+            raise
+        cause = getattr(exc, "message", None) or type(exc).__name__
+        typer.echo(
+            f"error: Elasticsearch at {settings.es_url} is unreachable ({cause}). Start the local "
+            "one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    except EmbeddingError as exc:
+        if _debug:
+            raise
+        typer.echo(f"error: {exc} (RSVC_EMBEDDER={settings.embedder})", err=True)
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    except ModelMismatch as exc:
+        if _debug:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@asynccontextmanager
+async def open_embedder() -> AsyncIterator[tuple[Embedder | None, EmbeddingModel | None]]:
+    """The configured embedder and its model (both None for RSVC_EMBEDDER=none)."""
+    settings = settings_or_exit()
+    async with httpx.AsyncClient() as http:
+        embedder = make_embedder(embedder_config(settings), http)
+        try:
+            yield embedder, (await embedder.describe() if embedder else None)
+        finally:
+            if embedder is not None:
+                await embedder.aclose()
 
 
 def load_manifest(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -84,12 +156,18 @@ def print_report(report: Report, as_json: bool) -> None:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
 
 
+def vector_index_type() -> str:
+    """The configured quantisation of the vector field."""
+    return settings_or_exit().vector_index_type
+
+
 @app.command()
 def init() -> None:
     """Apply the index template and create the alias's first index if missing."""
 
     async def work(es: AsyncElasticsearch, alias: str) -> str:
-        return await ensure_index(es, alias)
+        async with open_embedder() as (_, model):
+            return await ensure_index(es, alias, model, vector_index_type=vector_index_type())
 
     typer.echo(f"index alias ready (analysis: {run(work)})")
 
@@ -144,7 +222,7 @@ def index(
     try:
         options = IndexOptions(
             knowledge_id=knowledge_id,
-            alias=ElasticsearchSettings().index_alias,
+            alias=settings_or_exit().index_alias,
             dataset_name=dataset_name,
             chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
             url_template=url_template,
@@ -164,16 +242,29 @@ def index(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed} documents"),
+        TextColumn("{task.completed} {task.fields[unit]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err, disable=not show, transient=True) as bar:
-        task = bar.add_task(f"indexing {escape(src.description)}", total=None)
+        task = bar.add_task(f"reading {escape(src.description)}", total=None, unit="documents")
 
         async def work(es: AsyncElasticsearch, alias: str) -> Report:
-            if not dry_run:
-                await ensure_index(es, alias)
-            return await index_source(es, src, options, progress=lambda _name: bar.advance(task))
+            async with open_embedder() as (embedder, model):
+                if not dry_run:
+                    await ensure_index(es, alias, model, vector_index_type=vector_index_type())
+                embedding = (
+                    bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")
+                    if model and not dry_run
+                    else None
+                )
+                return await index_source(
+                    es,
+                    src,
+                    options,
+                    progress=lambda _name: bar.advance(task),
+                    embedder=None if dry_run else embedder,
+                    embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
+                )
 
         report = run(work)
     print_report(report, as_json)
@@ -233,9 +324,16 @@ def rebuild(
     """Copy the index into a new one from the current template and swap the alias."""
 
     async def work(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
-        return await manage.rebuild(
-            es, alias, keep_old=keep_old, progress=lambda n: err.print(f"copied {n} chunks")
-        )
+        async with open_embedder() as (embedder, model):
+            return await manage.rebuild(
+                es,
+                alias,
+                keep_old=keep_old,
+                progress=lambda n: err.print(f"copied {n} chunks"),
+                embedder=embedder,
+                model=model,
+                vector_index_type=vector_index_type(),
+            )
 
     out = run(work)
     if as_json:

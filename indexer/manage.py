@@ -8,8 +8,9 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_scan, async_streaming_bulk
 
-from indexer.pipeline import delete_matching
-from retrieval_svc.search.index import ensure_index, index_name, template_name
+from indexer.pipeline import EMBED_SLICE, delete_matching
+from retrieval_svc.embedding import Embedder, EmbeddingModel
+from retrieval_svc.search.index import ensure_index, index_models, index_name, template_name
 
 
 async def stats(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
@@ -32,10 +33,12 @@ async def stats(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
             }
         },
     )
+    models = await index_models(es, alias)
     return {
         "alias": alias,
         "indices": indices,
         "analysis": meta.get("analysis"),
+        "embedding": {name: m.as_meta() if m else None for name, m in sorted(models.items())},
         "chunks": response["hits"]["total"]["value"],
         "knowledge_bases": [
             {
@@ -78,23 +81,57 @@ async def rebuild(
     *,
     keep_old: bool = False,
     progress: Callable[[int], None] | None = None,
+    embedder: Embedder | None = None,
+    model: EmbeddingModel | None = None,
+    vector_index_type: str = "int8_hnsw",
 ) -> dict[str, Any]:
     """Copy every chunk into a new index made from the current template, then swap the alias.
 
     Readers see the old index until the swap, which is one atomic alias update. The copy is a
-    scan + bulk (no reindex module needed). Chunks written by an indexer during the copy may
+    scan + bulk (no reindex module needed). When ``model`` differs from the model an old index
+    was built with (or it has none), every chunk is re-embedded on the way: this is how an
+    index moves to another embedding model. Chunks written by an indexer during the copy may
     miss the new index: re-run the indexer afterwards (it is incremental) or pause it.
     """
-    await ensure_index(es, alias)
+    await ensure_index(es, alias, model, vector_index_type=vector_index_type, check_model=False)
+    stored = await index_models(es, alias)
+    reembed = embedder is not None and any(m != model for m in stored.values())
     old = sorted((await es.indices.get_alias(name=alias)).keys())
     generation = max(int(name.rsplit("-", 1)[1]) for name in old) + 1
     new = index_name(alias, generation)
     await es.indices.create(index=new)
     copied = 0
 
-    async def actions() -> Any:
+    async def copies() -> Any:
         async for hit in async_scan(es, index=alias, query={"query": {"match_all": {}}}, size=1000):
-            yield {"_index": new, "_id": hit["_id"], "_source": hit["_source"]}
+            source = hit["_source"]
+            if model is None:
+                source.pop("embedding", None)  # BM25 only: the new index has no vector field
+            yield {"_index": new, "_id": hit["_id"], "_source": source}
+
+    async def actions() -> Any:
+        if not reembed:
+            async for action in copies():
+                yield action
+            return
+        assert embedder is not None
+        batch: list[dict[str, Any]] = []
+
+        async def embedded() -> list[dict[str, Any]]:
+            vectors = await embedder.embed_passages([a["_source"]["content"] for a in batch])
+            for action, vector in zip(batch, vectors, strict=True):
+                action["_source"]["embedding"] = vector
+            return batch
+
+        async for action in copies():
+            batch.append(action)
+            if len(batch) >= EMBED_SLICE:
+                for done in await embedded():
+                    yield done
+                batch = []
+        if batch:
+            for done in await embedded():
+                yield done
 
     try:
         async for ok, item in async_streaming_bulk(
@@ -123,4 +160,12 @@ async def rebuild(
     await es.indices.update_aliases(actions=swap)
     if not keep_old:
         await es.indices.delete(index=",".join(old))
-    return {"alias": alias, "old": old, "new": new, "chunks": copied, "kept_old": keep_old}
+    return {
+        "alias": alias,
+        "old": old,
+        "new": new,
+        "chunks": copied,
+        "kept_old": keep_old,
+        "reembedded": reembed,
+        "embedding": model.as_meta() if model else None,
+    }

@@ -1,4 +1,8 @@
-"""Indexing a source: list → skip unchanged → read, parse, chunk → bulk → drop stale chunks.
+"""Indexing a source: list → skip unchanged → read, parse, chunk → embed → bulk → drop stale.
+
+Three stages run at once on consecutive batches: reading and parsing batch N+2, embedding
+batch N+1 and writing batch N overlap (at most three batches in memory), so embedding never
+waits behind Elasticsearch nor Elasticsearch behind embedding.
 
 Work goes in batches of objects. For each batch the indexer asks Elasticsearch which
 versions (``source_etag``) its documents have; a document whose every chunk carries the
@@ -25,6 +29,7 @@ from indexer.chunking import ChunkOptions
 from indexer.documents import DocumentError, SourceObject, build_chunks, document_id
 from indexer.parsers import parse
 from indexer.sources import ObjectRef, Source
+from retrieval_svc.embedding import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,8 @@ class Report:
     documents_failed: int = 0
     documents_pruned: int = 0
     chunks_indexed: int = 0
+    chunks_embedded: int = 0
+    embedding_s: float = 0.0
     chunks_failed: int = 0
     stale_chunks_deleted: int = 0
     bytes_read: int = 0
@@ -89,6 +96,9 @@ class Report:
 
 
 Progress = Callable[[str], None]
+EmbedProgress = Callable[[int], None]  # chunks embedded since the last call
+
+EMBED_SLICE = 64  # chunks per embedding call: progress granularity, and bounded memory
 
 
 def _url(options: IndexOptions, ref: ObjectRef, bucket: str) -> str:
@@ -227,17 +237,35 @@ class _Batch:
     existed: set[str]  # documents that had chunks before (only they can leave stale ones)
 
 
+async def embed_batch(
+    embedder: Embedder, batch: _Batch, report: Report, progress: EmbedProgress | None = None
+) -> None:
+    """Attach a passage vector to every chunk of ``batch`` (in slices, for progress)."""
+    chunks = [chunk for doc in batch.docs.values() for chunk in doc]
+    started = time.perf_counter()
+    for i in range(0, len(chunks), EMBED_SLICE):
+        part = chunks[i : i + EMBED_SLICE]
+        vectors = await embedder.embed_passages([c["content"] for c in part])
+        for chunk, vector in zip(part, vectors, strict=True):
+            chunk["embedding"] = vector
+        report.chunks_embedded += len(part)
+        if progress:
+            progress(len(part))
+    report.embedding_s = round(report.embedding_s + time.perf_counter() - started, 3)
+
+
 async def index_source(
     es: AsyncElasticsearch,
     source: Source,
     options: IndexOptions,
     *,
     progress: Progress | None = None,
+    embedder: Embedder | None = None,
+    embed_progress: EmbedProgress | None = None,
 ) -> Report:
     """Index ``source`` into ``options.knowledge_id``; one bad document never stops the rest.
 
-    Reading and parsing the next batch overlaps with writing the current one (at most two
-    batches in memory).
+    Parsing, embedding (when ``embedder``) and writing run as overlapping stages.
     """
     started = time.perf_counter()
     report = Report(
@@ -314,14 +342,27 @@ async def index_source(
         finally:
             await ready.put(None)
 
-    producer = asyncio.create_task(produce())
+    embedded: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
+
+    async def embed() -> None:
+        try:
+            while (batch := await ready.get()) is not None:
+                if embedder is not None and not options.dry_run and batch.docs:
+                    await embed_batch(embedder, batch, report, embed_progress)
+                await embedded.put(batch)
+        finally:
+            await embedded.put(None)
+
+    stages = [asyncio.create_task(produce()), asyncio.create_task(embed())]
     try:
-        while (batch := await ready.get()) is not None:
+        while (batch := await embedded.get()) is not None:
             await _write(es, alias, batch, options, report)
-        await producer  # re-raises a producer failure
+        for stage in stages:
+            await stage  # re-raises a stage's failure
     finally:
-        if not producer.done():
-            producer.cancel()
+        for stage in stages:
+            if not stage.done():
+                stage.cancel()
     if options.prune and not options.dry_run:
         report.documents_pruned = await prune(es, alias, kb, seen)
     if not options.dry_run:

@@ -16,6 +16,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from retrieval_svc import __version__
 from retrieval_svc.acl.casbin_acl import AccessControl, PolicyError
 from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.embedding import (
+    EmbeddingError,
+    EmbeddingModel,
+    ModelMismatch,
+    QueryCache,
+    embedder_config,
+    make_embedder,
+)
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
 from retrieval_svc.filters.tree import join_path
 from retrieval_svc.limits import BodyLimitMiddleware
@@ -23,8 +31,8 @@ from retrieval_svc.metrics import Metrics
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
-from retrieval_svc.search.engine import SearchEngine
-from retrieval_svc.search.index import ensure_index
+from retrieval_svc.search.engine import HybridConfig, SearchEngine
+from retrieval_svc.search.index import check_index_model, ensure_index
 from retrieval_svc.settings import Settings, web_config
 from retrieval_svc.state import AppState, make_es_client
 from retrieval_svc.web.client import WebSearch
@@ -65,7 +73,15 @@ def create_app(settings: Settings) -> FastAPI:
             saturation=settings.score_saturation,
             deadline_s=settings.request_deadline_s,
             metrics=metrics,
+            hybrid=hybrid_config(settings),
         )
+        embedder = make_embedder(embedder_config(settings), http)
+        model: EmbeddingModel | None = None
+        if embedder is not None:
+            try:
+                model = await embedder.describe()
+            except EmbeddingError as exc:
+                raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
         app.state.rsvc = AppState(
             settings=settings,
             es=es,
@@ -76,15 +92,25 @@ def create_app(settings: Settings) -> FastAPI:
             acl=acl,
             web=WebSearch(http, web_config(settings), metrics=metrics),
             metrics=metrics,
+            embedder=embedder,
+            query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
         )
-        if settings.manage_index:
-            try:
-                await ensure_index(es, settings.index_alias)
-            except (ApiError, TransportError) as exc:
-                log.warning("could not prepare the index now (%s); /readyz will say so", exc)
+        try:
+            if settings.manage_index:
+                await ensure_index(
+                    es, settings.index_alias, model, vector_index_type=settings.vector_index_type
+                )
+            else:
+                await check_index_model(es, settings.index_alias, model)
+        except ModelMismatch as exc:
+            raise ConfigurationError(str(exc)) from exc
+        except (ApiError, TransportError) as exc:
+            log.warning("could not prepare the index now (%s); /readyz will say so", exc)
         try:
             yield
         finally:
+            if embedder is not None:
+                await embedder.aclose()
             await http.aclose()
             await es.close()
 
@@ -105,6 +131,18 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(citations.router)
     app.include_router(explain.router)
     return app
+
+
+def hybrid_config(settings: Settings) -> HybridConfig:
+    """How vector and hybrid retrieval score and fuse, from ``settings``."""
+    return HybridConfig(
+        fusion=settings.fusion,
+        vector_weight=settings.fusion_vector_weight,
+        vector_floor=settings.vector_score_floor,
+        rrf_k=settings.rrf_k,
+        candidates=settings.hybrid_candidates,
+        num_candidates=settings.knn_num_candidates,
+    )
 
 
 def validation_path(loc: tuple[int | str, ...]) -> str:

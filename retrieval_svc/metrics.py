@@ -74,6 +74,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.embedding_failures = Counter(
+            "rsvc_embedding_failures_total",
+            "Query embeddings that failed (hybrid answered with BM25 only; vector with 503).",
+            registry=r,
+        )
+        self.embedding_failures.inc(0)
         for source in ("rag", "web"):
             self.chunks_returned.labels(source_type=source)
         self.acl_postcheck_drops.inc(0)

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
-from retrieval_svc.errors import AuthError, AuthorizationFailed, KnowledgeBaseNotFound
+from retrieval_svc.embedding import EmbeddingError
+from retrieval_svc.errors import (
+    AuthError,
+    AuthorizationFailed,
+    InvalidRequest,
+    KnowledgeBaseNotFound,
+    SearchUnavailable,
+)
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.observability import log_fields
-from retrieval_svc.search.engine import SearchResult
+from retrieval_svc.search.engine import Mode, SearchResult
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebOutcome
 from retrieval_svc.web.providers import Freshness
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +39,8 @@ class RetrievalQuery:
     filter: And | Or | Not | Condition | None = None
     filter_path: str = "filter"
     claims: Claims = field(default_factory=Claims)
+    mode: Mode | None = None  # None: the configured default (per knowledge base for Dify)
+    mode_path: str = "mode"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +120,37 @@ async def retrieve(
     return Retrieval(principal=principal, result=result, web=outcome)
 
 
+def resolve_mode(state: AppState, q: RetrievalQuery) -> Mode:
+    """The mode to run: asked for, else the configured one; hybrid without an embedder is BM25."""
+    mode = q.mode or state.settings.retrieval_mode
+    if state.query_vectors is None:
+        if q.mode == "vector":
+            raise InvalidRequest(
+                "mode 'vector' needs an embedder, and this service runs with RSVC_EMBEDDER=none",
+                path=q.mode_path,
+            )
+        return "bm25"
+    return mode
+
+
+async def _query_vector(state: AppState, mode: Mode, query: str) -> list[float] | None:
+    """The query's embedding for vector or hybrid mode; hybrid falls back to BM25 without it."""
+    if mode == "bm25" or state.query_vectors is None:
+        return None
+    try:
+        return await state.query_vectors.vector(query)
+    except EmbeddingError as exc:
+        state.metrics.embedding_failures.inc()
+        if mode == "vector":
+            raise SearchUnavailable(f"the embedding model is unavailable: {exc}") from exc
+        log.warning("query embedding failed, answering with BM25 only: %s", exc)
+        return None
+
+
 async def _search(state: AppState, principal: Principal, q: RetrievalQuery) -> SearchResult:
     filters = [] if q.filter is None else [await state.catalog.compile(q.filter, q.filter_path)]
+    mode = resolve_mode(state, q)
+    vector = await _query_vector(state, mode, q.query)
     result = await state.engine.search(
         query=q.query,
         knowledge_ids=q.knowledge_ids,
@@ -117,7 +158,10 @@ async def _search(state: AppState, principal: Principal, q: RetrievalQuery) -> S
         filters=filters,
         top_k=min(q.top_k, state.settings.max_top_k),
         score_threshold=q.score_threshold,
+        mode=mode if vector is not None else "bm25",
+        vector=vector,
     )
+    log_fields(mode=result.mode)
     if not result.chunks:
         missing = [kb for kb in q.knowledge_ids if not await state.engine.knowledge_base_exists(kb)]
         if missing:

@@ -41,10 +41,47 @@ class ElasticsearchSettings(BaseSettings):
     index_alias: str = Field("rsvc-chunks", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
 
 
-class Settings(ElasticsearchSettings):
+class IndexSettings(ElasticsearchSettings):
+    """What the service and the indexer must agree on: the alias and the embedding model."""
+
+    # Embeddings (docs/design.md §12). ``local`` = the bundled multilingual-e5-small.
+    embedder: Literal["local", "openai", "none"] = "local"
+    embedding_url: str | None = None  # openai: base URL up to /v1
+    embedding_model: str | None = None  # openai: the model name the server knows
+    embedding_api_key: SecretStr | None = None
+    embedding_dimensions: int | None = Field(None, ge=1, le=4096)
+    embedding_batch_size: int = Field(16, ge=1, le=2048)
+    embedding_timeout_s: float = Field(30.0, gt=0)
+    embedding_input_type: bool = False  # send input_type=query|passage (e5/bge servers)
+    embedding_query_prefix: str = ""
+    embedding_passage_prefix: str = ""
+    # Index layout: shards and HNSW quantisation of the vector field.
+    vector_index_type: Literal["int8_hnsw", "hnsw", "int8_flat", "flat"] = "int8_hnsw"
+
+    @model_validator(mode="after")
+    def _check_embedder(self) -> Self:
+        if self.embedder == "openai" and not (self.embedding_url and self.embedding_model):
+            raise ValueError(
+                "RSVC_EMBEDDER=openai needs RSVC_EMBEDDING_URL and RSVC_EMBEDDING_MODEL"
+            )
+        return self
+
+
+class Settings(IndexSettings):
     """All of the service's settings."""
 
     manage_index: bool = True
+
+    # Retrieval (docs/design.md §12): how relevance is computed.
+    retrieval_mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
+    retrieval_modes: dict[str, Literal["hybrid", "bm25", "vector"]] = Field(default_factory=dict)
+    fusion: Literal["linear", "rrf"] = "linear"
+    fusion_vector_weight: float = Field(0.6, ge=0, le=1)
+    vector_score_floor: float = Field(0.75, ge=0, lt=1)
+    rrf_k: int = Field(60, ge=1)
+    hybrid_candidates: int = Field(50, ge=1, le=1000)
+    knn_num_candidates: int = Field(200, ge=1, le=10000)
+    query_cache_size: int = Field(1024, ge=1)
 
     # Auth
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)

@@ -12,6 +12,7 @@ from elasticsearch import AsyncElasticsearch, OrjsonSerializer
 
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.embedding import Embedder, QueryCache
 from retrieval_svc.filters.dify import IdentityNames
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.catalog import CatalogCache
@@ -33,6 +34,8 @@ class AppState:
     acl: AccessControl
     web: WebSearch
     metrics: Metrics
+    embedder: Embedder | None = None
+    query_vectors: QueryCache | None = None
 
     @property
     def identity_names(self) -> IdentityNames:

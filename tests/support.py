@@ -146,6 +146,8 @@ def make_settings(alias: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "es_url": ES_URL,
         "index_alias": alias,
+        # The shared BM25 corpus has no vectors; tests of semantic search ask for an embedder.
+        "embedder": "none",
         "api_keys": [
             key_entry("anon", tenant="acme"),
             key_entry("ops", tenant="acme", mode=IdentityMode.FIXED, roles=("运维工程师",)),

@@ -45,7 +45,7 @@ USERS = {
 
 @pytest.fixture(scope="module")
 def indexed(corpus: str) -> str:
-    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
     result = CliRunner().invoke(
         indexer_cli,
         ["index", str(SAMPLES), "--knowledge-id", KB, "--dataset-name", "楼宇运营知识库"],

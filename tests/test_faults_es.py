@@ -96,7 +96,7 @@ def test_indexer_killed_mid_run_converges(
     from bench.corpus import write_corpus
 
     folder = write_corpus(tmp_path, 6000, seed=5)
-    env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
     cli = [
         sys.executable,
         "-c",

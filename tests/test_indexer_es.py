@@ -185,7 +185,7 @@ async def test_crash_then_rerun_converges(
 def test_cli_json_report_and_exit_code(corpus: str, tmp_path: Path) -> None:
     (tmp_path / "ok.md").write_text("# 标题\n\n正文\n")
     (tmp_path / "broken.md").write_text("---\naccess_roles: {a: 1}\n---\n正文\n")
-    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
     result = CliRunner().invoke(
         indexer_cli, ["index", str(tmp_path), "--knowledge-id", "cli-kb", "--json"], env=env
     )
@@ -200,7 +200,7 @@ def test_cli_json_report_and_exit_code(corpus: str, tmp_path: Path) -> None:
 
 
 def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
-    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
     (tmp_path / "a.md").write_text("---\naccess_roles: [x]\n---\n甲\n")
     (tmp_path / "b.md").write_text("乙\n")
     runner = CliRunner()
@@ -250,7 +250,7 @@ def test_cli_writes_run_metrics(corpus: str, tmp_path: Path) -> None:
     (tmp_path / "docs" / "a.md").write_text("# 甲\n\n内容\n")
     (tmp_path / "docs" / "b.md").write_text("---\naccess_roles: 5\n---\n坏\n")
     out = tmp_path / "indexer.prom"
-    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus}
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
     result = CliRunner().invoke(
         indexer_cli,
         [

@@ -145,6 +145,7 @@ def test_cli_reads_oss_with_the_names_oss_users_know(
     env = {
         "RSVC_ES_URL": ES_URL,
         "RSVC_INDEX_ALIAS": corpus,
+        "RSVC_EMBEDDER": "none",
         "OSS_ENDPOINT": s3_server,
         "OSS_ACCESS_KEY_ID": KEY_ID,
         "OSS_ACCESS_KEY_SECRET": SECRET,

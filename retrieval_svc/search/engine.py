@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from elasticsearch import (
     ApiError,
@@ -27,7 +27,10 @@ from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
 from retrieval_svc.errors import DeadlineExceeded, SearchUnavailable
 from retrieval_svc.metrics import Metrics
-from retrieval_svc.search.query import normalize_score, raw_score_floor, search_body
+from retrieval_svc.search.fusion import FusionMethod, Hit, fuse, vector_score
+from retrieval_svc.search.query import knn_body, normalize_score, raw_score_floor, search_body
+
+Mode = Literal["hybrid", "bm25", "vector"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,19 @@ class SearchResult:
 
     chunks: list[UnifiedChunk]
     took_ms: int
+    mode: Mode = "bm25"
+
+
+@dataclass(frozen=True, slots=True)
+class HybridConfig:
+    """How vector and hybrid retrieval score and fuse (settings ``fusion``, ``rrf_k``, …)."""
+
+    fusion: FusionMethod = "linear"
+    vector_weight: float = 0.6
+    vector_floor: float = 0.75
+    rrf_k: int = 60
+    candidates: int = 50  # hits taken from each list before fusion
+    num_candidates: int = 200  # HNSW candidates per shard (recall vs speed)
 
 
 class SearchEngine:
@@ -51,12 +67,14 @@ class SearchEngine:
         saturation: float,
         deadline_s: float,
         metrics: Metrics,
+        hybrid: HybridConfig | None = None,
     ) -> None:
         self._es = es
         self._alias = alias
         self._saturation = saturation
         self._deadline_s = deadline_s
         self._metrics = metrics
+        self._hybrid = hybrid or HybridConfig()
 
     async def search(
         self,
@@ -67,8 +85,25 @@ class SearchEngine:
         filters: Sequence[dict[str, Any]] = (),
         top_k: int,
         score_threshold: float = 0.0,
+        mode: Mode = "bm25",
+        vector: Sequence[float] | None = None,
     ) -> SearchResult:
-        """The top ``top_k`` chunks visible to ``principal`` scoring at least the threshold."""
+        """The top ``top_k`` chunks visible to ``principal`` scoring at least the threshold.
+
+        ``bm25`` is one search; ``vector`` one kNN search; ``hybrid`` both in one ``_msearch``,
+        fused here. Every hit of every list passes the ACL post-check before it is used.
+        """
+        if mode != "bm25" and vector is not None:
+            return await self._semantic(
+                mode=mode,
+                query=query,
+                vector=vector,
+                knowledge_ids=knowledge_ids,
+                principal=principal,
+                filters=filters,
+                top_k=top_k,
+                score_threshold=score_threshold,
+            )
         body = search_body(
             query=query,
             knowledge_ids=knowledge_ids,
@@ -80,7 +115,82 @@ class SearchEngine:
         if body.get("min_score") == float("inf"):
             return SearchResult(chunks=[], took_ms=0)
         response = await self._call("search", self._es.search(index=self._alias, **body))
-        chunks: list[UnifiedChunk] = []
+        hits = self._visible(response, principal, self._bm25_score)
+        chunks = [chunk_from_source(h.source, h.score) for h in hits if h.score >= score_threshold]
+        return SearchResult(chunks=chunks, took_ms=int(response.get("took", 0)), mode="bm25")
+
+    def _bm25_score(self, raw: float) -> float:
+        return normalize_score(raw, self._saturation)
+
+    def _vector_score(self, raw: float) -> float:
+        return vector_score(raw, self._hybrid.vector_floor)
+
+    async def _semantic(
+        self,
+        *,
+        mode: Mode,
+        query: str,
+        vector: Sequence[float],
+        knowledge_ids: Sequence[str],
+        principal: Principal,
+        filters: Sequence[dict[str, Any]],
+        top_k: int,
+        score_threshold: float,
+    ) -> SearchResult:
+        cfg = self._hybrid
+        k = max(top_k, cfg.candidates) if mode == "hybrid" else top_k
+        knn = knn_body(
+            vector=vector,
+            knowledge_ids=knowledge_ids,
+            roles=principal.roles,
+            filters=filters,
+            k=k,
+            num_candidates=cfg.num_candidates,
+        )
+        if mode == "vector":
+            response = await self._call("knn", self._es.search(index=self._alias, **knn))
+            hits = self._visible(response, principal, self._vector_score)
+            took = int(response.get("took", 0))
+        else:
+            bm25 = search_body(
+                query=query,
+                knowledge_ids=knowledge_ids,
+                roles=principal.roles,
+                filters=filters,
+                size=k,
+            )
+            header = {"index": self._alias}
+            response = await self._call(
+                "msearch", self._es.msearch(searches=[header, bm25, header, knn])
+            )
+            text_resp, knn_resp = (self._checked(r) for r in response["responses"])
+            hits = fuse(
+                self._visible(text_resp, principal, self._bm25_score),
+                self._visible(knn_resp, principal, self._vector_score),
+                method=cfg.fusion,
+                vector_weight=cfg.vector_weight,
+                rrf_k=cfg.rrf_k,
+            )
+            took = int(text_resp.get("took", 0)) + int(knn_resp.get("took", 0))
+        chunks = [chunk_from_source(h.source, h.score) for h in hits if h.score >= score_threshold]
+        return SearchResult(chunks=chunks[:top_k], took_ms=took, mode=mode)
+
+    @staticmethod
+    def _checked(response: dict[str, Any]) -> dict[str, Any]:
+        """One ``_msearch`` answer, or the service error its failure means."""
+        if "error" not in response:
+            return response
+        status = int(response.get("status", 500))
+        reason = (response.get("error") or {}).get("type", "error")
+        if status >= 500 or status == 429:
+            raise SearchUnavailable(f"Elasticsearch failed ({status} {reason})")
+        raise RuntimeError(f"Elasticsearch refused a search the service built: {reason}")
+
+    def _visible(
+        self, response: dict[str, Any], principal: Principal, scorer: Callable[[float], float]
+    ) -> list[Hit]:
+        """The hits the ACL post-check lets through, scored into [0, 1] by ``scorer``."""
+        out: list[Hit] = []
         for hit in response["hits"]["hits"]:
             source: dict[str, Any] = hit.get("_source") or {}
             if not is_visible(stored_roles(source), principal.roles):
@@ -91,11 +201,8 @@ class SearchEngine:
                     principal.key_name,
                 )
                 continue
-            score = normalize_score(float(hit.get("_score") or 0.0), self._saturation)
-            if score < score_threshold:
-                continue
-            chunks.append(chunk_from_source(source, score))
-        return SearchResult(chunks=chunks, took_ms=int(response.get("took", 0)))
+            out.append(Hit(str(hit.get("_id")), source, scorer(float(hit.get("_score") or 0.0))))
+        return out
 
     async def knowledge_base_exists(self, knowledge_id: str) -> bool:
         """Whether any chunk of ``knowledge_id`` is indexed (visible or not)."""

@@ -10,6 +10,8 @@ from typing import Any
 
 from elasticsearch import AsyncElasticsearch, BadRequestError
 
+from retrieval_svc.embedding.base import EmbeddingModel, ModelMismatch
+
 log = logging.getLogger(__name__)
 
 
@@ -47,10 +49,32 @@ async def analysis_flavour(es: AsyncElasticsearch) -> str:
     return "cjk"
 
 
-def index_template(alias: str, flavour: str) -> dict[str, Any]:
-    """The body of the index template for ``alias``."""
+def vector_field(model: EmbeddingModel, index_type: str = "int8_hnsw") -> dict[str, Any]:
+    """The ``embedding`` field for ``model``: cosine similarity, quantised HNSW by default."""
+    return {
+        "type": "dense_vector",
+        "dims": model.dims,
+        "index": True,
+        "similarity": "cosine",
+        "index_options": {"type": index_type},
+    }
+
+
+def index_template(
+    alias: str,
+    flavour: str,
+    embedding: EmbeddingModel | None = None,
+    vector_index_type: str = "int8_hnsw",
+) -> dict[str, Any]:
+    """The body of the index template for ``alias`` (with a vector field when ``embedding``)."""
     mappings = dict(load_mapping_file("chunk-mappings.json"))
     mappings["_meta"] = {**mappings.get("_meta", {}), "analysis": flavour}
+    if embedding is not None:
+        mappings["properties"] = {
+            **mappings["properties"],
+            "embedding": vector_field(embedding, vector_index_type),
+        }
+        mappings["_meta"]["embedding"] = embedding.as_meta()
     return {
         "index_patterns": [f"{alias}-*"],
         # `a-*` and `b-*` overlap only when one alias prefixes the other (`kb`, `kb-test`);
@@ -68,13 +92,60 @@ def index_template(alias: str, flavour: str) -> dict[str, Any]:
     }
 
 
-async def ensure_index(es: AsyncElasticsearch, alias: str) -> str:
+async def index_models(es: AsyncElasticsearch, alias: str) -> dict[str, EmbeddingModel | None]:
+    """The embedding model recorded by each index behind ``alias`` (None: built without)."""
+    out: dict[str, EmbeddingModel | None] = {}
+    for name, body in (await es.indices.get_mapping(index=alias)).items():
+        meta = (body.get("mappings") or {}).get("_meta", {}).get("embedding")
+        out[name] = EmbeddingModel(str(meta["model"]), int(meta["dims"])) if meta else None
+    return out
+
+
+def mismatch_message(alias: str, index: str, stored: EmbeddingModel | None, wanted: str) -> str:
+    """What to tell a user whose configured model is not the index's."""
+    held = f"vectors of {stored.model} ({stored.dims} dimensions)" if stored else "no vectors"
+    return (
+        f"index {index} behind alias {alias!r} holds {held}, but this process is configured "
+        f"for {wanted}. Mixing vector spaces would return nonsense: run "
+        "`retrieval-indexer rebuild` with the new embedder settings (it re-embeds every chunk "
+        "into a new index and swaps the alias), or set RSVC_EMBEDDER and RSVC_EMBEDDING_* back "
+        "to the index's model."
+    )
+
+
+async def check_index_model(
+    es: AsyncElasticsearch, alias: str, embedding: EmbeddingModel | None
+) -> None:
+    """Raise ``ModelMismatch`` unless every index behind ``alias`` was built for ``embedding``.
+
+    With no embedder (BM25 only) any index serves: its vectors are simply not used.
+    """
+    if embedding is None or not await es.indices.exists_alias(name=alias):
+        return
+    wanted = f"{embedding.model} ({embedding.dims} dimensions)"
+    for index, stored in (await index_models(es, alias)).items():
+        if stored != embedding:
+            raise ModelMismatch(mismatch_message(alias, index, stored, wanted))
+
+
+async def ensure_index(
+    es: AsyncElasticsearch,
+    alias: str,
+    embedding: EmbeddingModel | None = None,
+    *,
+    vector_index_type: str = "int8_hnsw",
+    check_model: bool = True,
+) -> str:
     """Apply the template and, if the alias is missing, create its first index. Idempotent.
 
-    Returns the analysis flavour in use.
+    Refuses (``ModelMismatch``) an existing index built for another embedding model, unless
+    ``check_model`` is false (``rebuild`` replaces such an index). Returns the analysis
+    flavour in use.
     """
+    if check_model:
+        await check_index_model(es, alias, embedding)
     flavour = await analysis_flavour(es)
-    body = index_template(alias, flavour)
+    body = index_template(alias, flavour, embedding, vector_index_type)
     await es.indices.put_index_template(name=template_name(alias), **body)
     if not await es.indices.exists_alias(name=alias):
         first = index_name(alias, 1)

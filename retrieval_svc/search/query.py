@@ -1,9 +1,12 @@
-"""Building the Elasticsearch request for a retrieval (pure: no I/O).
+"""Building the Elasticsearch requests for a retrieval (pure: no I/O).
 
-Relevance is BM25. Raw BM25 scores are unbounded, so they are mapped onto [0, 1) with the
-saturating function ``s / (s + k)``: monotone (ranking is unchanged), absolute (the same
-match scores the same whatever else is in the result, so a threshold means something),
-and ``k`` is the raw score that maps to 0.5 (setting ``RSVC_SCORE_SATURATION``).
+BM25 relevance is one request, kNN another; both carry the same filter clauses (knowledge
+bases, the ACL, the caller's filter), and the kNN request carries them *inside* ``knn.filter``
+so Elasticsearch searches only the visible part of the vector graph (a post-filter would
+return fewer than ``k`` visible hits). Raw BM25 scores are unbounded, so they are mapped onto
+[0, 1) with the saturating function ``s / (s + k)``: monotone (ranking is unchanged),
+absolute (the same match scores the same whatever else is in the result, so a threshold
+means something), and ``k`` is the raw score that maps to 0.5 (setting ``RSVC_SCORE_SATURATION``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,37 @@ def text_query(query: str) -> dict[str, Any]:
     }
 
 
+def filter_clauses(
+    knowledge_ids: Collection[str], roles: Collection[str], filters: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """What every request of a retrieval is restricted to: knowledge bases, ACL, filters."""
+    return [{"terms": {"knowledge_id": sorted(knowledge_ids)}}, acl_query(roles), *filters]
+
+
+def knn_body(
+    *,
+    vector: Sequence[float],
+    knowledge_ids: Collection[str],
+    roles: Collection[str],
+    filters: Sequence[dict[str, Any]] = (),
+    k: int,
+    num_candidates: int,
+) -> dict[str, Any]:
+    """The kNN request: the filter clauses inside ``knn.filter`` (a pre-filter)."""
+    return {
+        "knn": {
+            "field": "embedding",
+            "query_vector": list(vector),
+            "k": k,
+            "num_candidates": max(num_candidates, k),
+            "filter": {"bool": {"filter": filter_clauses(knowledge_ids, roles, filters)}},
+        },
+        "size": k,
+        "_source": {"excludes": list(SOURCE_EXCLUDES)},
+        "track_total_hits": False,
+    }
+
+
 def search_body(
     *,
     query: str,
@@ -54,12 +88,8 @@ def search_body(
     size: int,
     min_score: float | None = None,
 ) -> dict[str, Any]:
-    """The search request: relevance scoring, with knowledge bases, ACL and filters ANDed."""
-    clauses: list[dict[str, Any]] = [
-        {"terms": {"knowledge_id": sorted(knowledge_ids)}},
-        acl_query(roles),
-        *filters,
-    ]
+    """The BM25 request: relevance scoring, with knowledge bases, ACL and filters ANDed."""
+    clauses = filter_clauses(knowledge_ids, roles, filters)
     body: dict[str, Any] = {
         "query": {"bool": {"must": [text_query(query)], "filter": clauses}},
         "size": size,

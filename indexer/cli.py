@@ -223,6 +223,7 @@ def index(
         options = IndexOptions(
             knowledge_id=knowledge_id,
             alias=settings_or_exit().index_alias,
+            timezone=settings_or_exit().timezone,
             dataset_name=dataset_name,
             chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
             url_template=url_template,

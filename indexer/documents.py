@@ -9,9 +9,10 @@ indexed as public.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, tzinfo
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -19,6 +20,7 @@ import yaml
 
 from indexer.chunking import ChunkOptions, blocks, chunk_text
 from retrieval_svc.acl import RoleValueError, parse_roles
+from retrieval_svc.search.segment import segment
 
 # libyaml's loader when PyYAML was built with it (several times faster), else the Python one.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -100,11 +102,22 @@ def document_title(meta: Mapping[str, Any], body: str, name: str) -> str:
     return PurePosixPath(name).stem
 
 
-def _metadata_value(value: Any) -> Any:
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def metadata_value(value: Any, tz: tzinfo) -> Any:
+    """A metadata value as stored. Dates without a zone (YAML dates, ``2026-03-01`` text,
+    naive datetimes) are instants in ``tz``: a date-only value is that day's midnight there,
+    so filters on it mean the same day wherever the service and Elasticsearch run."""
+    if isinstance(value, str) and _DATE_ONLY.match(value.strip()):
+        try:
+            value = date.fromisoformat(value.strip())
+        except ValueError:
+            return value  # 2026-13-45: not a date, kept as text
     if isinstance(value, datetime):
-        return value.isoformat()
-    if hasattr(value, "isoformat"):  # date from YAML
-        return value.isoformat()
+        return (value if value.tzinfo else value.replace(tzinfo=tz)).isoformat()
+    if isinstance(value, date):  # from YAML, or date-only text
+        return datetime(value.year, value.month, value.day, tzinfo=tz).isoformat()
     return value
 
 
@@ -116,6 +129,7 @@ def build_chunks(
     url: str | None = None,
     options: ChunkOptions | None = None,
     now: datetime | None = None,
+    tz: tzinfo = UTC,
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
     body = obj.text
@@ -129,7 +143,7 @@ def build_chunks(
     if not texts:
         raise DocumentError("no text to index")
     doc_id = document_id(knowledge_id, obj.identity)
-    custom = {k: _metadata_value(v) for k, v in meta.items() if k not in _RESERVED}
+    custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
     dataset = meta.get("dataset_name")
     indexed_at = (now or datetime.now(UTC)).isoformat()
     docs: list[dict[str, Any]] = []
@@ -145,6 +159,7 @@ def build_chunks(
             "source_file_url": url or obj.uri,
             "segment_position": position,
             "metadata": custom,
+            "content_seg": segment(content),
             "content_hash": hashlib.sha256(content.encode()).hexdigest(),
             "source_etag": obj.etag,
             "indexed_at": indexed_at,

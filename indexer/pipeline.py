@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from string import Formatter
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
@@ -30,6 +31,7 @@ from indexer.documents import DocumentError, SourceObject, build_chunks, documen
 from indexer.parsers import parse
 from indexer.sources import ObjectRef, Source
 from retrieval_svc.embedding import Embedder
+from retrieval_svc.settings import DEFAULT_TIMEZONE
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class IndexOptions:
     batch_size: int = 500
     batch_bytes: int = 32 * 1024 * 1024
     concurrency: int = 4
+    timezone: str = DEFAULT_TIMEZONE  # where date-only metadata values are read (RSVC_TIMEZONE)
 
     def __post_init__(self) -> None:
         if self.url_template is not None:
@@ -129,6 +132,7 @@ def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list
         dataset_name=options.dataset_name or options.knowledge_id,
         url=_url(options, ref, bucket),
         options=options.chunk,
+        tz=ZoneInfo(options.timezone),
     )
 
 

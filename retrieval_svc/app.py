@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from zoneinfo import ZoneInfo
 
 import httpx
 from elasticsearch import ApiError, TransportError
@@ -56,63 +57,9 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.auth_disabled:
             log.warning("AUTH IS DISABLED: every caller is trusted. Never run so in production.")
-        try:
-            acl = AccessControl(
-                settings.casbin_model,
-                settings.casbin_policy,
-                check_interval_s=settings.policy_check_interval_s,
-                on_reload=lambda outcome: metrics.policy_reloads.labels(outcome=outcome).inc(),
-            )
-        except PolicyError as exc:
-            raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
-        es = make_es_client(settings, timeout_s=settings.request_deadline_s)
-        http = httpx.AsyncClient(timeout=settings.request_deadline_s)
-        engine = SearchEngine(
-            es,
-            alias=settings.index_alias,
-            saturation=settings.score_saturation,
-            deadline_s=settings.request_deadline_s,
-            metrics=metrics,
-            hybrid=hybrid_config(settings),
-        )
-        embedder = make_embedder(embedder_config(settings), http)
-        model: EmbeddingModel | None = None
-        if embedder is not None:
-            try:
-                model = await embedder.describe()
-            except EmbeddingError as exc:
-                raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
-        app.state.rsvc = AppState(
-            settings=settings,
-            es=es,
-            http=http,
-            keys=KeyStore(settings.api_keys),
-            engine=engine,
-            catalog=CatalogCache(engine),
-            acl=acl,
-            web=WebSearch(http, web_config(settings), metrics=metrics),
-            metrics=metrics,
-            embedder=embedder,
-            query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
-        )
-        try:
-            if settings.manage_index:
-                await ensure_index(
-                    es, settings.index_alias, model, vector_index_type=settings.vector_index_type
-                )
-            else:
-                await check_index_model(es, settings.index_alias, model)
-        except ModelMismatch as exc:
-            raise ConfigurationError(str(exc)) from exc
-        except (ApiError, TransportError) as exc:
-            log.warning("could not prepare the index now (%s); /readyz will say so", exc)
-        try:
+        async with AsyncExitStack() as stack:  # a refused start still closes what it opened
+            app.state.rsvc = await open_state(settings, metrics, stack)
             yield
-        finally:
-            if embedder is not None:
-                await embedder.aclose()
-            await http.aclose()
-            await es.close()
 
     app = FastAPI(
         title="retrieval-svc",
@@ -133,6 +80,67 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
+async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack) -> AppState:
+    """Open the clients, load the policy and the model, check the index; ``stack`` closes them.
+
+    Raises ConfigurationError when the service must not start (unreadable policy, model
+    server unreachable, an index built for another embedding model).
+    """
+    try:
+        acl = AccessControl(
+            settings.casbin_model,
+            settings.casbin_policy,
+            check_interval_s=settings.policy_check_interval_s,
+            on_reload=lambda outcome: metrics.policy_reloads.labels(outcome=outcome).inc(),
+        )
+    except PolicyError as exc:
+        raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
+    es = make_es_client(settings, timeout_s=settings.request_deadline_s)
+    stack.push_async_callback(es.close)
+    http = httpx.AsyncClient(timeout=settings.request_deadline_s)
+    stack.push_async_callback(http.aclose)
+    embedder = make_embedder(embedder_config(settings), http)
+    model: EmbeddingModel | None = None
+    if embedder is not None:
+        stack.push_async_callback(embedder.aclose)
+        try:
+            model = await embedder.describe()
+        except EmbeddingError as exc:
+            raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
+    try:
+        if settings.manage_index:
+            await ensure_index(
+                es, settings.index_alias, model, vector_index_type=settings.vector_index_type
+            )
+        else:
+            await check_index_model(es, settings.index_alias, model)
+    except ModelMismatch as exc:
+        raise ConfigurationError(str(exc)) from exc
+    except (ApiError, TransportError) as exc:
+        log.warning("could not prepare the index now (%s); /readyz will say so", exc)
+    engine = SearchEngine(
+        es,
+        alias=settings.index_alias,
+        saturation=settings.score_saturation,
+        deadline_s=settings.request_deadline_s,
+        metrics=metrics,
+        hybrid=hybrid_config(settings),
+    )
+    return AppState(
+        settings=settings,
+        es=es,
+        http=http,
+        keys=KeyStore(settings.api_keys),
+        engine=engine,
+        catalog=CatalogCache(engine, ZoneInfo(settings.timezone)),
+        acl=acl,
+        web=WebSearch(http, web_config(settings), metrics=metrics),
+        metrics=metrics,
+        embedder=embedder,
+        query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
+    )
+
+
 def hybrid_config(settings: Settings) -> HybridConfig:
     """How vector and hybrid retrieval score and fuse, from ``settings``."""
     return HybridConfig(
@@ -140,6 +148,7 @@ def hybrid_config(settings: Settings) -> HybridConfig:
         vector_weight=settings.fusion_vector_weight,
         vector_floor=settings.vector_score_floor,
         rrf_k=settings.rrf_k,
+        text_fields=settings.bm25_fields,
         candidates=settings.hybrid_candidates,
         num_candidates=settings.knn_num_candidates,
     )

@@ -18,6 +18,7 @@ from retrieval_svc.errors import (
     KnowledgeBaseNotFound,
     SearchUnavailable,
 )
+from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.observability import log_fields
 from retrieval_svc.search.engine import Mode, SearchResult
@@ -36,7 +37,7 @@ class RetrievalQuery:
     knowledge_ids: Sequence[str]
     top_k: int
     score_threshold: float = 0.0
-    filter: And | Or | Not | Condition | None = None
+    filter: And | Or | Not | Condition | DifyFilter | None = None
     filter_path: str = "filter"
     claims: Claims = field(default_factory=Claims)
     mode: Mode | None = None  # None: the configured default (per knowledge base for Dify)

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+RetrievalMode = Literal["hybrid", "bm25", "vector"]
+
 
 class PrincipalClaims(BaseModel):
     """What the caller says about the end user; honoured per the API key's mode."""
@@ -47,6 +49,10 @@ class SearchRequest(BaseModel):
     )
     principal: PrincipalClaims | None = None
     web: WebOptions | None = None
+    mode: RetrievalMode | None = Field(
+        None,
+        description="hybrid (BM25 + vectors, fused), bm25 or vector; default from configuration.",
+    )
 
 
 class WebMeta(BaseModel):
@@ -62,6 +68,7 @@ class SearchMeta(BaseModel):
 
     took_ms: int
     es_took_ms: int
+    mode: RetrievalMode = Field("bm25", description="The retrieval mode that ran.")
     web: WebMeta = Field(default_factory=WebMeta)
 
 
@@ -97,6 +104,9 @@ class ToolRequest(BaseModel):
     score_threshold: float = Field(0.0, ge=0.0, le=1.0)
     web: bool = False
     web_max_results: int | None = Field(None, ge=1, le=50)
+    mode: RetrievalMode | None = Field(
+        None, description="hybrid, bm25 or vector; default from configuration."
+    )
 
 
 class MergeRequest(BaseModel):

@@ -9,9 +9,10 @@ import json
 import logging
 from pathlib import Path
 from typing import Any, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, DEFAULT_POLICY
@@ -19,6 +20,8 @@ from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.web.client import WebConfig
 
 log = logging.getLogger(__name__)
+
+DEFAULT_TIMEZONE = "Asia/Shanghai"
 
 
 class ElasticsearchSettings(BaseSettings):
@@ -57,6 +60,19 @@ class IndexSettings(ElasticsearchSettings):
     embedding_passage_prefix: str = ""
     # Index layout: shards and HNSW quantisation of the vector field.
     vector_index_type: Literal["int8_hnsw", "hnsw", "int8_flat", "flat"] = "int8_hnsw"
+    # The zone in which date-only values (2026-03-01, in metadata and in filters) are read.
+    timezone: str = DEFAULT_TIMEZONE
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (an IANA name, e.g. Asia/Shanghai)"
+            ) from None
+        return value
 
     @model_validator(mode="after")
     def _check_embedder(self) -> Self:
@@ -75,6 +91,7 @@ class Settings(IndexSettings):
     # Retrieval (docs/design.md §12): how relevance is computed.
     retrieval_mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
     retrieval_modes: dict[str, Literal["hybrid", "bm25", "vector"]] = Field(default_factory=dict)
+    bm25_fields: Literal["shingle", "segmented", "both"] = "shingle"
     fusion: Literal["linear", "rrf"] = "linear"
     fusion_vector_weight: float = Field(0.6, ge=0, le=1)
     vector_score_floor: float = Field(0.75, ge=0, lt=1)
@@ -111,7 +128,9 @@ class Settings(IndexSettings):
     public_url: str = "http://127.0.0.1:8080"
 
     # Requests
-    request_deadline_s: float = Field(10.0, gt=0, le=120)
+    # Dify reads with a 5 s timeout: the deadline (all Elasticsearch and web work) ends first.
+    request_deadline_s: float = Field(4.0, gt=0, le=120)
+    max_query_chars: int = Field(1000, ge=16, le=100_000)
     max_top_k: int = Field(100, ge=1, le=1000)
     max_body_bytes: int = Field(1_048_576, ge=1024)
     score_saturation: float = Field(10.0, gt=0)

@@ -47,6 +47,12 @@ _TOOL_PARAMS = {
     "top_k": _param("integer", "How many knowledge-base passages.", default=5),
     "web": _param("boolean", "Also search the web.", default=False),
     "web_max_results": _param("integer", "How many web passages at most."),
+    "mode": _param(
+        "string",
+        "Retrieval mode: hybrid (keywords and meaning), bm25 (keywords only) or vector "
+        "(meaning only). Leave empty for the configured default.",
+        enum=["hybrid", "bm25", "vector"],
+    ),
 }
 
 

@@ -27,7 +27,8 @@ ACL_DOCS = {
 FILTER_KB = "filters"
 
 # Public documents whose metadata exercises every operator. All contain 通用 so one query
-# matches every one of them and only the filter decides.
+# matches every one of them and only the filter decides. Dates are stored as the indexer
+# stores date-only values with the default RSVC_TIMEZONE (Asia/Shanghai): local midnight.
 FILTER_DOCS: dict[str, dict[str, object]] = {
     "f1": {
         "document_title": "巡更操作指南",
@@ -36,7 +37,7 @@ FILTER_DOCS: dict[str, dict[str, object]] = {
             "category": "巡检",
             "tags": ["a", "b"],
             "year": 2024,
-            "effective": "2026-03-01",
+            "effective": "2026-03-01T00:00:00+08:00",
             "draft": False,
         },
     },
@@ -47,7 +48,7 @@ FILTER_DOCS: dict[str, dict[str, object]] = {
             "category": "设备",
             "tags": ["b", "c"],
             "year": 2025,
-            "effective": "2025-06-01",
+            "effective": "2025-06-01T00:00:00+08:00",
             "draft": True,
         },
     },
@@ -60,7 +61,12 @@ FILTER_DOCS: dict[str, dict[str, object]] = {
         "document_title": "特殊字符 a OR b*",
         "segment_position": 4,
         "access_roles": [],
-        "metadata": {"category": "巡检*?", "tags": ["a"], "year": 2026, "effective": "2026-11-01"},
+        "metadata": {
+            "category": "巡检*?",
+            "tags": ["a"],
+            "year": 2026,
+            "effective": "2026-11-01T00:00:00+08:00",
+        },
     },
 }
 

@@ -9,8 +9,8 @@ import pytest
 from retrieval_svc.dify.schemas import MetadataCondition
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import FieldCatalog, Kind, compile_filter, parse_filter
-from retrieval_svc.filters.dify import DIFY_OPERATORS, translate
-from retrieval_svc.filters.tree import MAX_CONDITIONS, MAX_DEPTH, And, Condition, Or
+from retrieval_svc.filters.dify import DIFY_OPERATORS, DifyFilter, translate
+from retrieval_svc.filters.tree import MAX_CONDITIONS, MAX_DEPTH
 from tests.support import DIFY_DESIGN_OPERATORS
 
 CATALOG = FieldCatalog(
@@ -200,30 +200,53 @@ def dc(name: Any, op: str, value: Any = None) -> dict[str, Any]:
     ("op", "value", "expected_op", "expected_value"),
     [
         ("contains", "巡", "contains", "巡"),
-        ("not contains", "巡", "not_contains", "巡"),
-        ("start with", "巡", "prefix", "巡"),
-        ("end with", "检", "suffix", "检"),
-        ("is", "巡检", "eq", "巡检"),
-        ("is not", "巡检", "ne", "巡检"),
-        ("in", ["巡检", "设备"], "in", ["巡检", "设备"]),
-        ("not in", '["巡检","设备"]', "nin", ["巡检", "设备"]),
-        ("empty", None, "missing", None),
-        ("not empty", "ignored", "exists", None),
-        ("=", "2024", "eq", "2024"),
-        ("≠", 5, "ne", 5),
-        (">", 5, "gt", 5),
-        ("<", "5", "lt", "5"),
-        ("≥", 5, "gte", 5),
-        ("≤", 5, "lte", 5),
-        ("before", "2026-01-01", "before", "2026-01-01"),
-        ("after", 1767225600, "after", 1767225600),
+        ("contains", 15, "contains", "15"),  # Dify compares the value's text
+        ("not contains", "巡", "not contains", "巡"),
+        ("start with", "巡", "start with", "巡"),
+        ("end with", "检", "end with", "检"),
+        ("is", "巡检", "is", "巡检"),
+        ("is not", "巡检", "is not", "巡检"),
+        ("in", ["巡检", "设备"], "in", ("巡检", "设备")),
+        ("in", 5, "in", ("5",)),
+        ("not in", '["巡检","设备"]', "not in", ("巡检", "设备")),
+        ("not in", "", "not in", ()),
+        ("empty", None, "empty", None),
+        ("not empty", "ignored", "not empty", None),
+        ("=", "2024", "is", "2024"),
+        ("≠", 5, "is not", 5),
+        (">", 5, ">", 5),
+        ("<", "5", "<", "5"),
+        ("≥", 5.5, "≥", 5.5),
+        ("≤", 5, "≤", 5),
+        ("before", "2026-01-01", "<", "2026-01-01"),
+        ("after", 1767225600, ">", 1767225600),
     ],
 )
 def test_every_dify_operator(op: str, value: Any, expected_op: str, expected_value: Any) -> None:
     tree, claims = translate(dify(dc("category", op, value)))
-    assert isinstance(tree, Condition)
-    assert (tree.op.value, tree.value) == (expected_op, expected_value)
+    assert isinstance(tree, DifyFilter) and len(tree.leaves) == 1
+    leaf = tree.leaves[0]
+    assert (leaf.op.value, leaf.value) == (expected_op, expected_value)
+    assert leaf.path == "metadata_condition.conditions[0]"
     assert claims.empty
+
+
+@pytest.mark.parametrize(
+    ("op", "value"),
+    [
+        pytest.param("is", None, id="null"),
+        pytest.param("contains", None, id="null-contains"),
+        pytest.param(">", None, id="null-compare"),
+        pytest.param("is", ["a", "b"], id="list-for-is"),  # Dify's match has no case for it
+        pytest.param("is not", {"a": 1}, id="object-for-is-not"),
+    ],
+)
+def test_conditions_dify_ignores_are_dropped(op: str, value: Any) -> None:
+    tree, _ = translate(dify(dc("category", op, value)))
+    assert tree is None
+    tree, _ = translate(dify(dc("category", op, value), dc("year", "=", 1)))
+    assert isinstance(tree, DifyFilter) and [leaf.field for leaf in tree.leaves] == ["year"]
+    assert tree.leaves[0].path == "metadata_condition.conditions[1]"
 
 
 def test_operator_table_covers_design() -> None:
@@ -242,12 +265,12 @@ def test_operator_table_covers_design() -> None:
 )
 def test_list_value_forms(value: Any) -> None:
     tree, _ = translate(dify(dc("category", "in", value)))
-    assert isinstance(tree, Condition) and tree.value == ["巡检", "设备"]
+    assert isinstance(tree, DifyFilter) and tree.leaves[0].value == ("巡检", "设备")
 
 
 def test_name_as_one_element_list() -> None:
     tree, _ = translate(dify(dc(["category"], "is", "巡检")))
-    assert isinstance(tree, Condition) and tree.field == "category"
+    assert isinstance(tree, DifyFilter) and tree.leaves[0].field == "category"
 
 
 def test_logical_operators() -> None:
@@ -255,8 +278,13 @@ def test_logical_operators() -> None:
     tree_or, _ = translate(dify(*both, logical="or"))
     tree_and, _ = translate(dify(*both, logical="and"))
     tree_null, _ = translate(dify(*both, logical=None))
-    assert isinstance(tree_or, Or)
-    assert isinstance(tree_and, And) and isinstance(tree_null, And)
+    tree_absent, _ = translate(MetadataCondition.model_validate({"conditions": both}))
+    assert tree_or is not None and tree_or.any_of
+    assert tree_and is not None and not tree_and.any_of
+    # Dify joins with `and_ if logical_operator == "and" else or_`: null is OR; absent is its
+    # model default, "and".
+    assert tree_null is not None and tree_null.any_of
+    assert tree_absent is not None and not tree_absent.any_of
 
 
 @pytest.mark.parametrize(
@@ -298,7 +326,7 @@ def test_identity_conditions_become_claims(
     token: str | None,
 ) -> None:
     tree, claims = translate(dify(*conditions, dc("category", "is", "巡检"), logical="or"))
-    assert isinstance(tree, Condition)  # only the real filter is left, "or" notwithstanding
+    assert isinstance(tree, DifyFilter) and [leaf.field for leaf in tree.leaves] == ["category"]
     assert claims.user_id == user_id
     assert (tuple(sorted(claims.roles)) if claims.roles is not None else None) == (
         tuple(sorted(roles)) if roles is not None else None
@@ -324,7 +352,29 @@ def test_identity_conditions_become_claims(
             id="broken-list",
         ),
         pytest.param(
-            dc("category", "is", None), "metadata_condition.conditions[0].value", id="missing-value"
+            dc("category", ">", ["a", "b"]),
+            "metadata_condition.conditions[0].value",
+            id="list-to-compare",
+        ),
+        pytest.param(
+            dc("user_roles", "not contains", "物业经理"),
+            "metadata_condition.conditions[0].comparison_operator",
+            id="negated-role-claim",
+        ),
+        pytest.param(
+            dc("user_id", "is not", "alice"),
+            "metadata_condition.conditions[0].comparison_operator",
+            id="negated-user-claim",
+        ),
+        pytest.param(
+            dc("access_roles", "empty"),
+            "metadata_condition.conditions[0].comparison_operator",
+            id="empty-role-claim",
+        ),
+        pytest.param(
+            dc("principal_token", "≠", "x"),
+            "metadata_condition.conditions[0].comparison_operator",
+            id="negated-token",
         ),
         pytest.param(
             dc("access_roles", "is", '{"a": 1}'),

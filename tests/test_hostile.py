@@ -6,6 +6,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from retrieval_svc.dify.schemas import MetadataCondition
 from retrieval_svc.errors import AuthorizationFailed, InvalidRequest
 from retrieval_svc.filters import FieldCatalog, Kind, compile_filter, parse_filter
 from retrieval_svc.filters.dify import translate
+from retrieval_svc.filters.dify_compiler import compile_dify
 from tests.corpus import FILTER_KB, SAMPLES_KB
 from tests.support import DIFY_DESIGN_OPERATORS, app_client, auth, make_settings, postcheck_drops
 
@@ -125,7 +127,7 @@ def test_any_dify_condition_translates_or_is_a_400(conditions: list[Any], logica
     try:
         tree, _claims = translate(condition)
         if tree is not None:
-            compile_filter(tree, CATALOG, "metadata_condition")
+            compile_dify(tree, CATALOG, UTC)
     except InvalidRequest as exc:
         assert exc.path and exc.path.startswith("metadata_condition")
 

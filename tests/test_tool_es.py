@@ -185,6 +185,7 @@ async def test_openapi_document_is_valid_3_0(client: httpx.AsyncClient) -> None:
         "top_k",
         "web",
         "web_max_results",
+        "mode",
     } == set(params)
     assert all(p["type"] in ("string", "integer", "boolean") for p in params.values())
 

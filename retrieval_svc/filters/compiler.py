@@ -8,7 +8,7 @@ documents where the field is missing (DESIGN §5).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from retrieval_svc.errors import InvalidRequest
@@ -17,8 +17,6 @@ from retrieval_svc.filters.operators import OPERATORS, Op
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 
 Query = dict[str, Any]
-
-_RANGE = {Op.GT: "gt", Op.GTE: "gte", Op.LT: "lt", Op.LTE: "lte", Op.BEFORE: "lt", Op.AFTER: "gt"}
 
 
 def _not(query: Query) -> Query:
@@ -30,8 +28,12 @@ def escape_wildcard(value: str) -> str:
     return value.replace("\\", "\\\\").replace("*", "\\*").replace("?", "\\?")
 
 
-def parse_date(value: Any) -> datetime:
-    """An ISO date/datetime text, or Unix seconds (number or numeric text), as a datetime."""
+def parse_date(value: Any, tz: tzinfo = UTC) -> datetime:
+    """An ISO date/datetime text, or Unix seconds (number or numeric text), as a datetime.
+
+    A text without a zone (``2026-03-01``, ``2026-03-01 10:00``) is read in ``tz``, as the
+    indexer reads date-only metadata values.
+    """
     if isinstance(value, bool):
         raise ValueError("a date cannot be true/false")
     if isinstance(value, int | float):
@@ -46,11 +48,11 @@ def parse_date(value: Any) -> datetime:
             parsed = datetime.fromisoformat(text)
         except ValueError:
             raise ValueError(f"{value!r} is not an ISO date or Unix timestamp") from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)
     raise ValueError(f"{value!r} is not a date")
 
 
-def coerce(kind: Kind, value: Any) -> Any:
+def coerce(kind: Kind, value: Any, tz: tzinfo = UTC) -> Any:
     """A filter value as the field's kind needs it; ValueError if it cannot be."""
     if kind is Kind.NUMBER:
         if isinstance(value, bool):
@@ -63,7 +65,7 @@ def coerce(kind: Kind, value: Any) -> Any:
             raise ValueError(f"expected a number, got {value!r}") from None
         return int(number) if number.is_integer() else number
     if kind is Kind.DATE:
-        return parse_date(value).isoformat()
+        return parse_date(value, tz).isoformat()
     if kind is Kind.BOOLEAN:
         if isinstance(value, bool):
             return value
@@ -76,7 +78,7 @@ def coerce(kind: Kind, value: Any) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
-def _condition(cond: Condition, spec: FieldSpec, path: str) -> Query:
+def _condition(cond: Condition, spec: FieldSpec, path: str, tz: tzinfo) -> Query:
     op, field, kind = cond.op, spec.es_field, spec.kind
     allowed = OPERATORS[op].kinds
     if kind not in allowed:
@@ -89,7 +91,7 @@ def _condition(cond: Condition, spec: FieldSpec, path: str) -> Query:
 
     def value_at(item: Any, where: str) -> Any:
         try:
-            return coerce(kind, item)
+            return coerce(kind, item, tz)
         except ValueError as exc:
             raise InvalidRequest(f"{where}: {exc}", path=where) from None
 
@@ -143,14 +145,21 @@ def _condition(cond: Condition, spec: FieldSpec, path: str) -> Query:
 
 
 def compile_filter(
-    node: And | Or | Not | Condition, catalog: FieldCatalog, path: str = "filter"
+    node: And | Or | Not | Condition,
+    catalog: FieldCatalog,
+    path: str = "filter",
+    tz: tzinfo = UTC,
 ) -> Query:
-    """The Elasticsearch query for a filter tree; InvalidRequest naming the bad node."""
+    """The Elasticsearch query for a filter tree; InvalidRequest naming the bad node.
+
+    Date texts without a zone are read in ``tz``.
+    """
     if isinstance(node, And):
         return {
             "bool": {
                 "filter": [
-                    compile_filter(c, catalog, f"{path}.and[{i}]") for i, c in enumerate(node.and_)
+                    compile_filter(c, catalog, f"{path}.and[{i}]", tz)
+                    for i, c in enumerate(node.and_)
                 ]
             }
         }
@@ -158,13 +167,14 @@ def compile_filter(
         return {
             "bool": {
                 "should": [
-                    compile_filter(c, catalog, f"{path}.or[{i}]") for i, c in enumerate(node.or_)
+                    compile_filter(c, catalog, f"{path}.or[{i}]", tz)
+                    for i, c in enumerate(node.or_)
                 ],
                 "minimum_should_match": 1,
             }
         }
     if isinstance(node, Not):
-        return _not(compile_filter(node.not_, catalog, f"{path}.not"))
+        return _not(compile_filter(node.not_, catalog, f"{path}.not", tz))
     spec = catalog.lookup(node.field)
     if spec is None:
         known = ", ".join(catalog.known_names())
@@ -172,4 +182,4 @@ def compile_filter(
             f"{path}.field: unknown field {node.field!r}; known fields: {known}",
             path=f"{path}.field",
         )
-    return _condition(node, spec, path)
+    return _condition(node, spec, path, tz)

@@ -30,6 +30,9 @@ class FieldSpec:
     name: str
     es_field: str
     kind: Kind
+    # A text field's numeric view (``metadata.x.num``: the text read as a number where it is
+    # one), for comparisons that read text as a number, as Dify's built-in filter does.
+    numeric_field: str | None = None
 
 
 CHUNK_FIELDS: dict[str, FieldSpec] = {
@@ -71,29 +74,41 @@ _ES_KINDS = {
 }
 
 
-def _flatten(properties: Mapping[str, Any], prefix: str, out: dict[str, Kind]) -> None:
+NUMERIC_SUBFIELD = "num"
+
+
+def _flatten(
+    properties: Mapping[str, Any], prefix: str, out: dict[str, Kind], numeric: set[str]
+) -> None:
     for name, spec in properties.items():
         path = f"{prefix}.{name}"
         if "properties" in spec:
-            _flatten(spec["properties"], path, out)
+            _flatten(spec["properties"], path, out, numeric)
         elif spec.get("type") in _ES_KINDS:
             out[path] = _ES_KINDS[spec["type"]]
+            sub = (spec.get("fields") or {}).get(NUMERIC_SUBFIELD, {})
+            if _ES_KINDS.get(sub.get("type", "")) is Kind.NUMBER:
+                numeric.add(path)
 
 
 class FieldCatalog:
     """Chunk fields plus the custom metadata fields present in the index mapping."""
 
-    def __init__(self, metadata: Mapping[str, Kind] | None = None) -> None:
+    def __init__(
+        self, metadata: Mapping[str, Kind] | None = None, numeric: frozenset[str] = frozenset()
+    ) -> None:
         self._metadata = dict(metadata or {})
+        self._numeric = numeric
 
     @classmethod
     def from_mappings(cls, mappings: Mapping[str, Any]) -> FieldCatalog:
         """From a ``GET <index>/_mapping`` answer (every index behind the alias)."""
         found: dict[str, Kind] = {}
+        numeric: set[str] = set()
         for index in mappings.values():
             meta = index.get("mappings", {}).get("properties", {}).get("metadata", {})
-            _flatten(meta.get("properties", {}), "metadata", found)
-        return cls(found)
+            _flatten(meta.get("properties", {}), "metadata", found, numeric)
+        return cls(found, frozenset(numeric))
 
     def lookup(self, name: str) -> FieldSpec | None:
         """The field a filter names, or None if unknown."""
@@ -101,7 +116,10 @@ class FieldCatalog:
             return CHUNK_FIELDS[name]
         path = name if name.startswith("metadata.") else f"metadata.{name}"
         kind = self._metadata.get(path)
-        return FieldSpec(name, path, kind) if kind is not None else None
+        if kind is None:
+            return None
+        numeric = f"{path}.{NUMERIC_SUBFIELD}" if path in self._numeric else None
+        return FieldSpec(name, path, kind, numeric)
 
     def known_names(self) -> list[str]:
         """Every name a filter may use, for error messages."""

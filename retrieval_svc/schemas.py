@@ -94,7 +94,8 @@ class ToolRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    query: str = Field(min_length=1, max_length=4096)
+    # A Dify tool parameter: unbounded there, so cut here (max_query_chars), never refused.
+    query: str = Field(min_length=1)
     knowledge_ids: str | list[str] = Field(description="Knowledge bases: comma list or JSON array.")
     user_id: str | None = Field(None, max_length=256)
     user_roles: str | list[str] | None = None

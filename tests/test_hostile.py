@@ -164,7 +164,7 @@ async def test_oversized_bodies_are_413(client: httpx.AsyncClient) -> None:
     big = {"knowledge_id": SAMPLES_KB, "query": "巡" * 3000, "retrieval_setting": {"top_k": 1}}
     declared = await client.post("/retrieval", json=big, headers=auth("anon"))
     assert declared.status_code == 413
-    assert declared.json()["error_code"] == 413
+    assert declared.json()["error_code"] == 3001  # in the documented table (#12)
 
     async def chunks() -> AsyncIterator[bytes]:
         for _ in range(10):

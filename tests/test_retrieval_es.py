@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -143,13 +144,46 @@ async def test_unknown_knowledge_base(client: httpx.AsyncClient) -> None:
     }
 
 
-async def test_probe_with_empty_body(client: httpx.AsyncClient) -> None:
-    resp = await client.post("/retrieval", headers=auth("anon"))
-    assert resp.status_code == 400
+# How Dify probes an external knowledge API when it is registered: older versions post no
+# body, the newest an empty query. A good key must get a 4xx other than 403, 404 and 502
+# (those make Dify refuse the registration); a bad key must get 403.
+NEWEST_PROBE = {
+    "knowledge_id": "",
+    "query": "",
+    "retrieval_setting": {"top_k": 1, "score_threshold": 0.0},
+}
+
+
+@pytest.mark.parametrize("probe", [None, NEWEST_PROBE], ids=["no-body", "newest-probe"])
+@pytest.mark.parametrize("path", ["/retrieval", "//retrieval"])
+async def test_registration_probes(
+    client: httpx.AsyncClient, probe: dict[str, Any] | None, path: str
+) -> None:
+    url = client.base_url.copy_with(path=path)  # "//x" alone would read as a host name
+    resp = await client.post(url, json=probe, headers=auth("anon"))
+    assert 400 <= resp.status_code < 500 and resp.status_code not in (403, 404)
     assert resp.json()["error_code"] == 3001
-    bad_key = await client.post("/retrieval", headers={"Authorization": "Bearer wrong"})
+    bad_key = await client.post(url, json=probe, headers={"Authorization": "Bearer wrong"})
     assert bad_key.status_code == 403
     assert bad_key.json()["error_code"] == 1002
+
+
+async def test_a_trailing_slash_endpoint_answers(client: httpx.AsyncClient) -> None:
+    single = await client.post("/retrieval", json=body("巡更"), headers=auth("anon"))
+    url = client.base_url.copy_with(path="//retrieval")
+    double = await client.post(url, json=body("巡更"), headers=auth("anon"))
+    assert double.status_code == 200 and double.json() == single.json()
+
+
+async def test_a_query_longer_than_any_limit_is_cut_not_refused(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    long_query = "巡更路线" + "很" * 20_000
+    resp = await client.post("/retrieval", json=body(long_query), headers=auth("anon"))
+    assert resp.status_code == 200
+    assert any("cut to 1000" in r.getMessage() for r in caplog.records)
+    assert not any("很很很很" in r.getMessage() for r in caplog.records)  # never its text
 
 
 @pytest.mark.parametrize(

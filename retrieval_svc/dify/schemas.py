@@ -37,7 +37,8 @@ class RetrievalRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     knowledge_id: str = Field(min_length=1, max_length=256)
-    query: str = Field(min_length=1, max_length=4096)
+    # Dify does not bound queries, so neither does this: a long one is cut (max_query_chars).
+    query: str = Field(min_length=1)
     retrieval_setting: RetrievalSetting
     metadata_condition: MetadataCondition | None = None
 

@@ -44,6 +44,9 @@ def leaf_query(leaf: DifyLeaf, spec: FieldSpec | None, tz: tzinfo) -> Query:
     if op in (DifyOp.IN, DifyOp.NOT_IN) and not leaf.value:
         return MATCH_NONE if op is DifyOp.IN else MATCH_ALL  # Dify: literal(op == "not in")
     if spec is None:
+        if op in ORDER_OPS and _number(leaf.value) is None:
+            # Dify casts the value to a number whatever the field: it fails where this cannot.
+            raise _error(leaf, "value", f"expected a number, got {leaf.value!r}")
         return MATCH_ALL if op is DifyOp.EMPTY else MATCH_NONE
     has_field: Query = {"exists": {"field": spec.es_field}}
     if op is DifyOp.EMPTY:
@@ -67,12 +70,14 @@ def _positive(op: DifyOp, leaf: DifyLeaf, spec: FieldSpec, tz: tzinfo) -> Query:
         text = str(value)
         if kind is Kind.TEXT and op is DifyOp.CONTAINS:
             return {"match_phrase": {field: text}}
-        if kind is not Kind.KEYWORD:
-            raise _error(
-                leaf,
-                "comparison_operator",
-                f"{op.value!r} applies to text fields; {spec.name!r} holds {kind.value}s",
-            )
+        if kind is not Kind.KEYWORD:  # Dify compares the value as written: its text view
+            if spec.text_field is None:
+                raise _error(
+                    leaf,
+                    "comparison_operator",
+                    f"{op.value!r} compares text; {spec.name!r} holds {kind.value}s",
+                )
+            field = spec.text_field
         if op is DifyOp.START_WITH:
             return {"prefix": {field: text}}
         pattern = escape_wildcard(text)
@@ -87,8 +92,9 @@ def _positive(op: DifyOp, leaf: DifyLeaf, spec: FieldSpec, tz: tzinfo) -> Query:
         assert isinstance(value, tuple)
         queries = [_equals(leaf, spec, item, tz) for item in value]
         terms = [q["term"] for q in queries if set(q) == {"term"}]
-        if len(terms) == len(queries):  # one terms query instead of many
-            return {"terms": {field: [next(iter(t.values())) for t in terms]}}
+        fields = {next(iter(t)) for t in terms}
+        if len(terms) == len(queries) and len(fields) == 1:  # one terms query instead of many
+            return {"terms": {fields.pop(): [next(iter(t.values())) for t in terms]}}
         return {"bool": {"should": queries, "minimum_should_match": 1}}
     assert op in ORDER_OPS
     return {"range": {_ordered_field(leaf, spec): {_BOUND[op]: _ordered_value(leaf, spec, tz)}}}
@@ -121,6 +127,8 @@ def _equals(leaf: DifyLeaf, spec: FieldSpec, value: Any, tz: tzinfo) -> Query:
     if kind is Kind.DATE:
         return _day(leaf, value, tz, field)
     if kind is Kind.NUMBER:
+        if isinstance(value, str) and spec.text_field:  # Dify: text against the text written
+            return {"term": {spec.text_field: value}}
         number = _number(value)
         return MATCH_NONE if number is None else {"term": {field: number}}
     if kind is Kind.BOOLEAN:

@@ -30,9 +30,11 @@ class FieldSpec:
     name: str
     es_field: str
     kind: Kind
-    # A text field's numeric view (``metadata.x.num``: the text read as a number where it is
-    # one), for comparisons that read text as a number, as Dify's built-in filter does.
+    # Other views of a metadata value, for comparisons as Dify's built-in filter makes them:
+    # a text's numeric view (``metadata.x.num``: the text read as a number where it is one)
+    # and a number's or date's text view (``metadata.x.text``: the value as written).
     numeric_field: str | None = None
+    text_field: str | None = None
 
 
 CHUNK_FIELDS: dict[str, FieldSpec] = {
@@ -75,40 +77,50 @@ _ES_KINDS = {
 
 
 NUMERIC_SUBFIELD = "num"
+TEXT_SUBFIELD = "text"
 
 
 def _flatten(
-    properties: Mapping[str, Any], prefix: str, out: dict[str, Kind], numeric: set[str]
+    properties: Mapping[str, Any],
+    prefix: str,
+    out: dict[str, Kind],
+    views: dict[str, set[str]],
 ) -> None:
     for name, spec in properties.items():
         path = f"{prefix}.{name}"
         if "properties" in spec:
-            _flatten(spec["properties"], path, out, numeric)
+            _flatten(spec["properties"], path, out, views)
         elif spec.get("type") in _ES_KINDS:
             out[path] = _ES_KINDS[spec["type"]]
-            sub = (spec.get("fields") or {}).get(NUMERIC_SUBFIELD, {})
-            if _ES_KINDS.get(sub.get("type", "")) is Kind.NUMBER:
-                numeric.add(path)
+            subfields = spec.get("fields") or {}
+            for view, kind in ((NUMERIC_SUBFIELD, Kind.NUMBER), (TEXT_SUBFIELD, Kind.KEYWORD)):
+                if _ES_KINDS.get(subfields.get(view, {}).get("type", "")) is kind:
+                    views[view].add(path)
 
 
 class FieldCatalog:
     """Chunk fields plus the custom metadata fields present in the index mapping."""
 
     def __init__(
-        self, metadata: Mapping[str, Kind] | None = None, numeric: frozenset[str] = frozenset()
+        self,
+        metadata: Mapping[str, Kind] | None = None,
+        views: Mapping[str, set[str]] | None = None,
     ) -> None:
         self._metadata = dict(metadata or {})
-        self._numeric = numeric
+        self._views = {k: frozenset(v) for k, v in (views or {}).items()}
 
     @classmethod
     def from_mappings(cls, mappings: Mapping[str, Any]) -> FieldCatalog:
         """From a ``GET <index>/_mapping`` answer (every index behind the alias)."""
         found: dict[str, Kind] = {}
-        numeric: set[str] = set()
+        views: dict[str, set[str]] = {NUMERIC_SUBFIELD: set(), TEXT_SUBFIELD: set()}
         for index in mappings.values():
             meta = index.get("mappings", {}).get("properties", {}).get("metadata", {})
-            _flatten(meta.get("properties", {}), "metadata", found, numeric)
-        return cls(found, frozenset(numeric))
+            _flatten(meta.get("properties", {}), "metadata", found, views)
+        return cls(found, views)
+
+    def _view(self, path: str, view: str) -> str | None:
+        return f"{path}.{view}" if path in self._views.get(view, ()) else None
 
     def lookup(self, name: str) -> FieldSpec | None:
         """The field a filter names, or None if unknown."""
@@ -118,8 +130,13 @@ class FieldCatalog:
         kind = self._metadata.get(path)
         if kind is None:
             return None
-        numeric = f"{path}.{NUMERIC_SUBFIELD}" if path in self._numeric else None
-        return FieldSpec(name, path, kind, numeric)
+        return FieldSpec(
+            name,
+            path,
+            kind,
+            numeric_field=self._view(path, NUMERIC_SUBFIELD),
+            text_field=self._view(path, TEXT_SUBFIELD),
+        )
 
     def known_names(self) -> list[str]:
         """Every name a filter may use, for error messages."""

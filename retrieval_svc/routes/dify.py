@@ -11,7 +11,7 @@ from retrieval_svc.dify.records import dify_chunks, to_record
 from retrieval_svc.dify.schemas import RetrievalRequest, RetrievalResponse
 from retrieval_svc.filters.dify import translate
 from retrieval_svc.merge import web_chunks
-from retrieval_svc.retrieval import RetrievalQuery, WebRequest, retrieve
+from retrieval_svc.retrieval import RetrievalQuery, WebRequest, cut_query, retrieve
 from retrieval_svc.search.engine import Mode
 
 router = APIRouter(tags=["dify"])
@@ -38,7 +38,7 @@ async def retrieval(body: RetrievalRequest, key: ApiKeyDep, state: StateDep) -> 
         state,
         key,
         RetrievalQuery(
-            query=body.query,
+            query=cut_query(body.query, settings.max_query_chars),
             knowledge_ids=[body.knowledge_id],
             top_k=body.retrieval_setting.top_k,
             score_threshold=body.retrieval_setting.score_threshold,

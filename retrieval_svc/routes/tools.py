@@ -11,7 +11,7 @@ from retrieval_svc.acl.values import ListValueError, parse_list
 from retrieval_svc.deps import ApiKeyDep, SettingsDep, StateDep
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import parse_filter
-from retrieval_svc.retrieval import RetrievalQuery, WebRequest, retrieve
+from retrieval_svc.retrieval import RetrievalQuery, WebRequest, cut_query, retrieve
 from retrieval_svc.routes.search import make_claims, merged_output
 from retrieval_svc.schemas import ToolOutput, ToolRequest
 from retrieval_svc.tool_openapi import tool_openapi
@@ -54,7 +54,7 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
         state,
         key,
         RetrievalQuery(
-            query=body.query,
+            query=cut_query(body.query, state.settings.max_query_chars),
             knowledge_ids=_knowledge_ids(body.knowledge_ids),
             top_k=body.top_k,
             score_threshold=body.score_threshold,

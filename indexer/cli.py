@@ -51,6 +51,14 @@ EXIT_UNREACHABLE = 3
 _debug = False
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (a test runner swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 @app.callback()
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
@@ -58,6 +66,16 @@ def main(
     """Load documents into retrieval-svc's chunk index."""
     global _debug
     _debug = debug
+    handler = _CurrentStderr()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.ERROR, handlers=[handler], force=True
+    )
+    # The transport's retry chatter ("node failed, putting on timeout") is noise in a CLI: the
+    # one-line error says what happened; --debug shows it. Never DEBUG: at that level these
+    # libraries log request bodies and headers (documents, credentials).
+    for name in ("elastic_transport", "elasticsearch", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING if debug else logging.CRITICAL)
 
 
 def settings_or_exit() -> IndexSettings:
@@ -145,13 +163,17 @@ def print_report(report: Report, as_json: bool) -> None:
         typer.echo(json.dumps({"ok": report.ok, **asdict(report)}, ensure_ascii=False))
         return
     verb = "would index" if report.dry_run else "indexed"
-    err.print(
-        f"[bold]{verb} {report.documents_indexed}[/] documents ({report.chunks_indexed} chunks), "
+    embedded = f", {report.chunks_embedded} embedded" if report.chunks_embedded else ""
+    # Short lines, never wrapped by rich mid-phrase (soft_wrap leaves wrapping to the terminal).
+    lines = [
+        f"[bold]{verb} {report.documents_indexed}[/] documents "
+        f"({report.chunks_indexed} chunks{embedded}) in {report.duration_s:.1f} s",
         f"skipped {report.documents_skipped} unchanged, [red]{report.documents_failed} failed[/], "
-        f"{report.stale_chunks_deleted} stale chunks removed, {report.documents_pruned} pruned "
-        f"— {report.documents_seen} seen, {report.bytes_read:,} bytes read "
-        f"in {report.duration_s:.1f} s"
-    )
+        f"{report.documents_pruned} pruned, {report.stale_chunks_deleted} stale chunks removed",
+        f"{report.documents_seen} documents seen, {report.bytes_read:,} bytes read",
+    ]
+    for line in lines:
+        err.print(line, soft_wrap=True)
     for failure in report.failures:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
 
@@ -218,7 +240,6 @@ def index(
     ] = None,
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
-    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
     try:
         options = IndexOptions(
             knowledge_id=knowledge_id,

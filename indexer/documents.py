@@ -1,6 +1,6 @@
 """From one source object to its chunk documents (pure: no I/O).
 
-Metadata is merged in the order of DESIGN §3 — front matter, then sidecar, then manifest —
+Metadata is merged in the order of design.md §3 — front matter, then sidecar, then manifest —
 later sources winning key by key. ``access_roles`` must parse (see
 ``retrieval_svc.acl.parse_roles``); a document whose ACL cannot be read is refused, never
 indexed as public.

@@ -27,13 +27,14 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
 from retrieval_svc.filters.tree import join_path
-from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware
+from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware, NoStoreMiddleware
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import HybridConfig, SearchEngine
 from retrieval_svc.search.index import check_index_model, ensure_index
+from retrieval_svc.search.rerank import RerankConfig, Reranker
 from retrieval_svc.settings import Settings, web_config
 from retrieval_svc.state import AppState, make_es_client
 from retrieval_svc.web.client import WebSearch
@@ -61,15 +62,20 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.rsvc = await open_state(settings, metrics, stack)
             yield
 
+    docs = settings.api_docs  # /docs, /redoc, /openapi.json: an operator's choice
     app = FastAPI(
         title="retrieval-svc",
         version=__version__,
         description="Permission-aware retrieval for Dify, backed by Elasticsearch.",
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
+    app.add_middleware(NoStoreMiddleware)
     app.add_middleware(CollapseSlashesMiddleware)  # outermost: routes and metrics see /retrieval
     app.include_router(health.router)
     app.include_router(dify.router)
@@ -139,6 +145,19 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         metrics=metrics,
         embedder=embedder,
         query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
+        reranker=Reranker(http, rerank_config(settings)) if settings.rerank_url else None,
+    )
+
+
+def rerank_config(settings: Settings) -> RerankConfig:
+    """The optional reranker's configuration in ``settings``."""
+    key = settings.rerank_api_key
+    return RerankConfig(
+        url=settings.rerank_url,
+        model=settings.rerank_model,
+        api_key=key.get_secret_value() if key else None,
+        top_n=settings.rerank_top_n,
+        timeout_s=settings.rerank_timeout_s,
     )
 
 

@@ -1,4 +1,4 @@
-"""UnifiedChunk: the one chunk shape for knowledge-base and web results (DESIGN §9)."""
+"""UnifiedChunk: the one chunk shape for knowledge-base and web results (design.md §9)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _text(value: object) -> str:
 
 
 def chunk_from_source(source: dict[str, Any], score: float) -> UnifiedChunk:
-    """A knowledge-base chunk from its stored document (DESIGN §9 rule 1)."""
+    """A knowledge-base chunk from its stored document (design.md §9 rule 1)."""
     document_name = _text(source.get("document_name"))
     dataset_name = _text(source.get("dataset_name"))
     url = _text(source.get("source_file_url"))

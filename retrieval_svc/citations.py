@@ -1,4 +1,4 @@
-"""Renumbering G-Cite markers in an answer (DESIGN §8, seed §1.3).
+"""Renumbering G-Cite markers in an answer (design.md §8, seed §1.3).
 
 The LLM cites chunks by their merge number, ``[C:N]``, in any order and with repeats. For
 display they are renumbered 1, 2, 3… in order of first appearance; a repeated chunk keeps its

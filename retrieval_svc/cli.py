@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
-from retrieval_svc.auth.keys import IdentityMode, hash_key, new_key
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
 from retrieval_svc.settings import Settings
 
 app = typer.Typer(
@@ -23,8 +24,13 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        typer.secho(f"configuration error:\n{exc}", err=True, fg="red")
-        raise typer.Exit(2) from exc
+        lines = [
+            f"  {'.'.join(str(p) for p in e['loc']) or 'settings'}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        ]
+        typer.secho("configuration error:\n" + "\n".join(lines), err=True, fg="red")
+        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -46,7 +52,12 @@ def serve(
         port=port or settings.port,
         log_config=None,  # keep the JSON logging configured above
         access_log=False,
+        server_header=False,  # no "server: uvicorn" banner
     )
+
+
+def _comma_list(value: str) -> list[str]:
+    return [item.strip() for item in value.replace("，", ",").split(",") if item.strip()]
 
 
 @app.command("new-key")
@@ -55,15 +66,43 @@ def new_key_command(
     tenant: Annotated[str, typer.Option(help="Tenant the key acts in.")] = "default",
     mode: Annotated[IdentityMode, typer.Option(help="Identity mode.")] = IdentityMode.CASBIN,
     knowledge_ids: Annotated[str, typer.Option(help="Comma list of allowed KB patterns.")] = "*",
+    roles: Annotated[
+        str, typer.Option(help="Comma list of roles the key carries (needed by --mode fixed).")
+    ] = "",
+    admin: Annotated[
+        bool, typer.Option("--admin", help="May call operator endpoints (explain).")
+    ] = False,
 ) -> None:
-    """Generate an API key: print the secret once, and the entry to configure (hash only)."""
+    """Generate an API key: print the secret once, and the entry to configure (hash only).
+
+    With ``--mode signed`` a strong token secret is generated too; it is part of the entry
+    (the service needs it to verify tokens) and is what your backend signs tokens with.
+    """
     key = new_key()
-    entry = {
+    entry: dict[str, object] = {
         "name": name,
         "sha256": hash_key(key),
         "tenant": tenant,
         "mode": mode.value,
-        "knowledge_ids": [k.strip() for k in knowledge_ids.split(",") if k.strip()],
+        "knowledge_ids": _comma_list(knowledge_ids),
     }
+    if roles:
+        entry["roles"] = _comma_list(roles)
+    if admin:
+        entry["admin"] = True
+    if mode is IdentityMode.SIGNED:
+        entry["token_secret"] = secrets.token_urlsafe(48)
+    try:
+        ApiKeyConfig.model_validate(entry)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"API key (shown once, give it to the caller): {key}", err=True)
+    if mode is IdentityMode.SIGNED:
+        typer.echo(
+            "token secret (in the entry below; your backend signs principal tokens with it, "
+            "HS256): keep the entry in a Secret",
+            err=True,
+        )
     typer.echo(json.dumps(entry, ensure_ascii=False))

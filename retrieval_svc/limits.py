@@ -24,6 +24,30 @@ class CollapseSlashesMiddleware:
         await self.app(scope, receive, send)
 
 
+class NoStoreMiddleware:
+    """``Cache-Control: no-store`` on every answer: they carry permission-filtered content (or
+    errors about it), which no shared cache or browser may keep and hand to someone else."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_no_store(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v) for k, v in message.get("headers", []) if k.lower() != b"cache-control"
+                ]
+                headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_no_store)
+
+
 class BodyLimitMiddleware:
     """413 in the service's error shape for bodies over ``max_bytes``.
 

@@ -1,4 +1,4 @@
-"""Merging knowledge-base and web chunks into one numbered G-Cite context (DESIGN §9).
+"""Merging knowledge-base and web chunks into one numbered G-Cite context (design.md §9).
 
 Behaviour is that of the customer's code node (seed appendix A): RAG items normalised from
 Dify's nested form, web items from any provider's form, the subtitle fallback chain, RAG
@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from retrieval_svc.chunks import UnifiedChunk, number_chunks
 
 __all__ = [
+    "ShapeError",
     "extract_web_items",
     "format_chunks",
     "merge",
@@ -22,6 +23,7 @@ __all__ = [
     "numbered_output",
     "ordered",
     "rag_from_dify",
+    "rag_items",
     "site_host",
     "web_chunk",
     "web_chunks",
@@ -66,8 +68,26 @@ def web_subtitle(site_name: str, host: str, date: str) -> str:
     return site or date
 
 
+def rag_items(raw: Any, path: str = "rag_chunks") -> list[Mapping[str, Any]]:
+    """Dify knowledge-retrieval results: the node's ``result`` list (or ``{"result": [...]}``);
+    ShapeError for anything else."""
+    if isinstance(raw, Mapping) and "result" in raw:
+        return rag_items(raw["result"], f"{path}.result")
+    if raw is None or raw == "":
+        return []
+    if not isinstance(raw, list):
+        raise ShapeError(
+            f"expected the knowledge-retrieval node's result list, got {type(raw).__name__}", path
+        )
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise ShapeError(f"a result is an object, got {type(item).__name__}", f"{path}[{i}]")
+    return list(raw)
+
+
 def rag_from_dify(items: Iterable[Any]) -> list[UnifiedChunk]:
-    """Dify knowledge-retrieval results (``content`` + nested ``metadata``) as chunks."""
+    """Dify knowledge-retrieval results (``content`` + nested ``metadata``) as chunks;
+    anything that is not an object is passed over (``rag_items`` refuses it first)."""
     out: list[UnifiedChunk] = []
     for item in items or []:
         if not isinstance(item, Mapping):
@@ -97,43 +117,92 @@ def rag_from_dify(items: Iterable[Any]) -> list[UnifiedChunk]:
     return out
 
 
-def extract_web_items(raw: Any) -> list[Mapping[str, Any]]:
-    """Web items from the shapes Dify's search nodes emit.
+class ShapeError(ValueError):
+    """An input is in none of the shapes Dify's nodes emit; ``path`` says where."""
 
-    ``[{"references": [...]}]`` (Baidu's node), ``{"json": [{"references": [...]}]}`` (a
-    tool envelope), or a plain list of items.
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+_WRAPPER_KEYS = ("json", "results", "references", "webPages", "data")
+_ITEM_KEYS = ("content", "snippet", "summary", "url", "title", "name")
+
+
+def _is_wrapper(value: Mapping[str, Any]) -> bool:
+    return any(k in value for k in _WRAPPER_KEYS) and not any(k in value for k in _ITEM_KEYS)
+
+
+def _item_list(raw: Any, path: str) -> list[Mapping[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ShapeError(f"expected a list of web results, got {type(raw).__name__}", path)
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise ShapeError(
+                f"a web result is an object, got {type(item).__name__}", f"{path}[{i}]"
+            )
+    return list(raw)
+
+
+def extract_web_items(raw: Any, path: str = "web_chunks") -> list[Mapping[str, Any]]:
+    """Web items from every shape Dify's search nodes and tools emit; ShapeError otherwise.
+
+    A plain list of items (any provider's item form); Tavily's ``{"results": [...]}``; Bocha's
+    ``{"data": {"webPages": {"value": [...]}}}`` (or without ``data``); Baidu's
+    ``{"references": [...]}``; a tool node's ``{"json": [...]}`` envelope; and lists of those
+    wrappers, such as Baidu's node output ``[{"references": [...]}]``.
     """
-    if not raw:
+    if raw is None or (isinstance(raw, list | dict | str) and not raw):
         return []
-    if isinstance(raw, list) and raw and isinstance(raw[0], Mapping) and "references" in raw[0]:
-        refs = raw[0].get("references")
-        if isinstance(refs, list):
-            return [r for r in refs if isinstance(r, Mapping)]
     if isinstance(raw, Mapping):
-        envelope = raw.get("json")
-        if isinstance(envelope, list) and envelope and isinstance(envelope[0], Mapping):
-            refs = envelope[0].get("references")
-            if isinstance(refs, list):
-                return [r for r in refs if isinstance(r, Mapping)]
-        return []
+        if "json" in raw:
+            return extract_web_items(raw["json"], f"{path}.json")
+        if "results" in raw:
+            return _item_list(raw["results"], f"{path}.results")
+        if "references" in raw:
+            return _item_list(raw["references"], f"{path}.references")
+        data = raw.get("data")
+        where, holder = (f"{path}.data", data) if isinstance(data, Mapping) else (path, raw)
+        pages = holder.get("webPages")
+        if isinstance(pages, Mapping):
+            return _item_list(pages.get("value"), f"{where}.webPages.value")
+        raise ShapeError(
+            "not a web search output: expected a list of results, or an object with "
+            "results (Tavily), data.webPages.value (Bocha), references (Baidu) or json "
+            "(a tool's envelope)",
+            path,
+        )
     if isinstance(raw, list):
-        return [r for r in raw if isinstance(r, Mapping)]
-    return []
+        if all(isinstance(x, Mapping) and _is_wrapper(x) for x in raw):
+            return [
+                item for i, x in enumerate(raw) for item in extract_web_items(x, f"{path}[{i}]")
+            ]
+        return _item_list(raw, path)
+    raise ShapeError(f"expected a list or an object, got {type(raw).__name__}", path)
 
 
 def web_chunk(item: Mapping[str, Any]) -> UnifiedChunk | None:
     """One web item (standard form or a provider's own) as a chunk; None when it has no text."""
-    content = _text(item.get("content")) or _text(item.get("snippet"))
+    # The standard form and the seed's keys first; Bocha's raw names (name, summary,
+    # siteName, datePublished / dateLastCrawled) where a Bocha node's items arrive unmapped.
+    content = _text(item.get("content")) or _text(item.get("summary")) or _text(item.get("snippet"))
     if not content:
         return None
     url = _text(item.get("url"))
     host = site_host(url)
-    site = _text(item.get("website")) or _text(item.get("site_name"))
-    date = (_text(item.get("date")) or _text(item.get("published_date")))[:10]
+    site = _text(item.get("website")) or _text(item.get("site_name")) or _text(item.get("siteName"))
+    date = (
+        _text(item.get("date"))
+        or _text(item.get("published_date"))
+        or _text(item.get("datePublished"))
+        or _text(item.get("dateLastCrawled"))
+    )[:10]
     return UnifiedChunk(
         content=content,
         source_type="web",
-        document_title=_text(item.get("title")),
+        document_title=_text(item.get("title")) or _text(item.get("name")),
         url=url,
         score=_number(item.get("authority_score") or item.get("score")),
         display_subtitle=web_subtitle(site, host, date),

@@ -80,6 +80,13 @@ class Metrics:
             registry=r,
         )
         self.embedding_failures.inc(0)
+        self.rerank_seconds = Histogram(
+            "rsvc_rerank_duration_seconds",
+            "Reranking latency, by outcome (ok, timeout, error).",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         for source in ("rag", "web"):
             self.chunks_returned.labels(source_type=source)
         self.acl_postcheck_drops.inc(0)

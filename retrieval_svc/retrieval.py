@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig
@@ -22,6 +23,7 @@ from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.observability import log_fields
 from retrieval_svc.search.engine import Mode, SearchResult
+from retrieval_svc.search.rerank import RerankStatus
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebOutcome
 from retrieval_svc.web.providers import Freshness
@@ -59,6 +61,7 @@ class Retrieval:
     principal: Principal
     result: SearchResult
     web: WebOutcome = field(default_factory=lambda: WebOutcome(status="disabled"))
+    rerank: RerankStatus = "disabled"
 
 
 def authorize_knowledge_bases(
@@ -86,6 +89,7 @@ async def retrieve(
 ) -> Retrieval:
     """Resolve the principal and check permission, then search Elasticsearch and the web
     concurrently. Web trouble never fails the request; its outcome is reported."""
+    started = time.perf_counter()
     log_fields(knowledge_ids=list(q.knowledge_ids), top_k=q.top_k, filtered=q.filter is not None)
     try:
         principal = resolve_principal(key, q.claims, state.acl)
@@ -95,7 +99,7 @@ async def retrieve(
         raise
     log_fields(anonymous=principal.anonymous, roles=len(principal.roles))
     web_task: asyncio.Task[WebOutcome] | None = None
-    if web is not None and state.web.enabled:
+    if web is not None and state.web.enabled:  # (without a provider: reported below)
         web_task = asyncio.create_task(
             state.web.search(
                 q.query,
@@ -105,12 +109,21 @@ async def retrieve(
             )
         )
     try:
-        result = await _search(state, principal, q)
+        result, reranked = await _search(state, principal, q, started)
     except BaseException:
         if web_task is not None:
             web_task.cancel()
         raise
-    outcome = await web_task if web_task is not None else WebOutcome(status="disabled")
+    if web_task is not None:
+        outcome = await web_task
+    elif web is not None:  # asked for, but nothing to ask: say so rather than stay silent
+        outcome = WebOutcome(
+            status="disabled",
+            detail="web search was asked for, but no provider is configured "
+            "(RSVC_WEB_PROVIDER and RSVC_WEB_API_KEY)",
+        )
+    else:
+        outcome = WebOutcome(status="disabled")
     log_fields(
         rag_chunks=len(result.chunks),
         es_took_ms=result.took_ms,
@@ -118,7 +131,7 @@ async def retrieve(
         web_items=len(outcome.items),
         web_ms=outcome.took_ms,
     )
-    return Retrieval(principal=principal, result=result, web=outcome)
+    return Retrieval(principal=principal, result=result, web=outcome, rerank=reranked)
 
 
 def cut_query(query: str, max_chars: int) -> str:
@@ -158,24 +171,41 @@ async def _query_vector(state: AppState, mode: Mode, query: str) -> list[float] 
         return None
 
 
-async def _search(state: AppState, principal: Principal, q: RetrievalQuery) -> SearchResult:
+async def _search(
+    state: AppState, principal: Principal, q: RetrievalQuery, started: float
+) -> tuple[SearchResult, RerankStatus]:
     filters = [] if q.filter is None else [await state.catalog.compile(q.filter, q.filter_path)]
     mode = resolve_mode(state, q)
     vector = await _query_vector(state, mode, q.query)
+    top_k = min(q.top_k, state.settings.max_top_k)
+    reranker = state.reranker
+    rerank = reranker is not None and reranker.enabled
     result = await state.engine.search(
         query=q.query,
         knowledge_ids=q.knowledge_ids,
         principal=principal,
         filters=filters,
-        top_k=min(q.top_k, state.settings.max_top_k),
-        score_threshold=q.score_threshold,
+        # A reranker reorders the fused top-N and scores it anew: the threshold waits for it.
+        top_k=max(top_k, reranker.top_n) if rerank and reranker else top_k,
+        score_threshold=0.0 if rerank else q.score_threshold,
         mode=mode if vector is not None else "bm25",
         vector=vector,
     )
     log_fields(mode=result.mode)
+    status: RerankStatus = "disabled"
+    if rerank and reranker is not None and result.chunks:
+        remaining = state.settings.request_deadline_s - (time.perf_counter() - started)
+        done = await reranker.rerank(q.query, result.chunks, timeout_s=max(0.05, remaining))
+        state.metrics.rerank_seconds.labels(outcome=done.status).observe(done.took_ms / 1000)
+        status = done.status
+        if done.status != "ok":
+            log.warning("rerank %s (%s): keeping the fused order", done.status, done.detail)
+        kept = [c for c in done.chunks if c.score >= q.score_threshold][:top_k]
+        result = replace(result, chunks=kept)
+        log_fields(rerank=done.status, rerank_ms=done.took_ms)
     if not result.chunks:
         missing = [kb for kb in q.knowledge_ids if not await state.engine.knowledge_base_exists(kb)]
         if missing:
             names = ", ".join(repr(kb) for kb in missing)
             raise KnowledgeBaseNotFound(f"knowledge base {names} does not exist")
-    return result
+    return result, status

@@ -1,4 +1,4 @@
-"""Request and response bodies of the native API (DESIGN §8)."""
+"""Request and response bodies of the native API (design.md §8)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class SearchRequest(BaseModel):
     filter: dict[str, Any] | None = Field(
         None,
         description="Filter tree: {and: [...]}, {or: [...]}, {not: {...}} or "
-        "{field, op, value}; see DESIGN §5.",
+        "{field, op, value}; see design.md §5.",
     )
     principal: PrincipalClaims | None = None
     web: WebOptions | None = None
@@ -69,6 +69,9 @@ class SearchMeta(BaseModel):
     took_ms: int
     es_took_ms: int
     mode: RetrievalMode = Field("bm25", description="The retrieval mode that ran.")
+    rerank: Literal["ok", "disabled", "timeout", "error"] = Field(
+        "disabled", description="What the optional reranker did (anything but ok: fused order)."
+    )
     web: WebMeta = Field(default_factory=WebMeta)
 
 
@@ -87,6 +90,28 @@ class ToolOutput(BaseModel):
     formatted_chunks: str = Field(description="Numbered context for the LLM: [C:1]\\n…")
     chunk_count: int
     chunk_metadata: list[dict[str, Any]] = Field(description="UnifiedChunk objects, by id.")
+
+
+class ToolWebMeta(BaseModel):
+    """What web search did for a tool call."""
+
+    status: Literal["ok", "disabled", "timeout", "error"] = Field(
+        description="disabled when web was not asked for, or no provider is configured"
+    )
+    detail: str = Field("", description="Why, when web was asked for and gave nothing.")
+
+
+class ToolMeta(BaseModel):
+    """How the tool call ran (after the code node's three fields, which stay as they are)."""
+
+    mode: RetrievalMode = Field(description="The retrieval mode that ran.")
+    web: ToolWebMeta
+
+
+class ToolSearchOutput(ToolOutput):
+    """``POST /v1/tools/unified-search``: the code node's output, plus ``meta``."""
+
+    meta: ToolMeta
 
 
 class ToolRequest(BaseModel):

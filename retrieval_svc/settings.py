@@ -91,14 +91,21 @@ class Settings(IndexSettings):
     # Retrieval (docs/design.md §12): how relevance is computed.
     retrieval_mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
     retrieval_modes: dict[str, Literal["hybrid", "bm25", "vector"]] = Field(default_factory=dict)
-    bm25_fields: Literal["shingle", "segmented", "both"] = "shingle"
+    # Defaults tuned on CMRC 2018 dev (bench/relevance.py; README "Relevance").
+    bm25_fields: Literal["shingle", "segmented", "both"] = "segmented"
     fusion: Literal["linear", "rrf"] = "linear"
-    fusion_vector_weight: float = Field(0.6, ge=0, le=1)
-    vector_score_floor: float = Field(0.75, ge=0, lt=1)
+    fusion_vector_weight: float = Field(0.3, ge=0, le=1)
+    vector_score_floor: float = Field(0.8, ge=0, lt=1)
     rrf_k: int = Field(60, ge=1)
     hybrid_candidates: int = Field(50, ge=1, le=1000)
     knn_num_candidates: int = Field(200, ge=1, le=10000)
     query_cache_size: int = Field(1024, ge=1)
+    # Optional reranker (Cohere/Jina format: Xinference, vLLM… /v1/rerank); off without a URL.
+    rerank_url: str | None = None
+    rerank_model: str | None = None
+    rerank_api_key: SecretStr | None = None
+    rerank_top_n: int = Field(20, ge=1, le=200)
+    rerank_timeout_s: float = Field(2.0, gt=0)
 
     # Auth
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)
@@ -113,7 +120,7 @@ class Settings(IndexSettings):
     identity_role_names: list[str] = Field(default_factory=lambda: ["user_roles", "access_roles"])
     identity_token_names: list[str] = Field(default_factory=lambda: ["principal_token"])
 
-    # Web search (DESIGN §10)
+    # Web search (design.md §10)
     web_provider: Literal["bocha", "tavily", "baidu"] | None = None
     web_api_key: SecretStr | None = None
     web_base_url: str | None = None
@@ -136,6 +143,7 @@ class Settings(IndexSettings):
     score_saturation: float = Field(10.0, gt=0)
 
     # HTTP server (the ``serve`` command)
+    api_docs: bool = True  # /docs, /redoc, /openapi.json (the Helm chart turns them off)
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
 

@@ -17,6 +17,7 @@ from retrieval_svc.filters.dify import IdentityNames
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
+from retrieval_svc.search.rerank import Reranker
 from retrieval_svc.settings import ElasticsearchSettings, Settings
 from retrieval_svc.web.client import WebSearch
 
@@ -36,6 +37,7 @@ class AppState:
     metrics: Metrics
     embedder: Embedder | None = None
     query_vectors: QueryCache | None = None
+    reranker: Reranker | None = None
 
     @property
     def identity_names(self) -> IdentityNames:

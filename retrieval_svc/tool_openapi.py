@@ -1,4 +1,4 @@
-"""The OpenAPI 3.0 document Dify imports as a custom tool (DESIGN §8).
+"""The OpenAPI 3.0 document Dify imports as a custom tool (design.md §8).
 
 Written by hand rather than derived from FastAPI's 3.1 schema: Dify's importer reads 3.0,
 and the descriptions here are for the LLM that decides when to call the tool.
@@ -26,6 +26,23 @@ _CHUNK = {
         "source_file_url": {"type": "string"},
         "segment_position": {"type": "integer"},
         "published_date": {"type": "string"},
+    },
+}
+
+
+_META = {
+    "type": "object",
+    "description": "How the search ran. meta.web.detail says why no web passages came back "
+    "when web was asked for (for example: no web provider is configured).",
+    "properties": {
+        "mode": {"type": "string", "enum": ["hybrid", "bm25", "vector"]},
+        "web": {
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["ok", "disabled", "timeout", "error"]},
+                "detail": {"type": "string"},
+            },
+        },
     },
 }
 
@@ -99,6 +116,7 @@ def tool_openapi(server_url: str) -> dict[str, Any]:
                                             "formatted_chunks": {"type": "string"},
                                             "chunk_count": {"type": "integer"},
                                             "chunk_metadata": {"type": "array", "items": _CHUNK},
+                                            "meta": _META,
                                         },
                                     }
                                 }

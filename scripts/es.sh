@@ -88,9 +88,13 @@ fetch_zip() {
     command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch $ARTIFACT"
     log "fetching $ARTIFACT through Maven"
     mkdir -p "$CACHE/dist"
-    mvn -q -B --no-transfer-progress -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-      -Dartifact="$ARTIFACT" -DoutputDirectory="$CACHE/dist" >&2 \
-      || die "Maven could not resolve $ARTIFACT"
+    # Maven's own output (colour codes included) goes to a log, shown only if it fails.
+    if ! mvn -q -B --no-transfer-progress -Dstyle.color=never \
+      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+      -Dartifact="$ARTIFACT" -DoutputDirectory="$CACHE/dist" >"$CACHE/dist/maven.log" 2>&1; then
+      sed 's/\x1b\[[0-9;]*m//g' "$CACHE/dist/maven.log" | tail -n 20 >&2
+      die "Maven could not resolve $ARTIFACT (log: $CACHE/dist/maven.log)"
+    fi
   fi
   printf '%s\n' "$zip"
 }

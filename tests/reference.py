@@ -1,4 +1,4 @@
-"""A plain-Python reading of DESIGN §4 (visibility) and §5 (filters), independent of the service.
+"""A plain-Python reading of design.md §4 (visibility) and §5 (filters), independent of the service.
 
 Deliberately naive: it works on the documents as the test generated them, not as
 Elasticsearch stored them, so a disagreement points at the service.

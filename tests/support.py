@@ -42,7 +42,7 @@ SEED_FIELDS = frozenset(
     }
 )
 
-# Dify's comparison operators, as DESIGN §7 lists them.
+# Dify's comparison operators, as design.md §7 lists them.
 DIFY_DESIGN_OPERATORS = (
     "contains",
     "not contains",

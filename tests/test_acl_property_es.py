@@ -1,5 +1,5 @@
 """Property: for random corpora, principals and nested filters, the service returns exactly
-what a plain-Python reading of DESIGN §4 + §5 says — no leak, no false hide.
+what a plain-Python reading of design.md §4 + §5 says — no leak, no false hide.
 
 Examples per run: RSVC_ACL_EXAMPLES (CI default 200; the documented long run uses 5000).
 """

@@ -1,4 +1,4 @@
-"""The visibility rule (DESIGN §4) as a truth table, in Python and as Elasticsearch sees it."""
+"""The visibility rule (design.md §4) as a truth table, in Python and as Elasticsearch sees it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Role lists in every form they arrive in (DESIGN §3, §7)."""
+"""Role lists in every form they arrive in (design.md §3, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Casbin roles, hierarchy, knowledge-base permission and hot reload (DESIGN §4)."""
+"""Casbin roles, hierarchy, knowledge-base permission and hot reload (design.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Citation renumbering (DESIGN §8; seed §1.3)."""
+"""Citation renumbering (design.md §8; seed §1.3)."""
 
 from __future__ import annotations
 

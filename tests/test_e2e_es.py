@@ -1,5 +1,5 @@
 """Index the sample folder with the CLI, then ask /retrieval as different users: each sees
-exactly the documents their roles allow (DESIGN §3, §4, §7)."""
+exactly the documents their roles allow (design.md §3, §4, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The filter language (DESIGN §5) and Dify's conditions (DESIGN §7), without Elasticsearch."""
+"""The filter language (design.md §5) and Dify conditions (§7), without Elasticsearch."""
 
 from __future__ import annotations
 

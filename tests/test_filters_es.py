@@ -1,4 +1,4 @@
-"""Every operator and every Dify operator against the real Elasticsearch (DESIGN §5, §7)."""
+"""Every operator and every Dify operator against the real Elasticsearch (design.md §5, §7)."""
 
 from __future__ import annotations
 

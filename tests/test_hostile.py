@@ -1,5 +1,5 @@
 """Hostile input: malformed trees and conditions are 400s (never crashes), values stay
-literals, bodies have a size limit (DESIGN §5, §7; issue #8)."""
+literals, bodies have a size limit (design.md §5, §7; issue #8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Identity modes by ways of sending claims (DESIGN §6): who the principal turns out to be."""
+"""Identity modes by ways of sending claims (design.md §6): who the principal turns out to be."""
 
 from __future__ import annotations
 
@@ -138,10 +138,14 @@ def test_bad_tokens_are_401_never_anonymous(
     assert err.value.status_code == 401
 
 
-def test_signed_key_without_secret_refuses_tokens(acl: AccessControl) -> None:
-    k = ApiKeyConfig(name="s", sha256=hash_key("k-signed-1234"), mode=IdentityMode.SIGNED)
-    with pytest.raises(InvalidPrincipalToken, match="token_secret"):
-        resolve_principal(k, Claims(token=token().mint()), acl)
+@pytest.mark.parametrize(
+    ("mode", "missing"),
+    [(IdentityMode.SIGNED, "token_secret"), (IdentityMode.FIXED, "roles")],
+)
+def test_keys_that_cannot_work_are_refused_naming_the_key(mode: IdentityMode, missing: str) -> None:
+    # At request time they would fail every request, or act anonymous without a word.
+    with pytest.raises(ValueError, match=f"'ops-key' has mode {mode.value} but no {missing}"):
+        ApiKeyConfig(name="ops-key", sha256=hash_key("k-0123456789"), mode=mode)
 
 
 def test_payload_tampering_breaks_the_signature(acl: AccessControl) -> None:

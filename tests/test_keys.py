@@ -1,4 +1,4 @@
-"""API keys, the Authorization header and settings refusal (DESIGN §6)."""
+"""API keys, the Authorization header and settings refusal (design.md §6)."""
 
 from __future__ import annotations
 

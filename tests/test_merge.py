@@ -1,4 +1,4 @@
-"""The merge (DESIGN §9) against the customer's code node: its tables are the test cases."""
+"""The merge (design.md §9) against the customer's code node: its tables are the test cases."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ from typing import Any
 import pytest
 
 from retrieval_svc.merge import (
+    ShapeError,
     extract_web_items,
     merge,
     numbered_output,
     rag_from_dify,
+    rag_items,
     site_host,
+    web_chunks,
     web_subtitle,
 )
+from tests.fake_provider import BAIDU_OK, BOCHA_OK, TAVILY_OK
 from tests.support import SEED_FIELDS
 
 DATASET = "测试知识库20260610"
@@ -217,9 +221,92 @@ def test_web_envelopes(raw: Any) -> None:
     assert [i["content"] for i in extract_web_items(raw)] == ["x"]
 
 
-@pytest.mark.parametrize("raw", [None, [], {}, "text", {"json": "x"}, 5])
-def test_unusable_web_input_is_empty(raw: Any) -> None:
+@pytest.mark.parametrize("raw", [None, [], {}, ""])
+def test_no_web_input_is_empty(raw: Any) -> None:
     assert extract_web_items(raw) == []
+
+
+BOCHA_ITEMS = BOCHA_OK["data"]["webPages"]["value"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(BOCHA_OK, id="bocha-response"),
+        pytest.param(BOCHA_OK["data"], id="bocha-data"),
+        pytest.param(BOCHA_ITEMS, id="bocha-items"),
+        pytest.param({"json": [BOCHA_OK]}, id="bocha-in-tool-envelope"),
+    ],
+)
+def test_bocha_shapes(raw: Any) -> None:
+    chunks = web_chunks(extract_web_items(raw), 5)
+    assert [c.document_title for c in chunks] == ["物业巡检流程标准 - 知乎", "巡检制度范本"]
+    first, second = chunks
+    assert first.content == "物业巡检一般分为日常巡检、专项巡检、应急巡检三类。"  # summary
+    assert first.display_subtitle == "知乎 · 2025-08-12"
+    assert second.content.startswith("巡检制度范本")  # empty summary: the snippet
+    assert second.display_subtitle == "example.com · 2024-12-01"  # host, dateLastCrawled
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(TAVILY_OK, id="tavily-response"),
+        pytest.param(TAVILY_OK["results"], id="tavily-list"),
+        pytest.param({"json": [TAVILY_OK]}, id="tavily-in-tool-envelope"),
+        pytest.param({"json": TAVILY_OK["results"]}, id="plain-items-in-envelope"),
+    ],
+)
+def test_tavily_shapes(raw: Any) -> None:
+    items = extract_web_items(raw)
+    assert [i["url"] for i in items] == [r["url"] for r in TAVILY_OK["results"]]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(BAIDU_OK, id="baidu-response"),
+        pytest.param([BAIDU_OK], id="baidu-node"),
+        pytest.param({"json": [BAIDU_OK]}, id="baidu-in-tool-envelope"),
+    ],
+)
+def test_baidu_shapes(raw: Any) -> None:
+    assert [c.site_name for c in web_chunks(extract_web_items(raw), 5)] == ["百度百科", ""]
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        pytest.param("text", "web_chunks", id="text"),
+        pytest.param(5, "web_chunks", id="number"),
+        pytest.param({"json": "x"}, "web_chunks.json", id="envelope-of-text"),
+        pytest.param({"hits": []}, "web_chunks", id="unknown-object"),
+        pytest.param({"results": "x"}, "web_chunks.results", id="results-not-a-list"),
+        pytest.param([{"content": "a"}, "b"], "web_chunks[1]", id="item-not-an-object"),
+        pytest.param(
+            {"data": {"webPages": {"value": 3}}}, "web_chunks.data.webPages.value", id="bocha-bad"
+        ),
+    ],
+)
+def test_unknown_web_shapes_are_errors_with_a_path(raw: Any, path: str) -> None:
+    with pytest.raises(ShapeError) as err:
+        extract_web_items(raw)
+    assert err.value.path == path
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        pytest.param("oops", "rag_chunks", id="text"),
+        pytest.param({"records": []}, "rag_chunks", id="unknown-object"),
+        pytest.param([{"content": "a"}, 7], "rag_chunks[1]", id="item-not-an-object"),
+    ],
+)
+def test_unknown_rag_shapes_are_errors_with_a_path(raw: Any, path: str) -> None:
+    with pytest.raises(ShapeError) as err:
+        rag_items(raw)
+    assert err.value.path == path
+    assert rag_items({"result": [{"content": "a"}]}) == [{"content": "a"}]  # the node's output
 
 
 def test_nothing_in_nothing_out() -> None:

@@ -1,4 +1,4 @@
-"""Operations (DESIGN §11): metrics move, readiness drops and recovers without a restart,
+"""Operations (design.md §11): metrics move, readiness drops and recovers without a restart,
 one JSON log line per request with a request id, and no secret or content in any log."""
 
 from __future__ import annotations
@@ -215,3 +215,27 @@ async def test_generated_request_ids_are_unique(client: httpx.AsyncClient) -> No
         for _ in range(3)
     }
     assert len(ids) == 3 and all(len(i) == 32 for i in ids)
+
+
+async def test_every_answer_is_no_store(client: httpx.AsyncClient) -> None:
+    body = {"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 2}}
+    answers = [
+        await client.post("/retrieval", json=body, headers=auth("anon")),
+        await client.post("/retrieval", json=body),  # an error carries no-store too
+        await client.post(
+            "/v1/search",
+            json={"query": "巡更", "knowledge_ids": [SAMPLES_KB]},
+            headers=auth("anon"),
+        ),
+        await client.get("/healthz"),
+    ]
+    assert [a.headers.get("cache-control") for a in answers] == ["no-store"] * len(answers)
+
+
+async def test_api_docs_can_be_turned_off(corpus: str) -> None:
+    async with app_client(make_settings(corpus, api_docs=False)) as c:
+        gone = [(await c.get(p)).status_code for p in ("/docs", "/redoc", "/openapi.json")]
+        tool = await c.get("/v1/tools/openapi.json")  # the Dify tool's document stays
+    assert gone == [404, 404, 404] and tool.status_code == 200
+    async with app_client(make_settings(corpus)) as c:
+        assert (await c.get("/openapi.json")).status_code == 200  # on by default (development)

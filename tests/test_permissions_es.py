@@ -218,7 +218,7 @@ async def test_filters_only_narrow(client: httpx.AsyncClient) -> None:
 
 
 async def test_access_roles_condition_is_a_claim_not_a_filter(client: httpx.AsyncClient) -> None:
-    # DESIGN 7: for Dify, access_roles names the caller's roles; only trusted keys may say so.
+    # design.md §7: for Dify, access_roles names the caller's roles; only trusted keys may say so.
     body = dify_body(QUERY, cond("access_roles", "物业经理", "is"))
     assert POWER in await titles(client, IdentityMode.TRUSTED, body)
     resp = await client.post("/retrieval", json=body, headers=hdr(IdentityMode.CASBIN))

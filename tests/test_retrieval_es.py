@@ -1,4 +1,4 @@
-"""``POST /retrieval`` (DESIGN §7) end to end against the real Elasticsearch."""
+"""``POST /retrieval`` (design.md §7) end to end against the real Elasticsearch."""
 
 from __future__ import annotations
 

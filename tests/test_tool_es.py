@@ -1,5 +1,5 @@
 """The Dify tool, /v1/search with web, /v1/merge, citations and /retrieval's web records,
-end to end against the real Elasticsearch and a local provider (DESIGN §8 to §10)."""
+end to end against the real Elasticsearch and a local provider (design.md §8 to §10)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ async def test_tool_output_is_the_code_nodes(client: httpx.AsyncClient) -> None:
     resp = await tool(client, web=True, top_k=3)
     assert resp.status_code == 200, resp.text
     out = resp.json()
-    assert set(out) == {"formatted_chunks", "chunk_count", "chunk_metadata"}
+    assert set(out) == {"formatted_chunks", "chunk_count", "chunk_metadata", "meta"}
+    assert out["meta"] == {"mode": "bm25", "web": {"status": "ok", "detail": ""}}
     chunks = out["chunk_metadata"]
     assert out["chunk_count"] == len(chunks) == 5  # 3 from the knowledge base, 2 from the web
     assert [c["id"] for c in chunks] == ["1", "2", "3", "4", "5"]
@@ -294,3 +295,37 @@ async def test_retrieval_without_web_for_other_kbs(
     assert resp.status_code == 200
     assert all(r["metadata"]["source_type"] == "rag" for r in resp.json()["records"])
     assert provider.requests == []
+
+
+async def test_web_asked_for_without_a_provider_says_so(corpus: str) -> None:
+    async with app_client(make_settings(corpus)) as c:  # no RSVC_WEB_PROVIDER
+        resp = await c.post(
+            "/v1/tools/unified-search",
+            json={"query": "物业巡检", "knowledge_ids": SAMPLES_KB, "web": True},
+            headers=auth("anon"),
+        )
+        quiet = await c.post(
+            "/v1/tools/unified-search",
+            json={"query": "物业巡检", "knowledge_ids": SAMPLES_KB},
+            headers=auth("anon"),
+        )
+    assert resp.status_code == 200
+    web = resp.json()["meta"]["web"]
+    assert web["status"] == "disabled" and "no provider is configured" in web["detail"]
+    assert quiet.json()["meta"]["web"] == {"status": "disabled", "detail": ""}
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        pytest.param({"rag_chunks": "oops"}, "rag_chunks", id="rag-text"),
+        pytest.param({"web_chunks": {"hits": []}}, "web_chunks", id="web-unknown-object"),
+        pytest.param({"web_chunks": [{"content": "a"}, 1]}, "web_chunks[1]", id="web-item"),
+    ],
+)
+async def test_merge_refuses_shapes_it_does_not_know(
+    client: httpx.AsyncClient, body: dict[str, Any], path: str
+) -> None:
+    resp = await client.post("/v1/merge", json=body, headers=auth("anon"))
+    assert resp.status_code == 400
+    assert resp.json()["error_code"] == 3001 and resp.json()["path"] == path

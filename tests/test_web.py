@@ -1,4 +1,4 @@
-"""Each web provider against a local server speaking its real format (DESIGN §10)."""
+"""Each web provider against a local server speaking its real format (design.md §10)."""
 
 from __future__ import annotations
 

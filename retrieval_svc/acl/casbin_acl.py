@@ -20,6 +20,10 @@ from pathlib import Path
 import casbin
 
 log = logging.getLogger(__name__)
+# pycasbin logs its model and every policy line (user ids and their roles) at INFO while it
+# loads, before its own enable_log=False takes effect: noise on every start, and personal
+# data in the log. Its warnings and errors still come through.
+logging.getLogger("casbin").setLevel(logging.WARNING)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_MODEL = PACKAGE_DIR / "model.conf"

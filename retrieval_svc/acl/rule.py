@@ -1,4 +1,4 @@
-"""The visibility rule of DESIGN §4, once as an Elasticsearch clause and once in Python.
+"""The visibility rule of design.md §4, once as an Elasticsearch clause and once in Python.
 
 A chunk is visible to a principal iff its ``access_roles`` is absent, null or empty, or shares
 at least one role with the principal's effective roles. The Elasticsearch clause and the

@@ -1,4 +1,4 @@
-"""Parsing lists in every form they arrive in (DESIGN §3 and §7).
+"""Parsing lists in every form they arrive in (design.md §3 and §7).
 
 Accepted: a list; JSON-array text (``'["运维工程师","物业经理"]'``, Dify's form); Python-list
 text (``"['a', 'b']"``); comma-separated text (ASCII or full-width commas); null, ``""`` and

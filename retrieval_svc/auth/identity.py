@@ -1,4 +1,4 @@
-"""From an API key and the caller's claims to a principal (DESIGN §4, §6).
+"""From an API key and the caller's claims to a principal (design.md §4, §6).
 
 | mode      | user id from              | roles from                                  |
 |-----------|---------------------------|---------------------------------------------|
@@ -53,8 +53,7 @@ class TokenClaims:
 
 def verify_token(token: str, key: ApiKeyConfig) -> TokenClaims:
     """Verify an HS256 principal token minted for ``key``'s tenant; raise 401 otherwise."""
-    if key.token_secret is None:
-        raise InvalidPrincipalToken(f"API key {key.name!r} has no token_secret configured")
+    assert key.token_secret is not None  # ApiKeyConfig refuses a signed key without one
     try:
         payload = jwt.decode(
             token,

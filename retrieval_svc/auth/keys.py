@@ -1,4 +1,4 @@
-"""API keys: configuration entries, hashing, and constant-time lookup (DESIGN §6)."""
+"""API keys: configuration entries, hashing, and constant-time lookup (design.md §6)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import hmac
 import secrets
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from retrieval_svc.errors import AuthorizationFailed, MalformedAuthorization
 
@@ -62,6 +63,22 @@ class ApiKeyConfig(BaseModel):
         if value in _PLACEHOLDER_HASHES:
             raise ValueError("this is the hash of a placeholder key; generate a real one")
         return value
+
+    @model_validator(mode="after")
+    def _mode_has_what_it_needs(self) -> Self:
+        # Refused at start, naming the key: at request time these would fail every request
+        # (signed without a secret) or act anonymous without a word (fixed without roles).
+        if self.mode is IdentityMode.SIGNED and self.token_secret is None:
+            raise ValueError(
+                f"API key {self.name!r} has mode signed but no token_secret: set one "
+                "(`retrieval-svc new-key --mode signed` generates a strong one)"
+            )
+        if self.mode is IdentityMode.FIXED and not self.roles:
+            raise ValueError(
+                f"API key {self.name!r} has mode fixed but no roles: set the roles it carries "
+                "(`retrieval-svc new-key --mode fixed --roles 巡检员,…`)"
+            )
+        return self
 
     def may_read(self, knowledge_id: str) -> bool:
         """Whether this key is scoped to ``knowledge_id`` (``*`` patterns allowed)."""

@@ -1,4 +1,4 @@
-"""The principal a request acts for (DESIGN §4)."""
+"""The principal a request acts for (design.md §4)."""
 
 from __future__ import annotations
 

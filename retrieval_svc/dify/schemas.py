@@ -1,4 +1,4 @@
-"""Request and response bodies of ``POST /retrieval`` as Dify sends and reads them (DESIGN §7)."""
+"""Request and response bodies of ``POST /retrieval`` as Dify sends and reads them (design §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The filter language of DESIGN §5: parsing, bounds, field catalog, compiling to Elasticsearch."""
+"""The filter language (design.md §5): parsing, bounds, field catalog, compiling."""
 
 from retrieval_svc.filters.compiler import compile_filter
 from retrieval_svc.filters.fields import FieldCatalog, Kind

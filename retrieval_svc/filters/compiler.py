@@ -3,7 +3,7 @@
 Values are always literals: they go into ``term``/``terms``/``range``/``prefix``/
 ``match_phrase`` clauses, and into ``wildcard`` only with ``*``, ``?`` and ``\\`` escaped.
 Nothing is ever parsed as query syntax. Negations compile to ``must_not``, which also matches
-documents where the field is missing (DESIGN §5).
+documents where the field is missing (design.md §5).
 """
 
 from __future__ import annotations

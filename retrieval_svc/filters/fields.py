@@ -1,4 +1,4 @@
-"""Which fields a filter may name, and of what kind (DESIGN §3, §5).
+"""Which fields a filter may name, and of what kind (design.md §3, §5).
 
 Chunk fields are fixed by the mapping in ``mappings/``. Custom metadata fields are whatever
 the index mapping holds under ``metadata.*``; a bare name (``category``) means

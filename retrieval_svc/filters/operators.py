@@ -9,7 +9,7 @@ from retrieval_svc.filters.fields import Kind
 
 
 class Op(StrEnum):
-    """Filter operators (DESIGN §5)."""
+    """Filter operators (design.md §5)."""
 
     EQ = "eq"
     NE = "ne"

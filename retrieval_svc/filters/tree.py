@@ -128,7 +128,7 @@ def join_path(root: str, loc: tuple[int | str, ...]) -> str:
 
 
 def check_bounds(raw: Any, root: str) -> None:
-    """Refuse a raw filter over the bounds of DESIGN §5, naming where."""
+    """Refuse a raw filter over the bounds of design.md §5, naming where."""
     conditions = 0
     stack: list[tuple[Any, str, int]] = [(raw, root, 1)]
     while stack:

@@ -83,6 +83,7 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
                 took_ms=int((time.perf_counter() - started) * 1000),
                 es_took_ms=done.result.took_ms,
                 mode=done.result.mode,
+                rerank=done.rerank,
                 web=WebMeta(
                     status=done.web.status, provider=done.web.provider, took_ms=done.web.took_ms
                 ),

@@ -13,7 +13,7 @@ from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import parse_filter
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, cut_query, retrieve
 from retrieval_svc.routes.search import make_claims, merged_output
-from retrieval_svc.schemas import ToolOutput, ToolRequest
+from retrieval_svc.schemas import ToolRequest, ToolSearchOutput
 from retrieval_svc.tool_openapi import tool_openapi
 
 router = APIRouter(prefix="/v1/tools", tags=["dify tool"])
@@ -43,7 +43,7 @@ def _filter(value: str | dict[str, Any] | None) -> Any:
     return parse_filter(raw)
 
 
-@router.post("/unified-search", response_model=ToolOutput)
+@router.post("/unified-search", response_model=ToolSearchOutput)
 async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> dict[str, Any]:
     """Knowledge base (+ web) as the code node's output: formatted_chunks, chunk_metadata."""
     web = None
@@ -64,7 +64,13 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
         ),
         web,
     )
-    return merged_output(state, done, max_web if web else 0)
+    return {
+        **merged_output(state, done, max_web if web else 0),
+        "meta": {
+            "mode": done.result.mode,
+            "web": {"status": done.web.status, "detail": done.web.detail if web else ""},
+        },
+    }
 
 
 @router.get("/openapi.json")

@@ -55,10 +55,10 @@ class HybridConfig:
     """How vector and hybrid retrieval score and fuse (settings ``fusion``, ``rrf_k``, …)."""
 
     fusion: FusionMethod = "linear"
-    vector_weight: float = 0.6
-    vector_floor: float = 0.75
+    vector_weight: float = 0.3
+    vector_floor: float = 0.8
     rrf_k: int = 60
-    text_fields: TextFields = "shingle"  # BM25 on the bigram view, the jieba view, or both
+    text_fields: TextFields = "segmented"  # BM25 on the bigram view, the jieba view, or both
     candidates: int = 50  # hits taken from each list before fusion
     num_candidates: int = 200  # HNSW candidates per shard (recall vs speed)
 

@@ -1,1 +1,1 @@
-"""Web search providers behind one interface (DESIGN §10)."""
+"""Web search providers behind one interface (design.md §10)."""

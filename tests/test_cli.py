@@ -1,0 +1,142 @@
+"""The service CLI: `new-key` makes every kind of key, and the service refuses to start with a
+key that cannot work, naming it (issue #12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from retrieval_svc.cli import app
+
+
+def new_key(*args: str) -> tuple[ApiKeyConfig, str, str]:
+    result = CliRunner().invoke(app, ["new-key", "--name", "k", *args])
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.stdout.strip().splitlines()[-1])
+    secret = result.stderr.split(": ", 1)[1].splitlines()[0]
+    return ApiKeyConfig.model_validate(entry), secret, result.stderr
+
+
+def test_signed_keys_get_a_strong_secret_once() -> None:
+    key, secret, stderr = new_key("--mode", "signed", "--knowledge-ids", "building-*,faq")
+    assert key.mode is IdentityMode.SIGNED and key.sha256 == hash_key(secret)
+    assert key.token_secret is not None and len(key.token_secret.get_secret_value()) >= 48
+    assert key.knowledge_ids == ("building-*", "faq")
+    assert "token secret" in stderr
+    other, _, _ = new_key("--mode", "signed")
+    assert other.token_secret != key.token_secret
+
+
+def test_roles_and_admin_work_for_every_mode() -> None:
+    for mode in IdentityMode:
+        key, _, _ = new_key("--mode", mode.value, "--roles", "巡检员，物业经理", "--admin")
+        assert key.roles == ("巡检员", "物业经理") and key.admin
+
+
+def test_a_fixed_key_without_roles_is_refused() -> None:
+    result = CliRunner().invoke(app, ["new-key", "--name", "k", "--mode", "fixed"])
+    assert result.exit_code == 2 and "no roles" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"mode": "signed"}, "'broken' has mode signed but no token_secret"),
+        ({"mode": "fixed"}, "'broken' has mode fixed but no roles"),
+    ],
+)
+def test_serve_refuses_a_key_that_cannot_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: dict[str, str], says: str
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"name": "broken", "sha256": hash_key("x" * 20), **entry}]))
+    monkeypatch.setenv("RSVC_API_KEYS_FILE", str(keys))
+    result = CliRunner().invoke(app, ["serve", "--port", "1"])
+    assert result.exit_code == 2
+    assert says in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [["stats"], ["index", ".", "--knowledge-id", "x"], ["init"]])
+def test_an_unreachable_cluster_is_one_line_with_a_hint(command: list[str]) -> None:
+    from indexer.cli import app as indexer_app
+    from tests.fake_provider import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = {"RSVC_ES_URL": url, "RSVC_EMBEDDER": "none", "RSVC_ES_TIMEOUT_S": "2"}
+    result = CliRunner().invoke(indexer_app, command, env=env)
+    assert result.exit_code == 3, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and url in lines[0] and "scripts/es.sh start" in lines[0]
+    assert "Traceback" not in result.output
+    debug = CliRunner().invoke(indexer_app, ["--debug", *command], env=env)
+    assert debug.exit_code != 0 and debug.exception is not None  # the traceback, on request
+
+
+def test_casbin_does_not_dump_its_policy_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from retrieval_svc.acl.casbin_acl import AccessControl
+
+    caplog.set_level(logging.INFO)
+    AccessControl()
+    assert not [r for r in caplog.records if r.name.startswith("casbin")]
+
+
+def test_the_indexer_summary_is_short_unbroken_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from indexer.cli import print_report
+    from indexer.pipeline import Report
+
+    report = Report(source="/very/long/" + "x" * 80, knowledge_id="kb", documents_seen=12345)
+    report.documents_indexed, report.chunks_indexed, report.chunks_embedded = 12000, 98765, 98765
+    print_report(report, as_json=False)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(len(line) <= 100 for line in lines)
+    assert any("skipped 0 unchanged, 0 failed, 0 pruned" in line for line in lines)
+    assert lines[0].startswith("indexed 12000 documents (98765 chunks, 98765 embedded)")
+
+
+def test_serve_sends_no_server_banner(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.fake_provider import free_port
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"name": "k", "sha256": hash_key("banner-key-0123456789")}]))
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+        "RSVC_ES_URL": f"http://127.0.0.1:{free_port()}",  # not needed for /healthz
+        "RSVC_PORT": str(port),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert child.poll() is None and time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.2)
+        assert resp.status_code == 200
+        assert "server" not in resp.headers
+        assert resp.headers["cache-control"] == "no-store"
+    finally:
+        child.terminate()
+        child.wait(timeout=20)

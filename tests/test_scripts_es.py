@@ -1,0 +1,156 @@
+"""The newcomer's path (issue #12): ``scripts/es.sh`` from a private folder, and
+``scripts/demo`` with its port taken and then with ``RSVC_PORT``.
+
+These run the real scripts as a user would, against the real Elasticsearch the suite started
+(the demo) or a second node they start themselves (es.sh), so they are slow-ish (~1 min).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from elasticsearch import Elasticsearch
+
+from retrieval_svc.search.index import template_name
+from tests.fake_provider import free_port
+from tests.support import ES_URL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def script_env(**extra: str) -> dict[str, str]:
+    """The environment a user's shell would have, without the suite's RSVC_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RSVC_")}
+    return {**env, **extra}
+
+
+def free_pair() -> int:
+    """A port p with p + 100 free too (es.sh puts the transport there)."""
+    for _ in range(50):
+        port = free_port()
+        if port + 100 < 65536:
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port + 100))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def test_es_script_runs_from_a_private_folder(tmp_path: Path) -> None:
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    os.chmod(private, 0o700)  # as root's home and every `mktemp -d`
+    cache = private / "checkout" / ".cache" / "es"
+    port = free_pair()
+    env = script_env(RSVC_ES_CACHE=str(cache), RSVC_ES_PORT=str(port), RSVC_ES_HEAP="256m")
+    es_sh = str(ROOT / "scripts" / "es.sh")
+    started = None
+    try:
+        started = subprocess.run(
+            [es_sh, "start"], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+        url = started.stdout.strip()
+        assert url == f"http://127.0.0.1:{port}"
+        assert "\x1b[" not in started.stderr  # no colour codes from Maven
+        if os.geteuid() == 0:  # run as rsvc-es, which cannot enter the private folder
+            assert "not reachable by user rsvc-es" in started.stderr
+        health = httpx.get(f"{url}/_cluster/health", timeout=10).json()
+        assert health["status"] in ("green", "yellow")
+        status = subprocess.run([es_sh, "status"], env=env, capture_output=True, text=True)
+        assert status.returncode == 0 and "running" in status.stdout
+    finally:
+        # RSVC_ES_URL set (to another cluster) must not keep `stop` from stopping ours.
+        stopped = subprocess.run(
+            [es_sh, "stop"], env={**env, "RSVC_ES_URL": ES_URL}, capture_output=True, text=True
+        )
+        moved = re.search(
+            r"running from (/var/tmp/retrieval-svc-es/\w+)", started.stderr if started else ""
+        )
+        if moved:  # the unpacked home and data of this test's node: not left behind
+            shutil.rmtree(moved.group(1), ignore_errors=True)
+    assert stopped.returncode == 0 and "stopped" in stopped.stderr, stopped.stderr
+    assert "not touched" in stopped.stderr
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+def test_demo_on_a_taken_port_stops_with_a_clear_message(taken_port: int) -> None:
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "demo")],
+        env=script_env(RSVC_PORT=str(taken_port), RSVC_ES_URL=ES_URL),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert f"port {taken_port} is already in use" in result.stderr
+    assert "RSVC_PORT" in result.stderr
+    assert "is serving on" not in result.stdout  # no banner for a server that is not ours
+
+
+def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path) -> None:
+    alias = f"rsvc-test-demo-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    env = script_env(
+        RSVC_PORT=str(port),
+        RSVC_ES_URL=ES_URL,
+        RSVC_INDEX_ALIAS=alias,
+        RSVC_DEMO_DIR=str(tmp_path / "demo"),
+    )
+    demo = subprocess.Popen(
+        [str(ROOT / "scripts" / "demo")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    banner = ""
+    try:
+        assert demo.stdout is not None
+        deadline = time.monotonic() + 300
+        for line in demo.stdout:
+            banner += line
+            if "Press Ctrl-C" in line or time.monotonic() > deadline:
+                break
+        assert f"is serving on http://127.0.0.1:{port}" in banner, banner
+        key = re.search(r"Bearer (rsvc_[\w-]+)", banner)
+        assert key is not None
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/search",
+            json={"query": "外来人员怎样进入写字楼", "knowledge_ids": ["building-ops"], "top_k": 3},
+            headers=headers,
+            timeout=30,
+        )
+        assert answer.status_code == 200
+        body = answer.json()
+        assert body["meta"]["mode"] == "hybrid"
+        assert body["chunk_metadata"][0]["document_title"] == "访客与会议室服务指南"
+    finally:
+        os.killpg(demo.pid, signal.SIGTERM)
+        demo.wait(timeout=30)
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+        es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))

@@ -12,7 +12,7 @@ SourceType = Literal["rag", "web"]
 class UnifiedChunk(BaseModel):
     """One numbered chunk of the merged context; ``id`` is assigned when numbering."""
 
-    id: str = ""
+    id: str = Field("", description="The number N of its [C:N] marker.")
     content: str
     source_type: SourceType
     document_title: str = ""

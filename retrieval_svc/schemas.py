@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 RetrievalMode = Literal["hybrid", "bm25", "vector"]
+SET_BY_APP = " Set by the application, never by the model."
 
 
 class PrincipalClaims(BaseModel):
@@ -102,7 +103,8 @@ class ToolWebMeta(BaseModel):
 
 
 class ToolMeta(BaseModel):
-    """How the tool call ran (after the code node's three fields, which stay as they are)."""
+    """How the search ran. meta.web.detail says why no web passages came back when web was
+    asked for (for example: no web provider is configured)."""
 
     mode: RetrievalMode = Field(description="The retrieval mode that ran.")
     web: ToolWebMeta
@@ -119,19 +121,36 @@ class ToolRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    # A Dify tool parameter: unbounded there, so cut here (max_query_chars), never refused.
-    query: str = Field(min_length=1)
-    knowledge_ids: str | list[str] = Field(description="Knowledge bases: comma list or JSON array.")
-    user_id: str | None = Field(None, max_length=256)
-    user_roles: str | list[str] | None = None
-    principal_token: str | None = Field(None, max_length=8192)
-    filter: str | dict[str, Any] | None = Field(None, description="Filter tree as JSON text.")
-    top_k: int = Field(5, ge=1)
-    score_threshold: float = Field(0.0, ge=0.0, le=1.0)
-    web: bool = False
-    web_max_results: int | None = Field(None, ge=1, le=50)
+    # Descriptions are for the LLM that decides how to call the tool (they become the
+    # tool's OpenAPI document). A Dify tool parameter is unbounded, so a long query is cut
+    # (max_query_chars), never refused.
+    query: str = Field(min_length=1, description="The user's question, as a search query.")
+    knowledge_ids: str | list[str] = Field(
+        description="Knowledge base ids, comma-separated (or a JSON array)."
+    )
+    user_id: str | None = Field(None, max_length=256, description="The end user's id." + SET_BY_APP)
+    user_roles: str | list[str] | None = Field(
+        None,
+        description="The end user's roles, comma-separated (trusted keys only)." + SET_BY_APP,
+    )
+    principal_token: str | None = Field(
+        None, max_length=8192, description="Signed identity token." + SET_BY_APP
+    )
+    filter: str | dict[str, Any] | None = Field(
+        None, description="Optional filter tree as JSON text."
+    )
+    top_k: int = Field(5, ge=1, description="How many knowledge-base passages.")
+    score_threshold: float = Field(
+        0.0, ge=0.0, le=1.0, description="Only passages scoring at least this (0 to 1)."
+    )
+    web: bool = Field(False, description="Also search the web.")
+    web_max_results: int | None = Field(
+        None, ge=1, le=50, description="How many web passages at most."
+    )
     mode: RetrievalMode | None = Field(
-        None, description="hybrid, bm25 or vector; default from configuration."
+        None,
+        description="Retrieval mode: hybrid (keywords and meaning), bm25 (keywords only) or "
+        "vector (meaning only). Leave empty for the configured default.",
     )
 
 

@@ -1,76 +1,101 @@
 """The OpenAPI 3.0 document Dify imports as a custom tool (design.md §8).
 
-Written by hand rather than derived from FastAPI's 3.1 schema: Dify's importer reads 3.0,
-and the descriptions here are for the LLM that decides when to call the tool.
+Dify's importer reads OpenAPI 3.0 (FastAPI writes 3.1), so the document is built here — but
+from the same pydantic models the route validates with (``ToolRequest``, ``ToolSearchOutput``,
+``UnifiedChunk``), so a parameter or field cannot exist in one and not the other. Their field
+descriptions are written for the LLM that decides when and how to call the tool.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Any, Literal, Union, get_args, get_origin
 
-_CHUNK = {
-    "type": "object",
-    "description": "One numbered chunk (UnifiedChunk).",
-    "properties": {
-        "id": {"type": "string", "description": "The number N of its [C:N] marker."},
-        "content": {"type": "string"},
-        "source_type": {"type": "string", "enum": ["rag", "web"]},
-        "document_title": {"type": "string"},
-        "url": {"type": "string"},
-        "score": {"type": "number"},
-        "display_subtitle": {"type": "string"},
-        "document_name": {"type": "string"},
-        "dataset_name": {"type": "string"},
-        "site_name": {"type": "string"},
-        "site_host": {"type": "string"},
-        "source_file_url": {"type": "string"},
-        "segment_position": {"type": "integer"},
-        "published_date": {"type": "string"},
-    },
-}
+from annotated_types import Ge, Le, MaxLen, MinLen
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from retrieval_svc.chunks import UnifiedChunk
+from retrieval_svc.schemas import CitationRequest, ToolRequest, ToolSearchOutput
+
+_SCALARS = {str: "string", bool: "boolean", int: "integer", float: "number"}
 
 
-_META = {
-    "type": "object",
-    "description": "How the search ran. meta.web.detail says why no web passages came back "
-    "when web was asked for (for example: no web provider is configured).",
-    "properties": {
-        "mode": {"type": "string", "enum": ["hybrid", "bm25", "vector"]},
-        "web": {
-            "type": "object",
-            "properties": {
-                "status": {"type": "string", "enum": ["ok", "disabled", "timeout", "error"]},
-                "detail": {"type": "string"},
-            },
-        },
-    },
-}
+def _type_schema(annotation: Any) -> dict[str, Any]:
+    """An annotation as OpenAPI 3.0: Dify tool parameters are strings, numbers and booleans,
+    so a union that admits text (``str | list[str]``) is a string."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return {"type": "string", "enum": list(get_args(annotation))}
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        schema = _type_schema(str if str in options else options[0])
+        if type(None) in get_args(annotation):
+            schema["nullable"] = True
+        return schema
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return openapi30(annotation)
+    if origin is list:
+        (item,) = get_args(annotation) or (Any,)
+        return {"type": "array", "items": _type_schema(item) if item is not Any else {}}
+    if origin is dict or annotation is dict:
+        return {"type": "object"}
+    return {"type": _SCALARS.get(annotation, "string")}
 
 
-def _param(kind: str, description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": kind, "description": description, **extra}
+def openapi30(model: type[BaseModel]) -> dict[str, Any]:
+    """``model`` as an OpenAPI 3.0 object schema: types, descriptions, defaults, bounds."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in model.model_fields.items():
+        schema = _type_schema(field.annotation)
+        if field.description:
+            schema["description"] = field.description
+        default = field.default
+        if default is PydanticUndefined and field.default_factory is None:
+            required.append(name)
+        elif default is not None and default is not PydanticUndefined and default != "":
+            schema["default"] = default
+        for bound in field.metadata:
+            if isinstance(bound, Ge):
+                schema["minimum"] = bound.ge
+            elif isinstance(bound, Le):
+                schema["maximum"] = bound.le
+            elif isinstance(bound, MinLen):
+                schema["minLength"] = bound.min_length
+            elif isinstance(bound, MaxLen):
+                schema["maxLength"] = bound.max_length
+        properties[name] = schema
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if model.__doc__:
+        out["description"] = " ".join(model.__doc__.split())
+    if required:
+        out["required"] = required
+    return out
 
 
-_SET_BY_APP = " Set by the application, never by the model."
-_TOOL_PARAMS = {
-    "query": _param("string", "The user's question, as a search query."),
-    "knowledge_ids": _param("string", "Knowledge base ids, comma-separated."),
-    "user_id": _param("string", "The end user's id." + _SET_BY_APP),
-    "user_roles": _param(
-        "string", "The end user's roles, comma-separated (trusted keys only)." + _SET_BY_APP
-    ),
-    "principal_token": _param("string", "Signed identity token." + _SET_BY_APP),
-    "filter": _param("string", "Optional filter tree as JSON text."),
-    "top_k": _param("integer", "How many knowledge-base passages.", default=5),
-    "web": _param("boolean", "Also search the web.", default=False),
-    "web_max_results": _param("integer", "How many web passages at most."),
-    "mode": _param(
-        "string",
-        "Retrieval mode: hybrid (keywords and meaning), bm25 (keywords only) or vector "
-        "(meaning only). Leave empty for the configured default.",
-        enum=["hybrid", "bm25", "vector"],
-    ),
-}
+def chunk_schema() -> dict[str, Any]:
+    """A UnifiedChunk as the tool returns it."""
+    return openapi30(UnifiedChunk)
+
+
+def tool_output_schema() -> dict[str, Any]:
+    """The tool's answer: the code node's three fields and ``meta``."""
+    schema = openapi30(ToolSearchOutput)
+    schema["properties"]["chunk_metadata"]["items"] = chunk_schema()
+    return schema
+
+
+def citation_input_schema() -> dict[str, Any]:
+    """``/v1/citations/resolve``'s body."""
+    schema = openapi30(CitationRequest)
+    schema["properties"]["chunk_metadata"]["items"] = chunk_schema()
+    return schema
+
+
+def tool_input_schema() -> dict[str, Any]:
+    """The tool's parameters."""
+    return openapi30(ToolRequest)
 
 
 def tool_openapi(server_url: str) -> dict[str, Any]:
@@ -95,32 +120,12 @@ def tool_openapi(server_url: str) -> dict[str, Any]:
                     "cite a passage with its marker only when you use its content.",
                     "requestBody": {
                         "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["query", "knowledge_ids"],
-                                    "properties": _TOOL_PARAMS,
-                                }
-                            }
-                        },
+                        "content": {"application/json": {"schema": tool_input_schema()}},
                     },
                     "responses": {
                         "200": {
                             "description": "Numbered passages.",
-                            "content": {
-                                "application/json": {
-                                    "schema": {
-                                        "type": "object",
-                                        "properties": {
-                                            "formatted_chunks": {"type": "string"},
-                                            "chunk_count": {"type": "integer"},
-                                            "chunk_metadata": {"type": "array", "items": _CHUNK},
-                                            "meta": _META,
-                                        },
-                                    }
-                                }
-                            },
+                            "content": {"application/json": {"schema": tool_output_schema()}},
                         },
                         "400": {"$ref": "#/components/responses/Error"},
                         "403": {"$ref": "#/components/responses/Error"},
@@ -135,18 +140,7 @@ def tool_openapi(server_url: str) -> dict[str, Any]:
                     "of first appearance and lists the cited passages.",
                     "requestBody": {
                         "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["answer", "chunk_metadata"],
-                                    "properties": {
-                                        "answer": {"type": "string"},
-                                        "chunk_metadata": {"type": "array", "items": _CHUNK},
-                                    },
-                                }
-                            }
-                        },
+                        "content": {"application/json": {"schema": citation_input_schema()}},
                     },
                     "responses": {
                         "200": {

@@ -11,6 +11,8 @@ import pytest
 from openapi_spec_validator import validate
 
 from retrieval_svc.auth.keys import IdentityMode
+from retrieval_svc.chunks import UnifiedChunk
+from retrieval_svc.schemas import ToolRequest
 from tests.corpus import SAMPLES_KB
 from tests.fake_provider import SLOW_S, FakeProvider
 from tests.support import SEED_FIELDS, app_client, auth, key_entry, make_settings, postcheck_drops
@@ -176,19 +178,15 @@ async def test_openapi_document_is_valid_3_0(client: httpx.AsyncClient) -> None:
     params = doc["paths"]["/v1/tools/unified-search"]["post"]["requestBody"]["content"][
         "application/json"
     ]["schema"]["properties"]
-    assert {
-        "query",
-        "knowledge_ids",
-        "user_id",
-        "user_roles",
-        "principal_token",
-        "filter",
-        "top_k",
-        "web",
-        "web_max_results",
-        "mode",
-    } == set(params)
-    assert all(p["type"] in ("string", "integer", "boolean") for p in params.values())
+    # Generated from the models the route validates with: nothing can drift apart.
+    assert set(params) == set(ToolRequest.model_fields)
+    assert {"score_threshold", "mode"} <= set(params)
+    response = doc["paths"]["/v1/tools/unified-search"]["post"]["responses"]["200"]
+    out = response["content"]["application/json"]["schema"]["properties"]
+    assert set(out) == {"formatted_chunks", "chunk_count", "chunk_metadata", "meta"}
+    chunk = out["chunk_metadata"]["items"]["properties"]
+    assert set(chunk) == set(UnifiedChunk.model_fields) >= {"chunk_id", "document_id", "metadata"}
+    assert all(p["type"] in ("string", "integer", "number", "boolean") for p in params.values())
 
 
 async def test_merge_endpoint_is_a_drop_in(client: httpx.AsyncClient) -> None:

@@ -8,13 +8,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from retrieval_svc.access import authorize
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.embedding import EmbeddingError
 from retrieval_svc.errors import (
     AuthError,
-    AuthorizationFailed,
     InvalidRequest,
     KnowledgeBaseNotFound,
     SearchUnavailable,
@@ -64,26 +64,6 @@ class Retrieval:
     rerank: RerankStatus = "disabled"
 
 
-def authorize_knowledge_bases(
-    state: AppState, key: ApiKeyConfig, principal: Principal, knowledge_ids: Sequence[str]
-) -> None:
-    """Refuse unless both the key's scope and the Casbin policy allow every knowledge base."""
-    for kb in knowledge_ids:
-        if not key.may_read(kb):
-            raise AuthorizationFailed(f"API key {key.name!r} may not read knowledge base {kb!r}")
-        decision = state.acl.kb_decision(
-            tenant=principal.tenant,
-            user_id=principal.user_id,
-            roles=principal.roles,
-            knowledge_id=kb,
-        )
-        if not decision.allowed:
-            raise AuthorizationFailed(
-                f"no policy lets this principal read knowledge base {kb!r} "
-                f"in tenant {principal.tenant!r}"
-            )
-
-
 async def retrieve(
     state: AppState, key: ApiKeyConfig, q: RetrievalQuery, web: WebRequest | None = None
 ) -> Retrieval:
@@ -93,7 +73,7 @@ async def retrieve(
     log_fields(knowledge_ids=list(q.knowledge_ids), top_k=q.top_k, filtered=q.filter is not None)
     try:
         principal = resolve_principal(key, q.claims, state.acl)
-        authorize_knowledge_bases(state, key, principal, q.knowledge_ids)
+        authorize(state.acl, key, principal, q.knowledge_ids)
     except AuthError as exc:
         state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
         raise

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from retrieval_svc.acl.explain import explain_chunk
+from retrieval_svc.access import explain_chunk, kb_access
 from retrieval_svc.auth.identity import resolve_principal
 from retrieval_svc.auth.keys import IdentityMode
 from retrieval_svc.deps import ApiKeyDep, StateDep
@@ -28,18 +28,13 @@ async def explain(body: ExplainRequest, key: ApiKeyDep, state: StateDep) -> dict
     as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
     principal = resolve_principal(as_trusted, claims_from(body.principal), state.acl)
     sources = await state.engine.get_chunks(chunk_id=body.chunk_id, document_id=body.document_id)
-    chunks = []
-    for source in sources:
-        kb = str(source.get("knowledge_id", ""))
-        decision = state.acl.kb_decision(
-            tenant=principal.tenant,
-            user_id=principal.user_id,
-            roles=principal.roles,
-            knowledge_id=kb,
-        )
-        chunks.append(
-            explain_chunk(source, principal, key_allows=key.may_read(kb), decision=decision)
-        )
+    # Explain sees what this key could retrieve, no more: a chunk of a knowledge base outside
+    # the key's scope is reported as not found, exactly like one that does not exist.
+    chunks = [
+        explain_chunk(source, principal, kb_access(state.acl, key, principal, kb))
+        for source in sources
+        if key.may_read(kb := str(source.get("knowledge_id", "")))
+    ]
     return {
         "principal": {
             "tenant": principal.tenant,

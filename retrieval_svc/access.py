@@ -1,0 +1,86 @@
+"""Who may read what: the one decision about a knowledge base, and the explanation of a chunk.
+
+``kb_access`` is the only place that decides whether a key, acting for a principal, may read
+a knowledge base: retrieval refuses with its reason, and explain reports it, so the two cannot
+drift apart (datasette's ``allowed()`` serves its debug views the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.rule import is_visible, stored_roles
+from retrieval_svc.auth.keys import ApiKeyConfig
+from retrieval_svc.auth.principal import Principal
+from retrieval_svc.errors import AuthorizationFailed
+
+
+@dataclass(frozen=True, slots=True)
+class KbAccess:
+    """Whether a knowledge base may be read, and why (or why not)."""
+
+    allowed: bool
+    reason: str
+
+
+def kb_access(
+    acl: AccessControl, key: ApiKeyConfig, principal: Principal, knowledge_id: str
+) -> KbAccess:
+    """Whether ``key``, acting for ``principal``, may read ``knowledge_id``: the key's scope
+    first, then the Casbin policy for the principal in its tenant."""
+    if not key.may_read(knowledge_id):
+        return KbAccess(False, f"API key {key.name!r} may not read knowledge base {knowledge_id!r}")
+    decision = acl.kb_decision(
+        tenant=principal.tenant,
+        user_id=principal.user_id,
+        roles=principal.roles,
+        knowledge_id=knowledge_id,
+    )
+    if decision.allowed:
+        return KbAccess(True, f"policy grants read to {decision.granted_by!r}")
+    return KbAccess(
+        False,
+        f"no policy lets this principal read knowledge base {knowledge_id!r} "
+        f"in tenant {principal.tenant!r}",
+    )
+
+
+def authorize(
+    acl: AccessControl, key: ApiKeyConfig, principal: Principal, knowledge_ids: Sequence[str]
+) -> None:
+    """Refuse (``AuthorizationFailed``, with the reason) unless every knowledge base may be read."""
+    for knowledge_id in knowledge_ids:
+        access = kb_access(acl, key, principal, knowledge_id)
+        if not access.allowed:
+            raise AuthorizationFailed(access.reason)
+
+
+def explain_chunk(
+    source: Mapping[str, Any], principal: Principal, access: KbAccess
+) -> dict[str, Any]:
+    """Visibility of one stored chunk to ``principal``, with the rule that decided it."""
+    required = stored_roles(source)
+    matched = sorted(required & principal.roles)
+    acl_ok = is_visible(required, principal.roles)
+    if not required:
+        rule = "public: access_roles is absent, null or empty"
+    elif matched:
+        rule = "intersection: the principal holds " + ", ".join(matched)
+    else:
+        rule = "restricted: the principal holds none of the chunk's roles"
+    return {
+        "chunk_id": source.get("chunk_id"),
+        "document_id": source.get("document_id"),
+        "knowledge_id": source.get("knowledge_id"),
+        "visible": acl_ok and access.allowed,
+        "acl": {
+            "access_roles": sorted(required),
+            "matched_roles": matched,
+            "visible": acl_ok,
+            "rule": rule,
+        },
+        "knowledge_base": {"readable": access.allowed, "reason": access.reason},
+    }

@@ -1,0 +1,114 @@
+"""One decision about knowledge-base access (issue #14 item 1): retrieval and explain both
+call ``retrieval_svc.access.kb_access``, explain sees only what its key could retrieve, and
+the two agree for every principal × knowledge base below."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from elasticsearch import Elasticsearch
+
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from tests.corpus import ACL_KB, FILTER_KB, SAMPLES_KB
+from tests.support import app_client, make_settings, postcheck_drops
+
+pytestmark = pytest.mark.anyio
+
+POLICY = """\
+p, anyone, acme, building-*, read
+p, 物业经理, acme, acl-forms, read
+p, 财务专员, acme, filters, read
+g, user:wang, 物业经理, acme
+"""
+SCOPE = ("building-*", "acl-forms")  # `filters` is outside both keys' scope
+ADMIN, TRUSTED = "access-admin-key-0123456789", "access-trusted-key-0123456789"
+
+
+@pytest.fixture
+async def client(corpus: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY, encoding="utf-8")
+    keys = [
+        ApiKeyConfig(
+            name="admin", sha256=hash_key(ADMIN), tenant="acme", knowledge_ids=SCOPE, admin=True
+        ),
+        ApiKeyConfig(
+            name="trusted",
+            sha256=hash_key(TRUSTED),
+            tenant="acme",
+            knowledge_ids=SCOPE,
+            mode=IdentityMode.TRUSTED,
+        ),
+    ]
+    settings = make_settings(corpus, api_keys=keys, casbin_policy=policy, policy_check_interval_s=0)
+    async with app_client(settings) as c:
+        yield c
+        assert postcheck_drops(c) == 0
+
+
+def one_chunk(es: Elasticsearch, alias: str, kb: str) -> str:
+    hits = es.search(index=alias, query={"term": {"knowledge_id": kb}}, size=1)["hits"]["hits"]
+    return str(hits[0]["_source"]["chunk_id"])
+
+
+async def explain(client: httpx.AsyncClient, chunk_id: str, principal: dict[str, Any]) -> Any:
+    resp = await client.post(
+        "/v1/explain",
+        json={"chunk_id": chunk_id, "principal": principal},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+async def test_explain_sees_nothing_outside_its_keys_scope(
+    client: httpx.AsyncClient, es_sync: Elasticsearch, corpus: str
+) -> None:
+    outside = await explain(client, one_chunk(es_sync, corpus, FILTER_KB), {})
+    assert outside == {**outside, "found": False, "chunks": []}
+    inside = await explain(client, one_chunk(es_sync, corpus, SAMPLES_KB), {})
+    assert inside["found"] and inside["chunks"][0]["knowledge_id"] == SAMPLES_KB
+
+
+ROLE_SETS = [
+    list(r) for n in range(3) for r in itertools.combinations(["物业经理", "财务专员", "访客"], n)
+]
+
+
+async def test_explain_and_retrieval_agree_on_every_principal_and_knowledge_base(
+    client: httpx.AsyncClient, es_sync: Elasticsearch, corpus: str
+) -> None:
+    chunk_of = {kb: one_chunk(es_sync, corpus, kb) for kb in (SAMPLES_KB, ACL_KB, FILTER_KB)}
+    checked, outcomes = 0, set()
+    for roles, user, kb in itertools.product(ROLE_SETS, [None, "wang", "zhao"], chunk_of):
+        principal: dict[str, Any] = {"roles": roles}
+        conditions = [{"name": "user_roles", "comparison_operator": "in", "value": roles}]
+        if user:
+            principal["user_id"] = user
+            conditions.append({"name": "user_id", "comparison_operator": "is", "value": user})
+        answer = await client.post(
+            "/retrieval",
+            json={
+                "knowledge_id": kb,
+                "query": "消防 巡更 通用",
+                "retrieval_setting": {"top_k": 3},
+                "metadata_condition": {"conditions": conditions},
+            },
+            headers={"Authorization": f"Bearer {TRUSTED}"},
+        )
+        retrieval_allowed = answer.status_code != 403
+        explained = await explain(client, chunk_of[kb], principal)
+        explain_allowed = (
+            explained["found"] and explained["chunks"][0]["knowledge_base"]["readable"]
+        )
+        assert retrieval_allowed == explain_allowed, (roles, user, kb, answer.json(), explained)
+        checked += 1
+        outcomes.add((kb, retrieval_allowed))
+    assert checked == len(ROLE_SETS) * 3 * 3
+    # Both answers occur: by scope (filters), by policy (acl-forms), and granted (building-*).
+    assert outcomes == {(SAMPLES_KB, True), (ACL_KB, True), (ACL_KB, False), (FILTER_KB, False)}

@@ -42,6 +42,7 @@ from elasticsearch import AsyncElasticsearch
 from bench.measure import drive
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectStoreOptions, open_source
+from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.embedding import Embedder, embedder_config, make_embedder
 from retrieval_svc.search.fusion import Hit, fuse, vector_score
@@ -281,7 +282,12 @@ async def raw_lists(
         embed_ms.append((time.perf_counter() - started) * 1000)
         for fields in TEXT_FIELDS:
             body = search_body(
-                query=q.text, knowledge_ids=[KB], roles=ROLES, size=DEPTH * 2, text_fields=fields
+                query=q.text,
+                tenant=DEFAULT_TENANT,
+                knowledge_ids=[KB],
+                roles=ROLES,
+                size=DEPTH * 2,
+                text_fields=fields,
             )
             text = await es.search(index=ALIAS, **body)
             took[fields].append(float(text["took"]))
@@ -291,6 +297,7 @@ async def raw_lists(
             index=ALIAS,
             **knn_body(
                 vector=vector,
+                tenant=DEFAULT_TENANT,
                 knowledge_ids=[KB],
                 roles=ROLES,
                 k=DEPTH * 2,

@@ -60,7 +60,9 @@ async def drop_alias(es: AsyncElasticsearch, alias: str) -> None:
 async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict[str, Any]:
     """The CLI's pipeline vs a bare async_streaming_bulk of the same chunks."""
     await fresh_alias(es, alias)
-    options = IndexOptions(knowledge_id=corpus.KNOWLEDGE_ID, alias=alias, concurrency=2)
+    options = IndexOptions(
+        knowledge_id=corpus.KNOWLEDGE_ID, alias=alias, tenant=corpus.TENANT, concurrency=2
+    )
     started = time.perf_counter()
     rep = await index_source(es, LocalSource(folder), options)
     cli_s = time.perf_counter() - started

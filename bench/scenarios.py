@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from elasticsearch import AsyncElasticsearch
 
-from bench.corpus import KNOWLEDGE_ID, Query
+from bench.corpus import KNOWLEDGE_ID, TENANT, Query
 from retrieval_svc.acl import is_visible, stored_roles
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.filters import FieldCatalog, compile_filter, parse_filter
@@ -30,6 +30,7 @@ class Prepared:
         """Exactly the search the service sends (its own compiler)."""
         return search_body(
             query=self.query.text,
+            tenant=TENANT,
             knowledge_ids=[KNOWLEDGE_ID],
             roles=self.roles,
             filters=self.filters,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import httpx
 import typer
-from elasticsearch import AsyncElasticsearch
+from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch import ConnectionError as ESConnectionError
 from rich.console import Console
 from rich.markup import escape
@@ -25,6 +25,7 @@ from indexer.chunking import ChunkOptions
 from indexer.metrics import export as export_metrics
 from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import ObjectStoreOptions, open_source
+from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.embedding import (
     Embedder,
     EmbeddingError,
@@ -114,6 +115,15 @@ def run(work: Callable[[AsyncElasticsearch, str], Awaitable[T]]) -> T:
             err=True,
         )
         raise typer.Exit(EXIT_UNREACHABLE) from None
+    except ApiError as exc:
+        if _debug:
+            raise
+        typer.echo(
+            f"error: Elasticsearch at {settings.es_url} refused the request: {exc.meta.status} "
+            f"{exc.error} ({exc.message}). --debug shows the details.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     except EmbeddingError as exc:
         if _debug:
             raise
@@ -200,6 +210,9 @@ def index(
         str, typer.Argument(help="oss://bucket/prefix, s3://bucket/prefix or a folder.")
     ],
     knowledge_id: Annotated[str, typer.Option(help="Knowledge base id (Dify's knowledge_id).")],
+    tenant: Annotated[
+        str, typer.Option(help="Tenant that owns the knowledge base (the API keys' tenant).")
+    ] = DEFAULT_TENANT,
     dataset_name: Annotated[str, typer.Option(help="Knowledge base display name.")] = "",
     manifest: Annotated[
         Path | None,
@@ -244,6 +257,7 @@ def index(
         options = IndexOptions(
             knowledge_id=knowledge_id,
             alias=settings_or_exit().index_alias,
+            tenant=tenant,
             timezone=settings_or_exit().timezone,
             dataset_name=dataset_name,
             chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
@@ -301,6 +315,7 @@ def index(
 @app.command()
 def delete(
     knowledge_id: Annotated[str, typer.Option(help="Knowledge base to delete from.")],
+    tenant: Annotated[str, typer.Option(help="Tenant that owns it.")] = DEFAULT_TENANT,
     document_id: Annotated[
         list[str] | None, typer.Option(help="Only these documents (repeatable).")
     ] = None,
@@ -312,8 +327,9 @@ def delete(
     ids = document_id or []
 
     async def work(es: AsyncElasticsearch, alias: str) -> tuple[int, int]:
-        matching = await manage.count(es, alias, manage.delete_query(knowledge_id, ids))
-        return matching, (await manage.delete(es, alias, knowledge_id, ids) if yes else 0)
+        matching = await manage.count(es, alias, manage.delete_query(tenant, knowledge_id, ids))
+        deleted = await manage.delete(es, alias, tenant, knowledge_id, ids) if yes else 0
+        return matching, deleted
 
     matching, deleted = run(work)
     if not yes:
@@ -333,8 +349,9 @@ def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     typer.echo(f"{out['chunks']} chunks")
     for kb in out["knowledge_bases"]:
         typer.echo(
-            f"  {kb['knowledge_id']}: {kb['documents']} documents, {kb['chunks']} chunks "
-            f"({kb['restricted_chunks']} restricted), last indexed {kb['last_indexed']}"
+            f"  {kb['tenant']}/{kb['knowledge_id']}: {kb['documents']} documents, "
+            f"{kb['chunks']} chunks ({kb['restricted_chunks']} restricted), "
+            f"last indexed {kb['last_indexed']}"
         )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from indexer.chunking import ChunkOptions, blocks, chunk_text
-from retrieval_svc.acl import RoleValueError, parse_roles
+from retrieval_svc.acl import DEFAULT_TENANT, RoleValueError, parse_roles
 from retrieval_svc.search.segment import segment
 
 # libyaml's loader when PyYAML was built with it (several times faster), else the Python one.
@@ -72,9 +72,11 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     raise DocumentError("front matter opened with --- but never closed")
 
 
-def document_id(knowledge_id: str, identity: str) -> str:
-    """Stable id of a source object within a knowledge base."""
-    return hashlib.sha256(f"{knowledge_id}\x00{identity}".encode()).hexdigest()[:32]
+def document_id(knowledge_id: str, identity: str, tenant: str = DEFAULT_TENANT) -> str:
+    """Stable id of a source object within a tenant's knowledge base (the default tenant's
+    ids are what they were before tenants, so existing indices keep theirs)."""
+    scope = knowledge_id if tenant == DEFAULT_TENANT else f"{tenant}\x00{knowledge_id}"
+    return hashlib.sha256(f"{scope}\x00{identity}".encode()).hexdigest()[:32]
 
 
 def chunk_id(doc_id: str, position: int) -> str:
@@ -130,6 +132,7 @@ def build_chunks(
     options: ChunkOptions | None = None,
     now: datetime | None = None,
     tz: tzinfo = UTC,
+    tenant: str = DEFAULT_TENANT,
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
     body = obj.text
@@ -142,7 +145,7 @@ def build_chunks(
     texts = chunk_text(body, options)
     if not texts:
         raise DocumentError("no text to index")
-    doc_id = document_id(knowledge_id, obj.identity)
+    doc_id = document_id(knowledge_id, obj.identity, tenant)
     custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
     dataset = meta.get("dataset_name")
     indexed_at = (now or datetime.now(UTC)).isoformat()
@@ -151,6 +154,7 @@ def build_chunks(
         doc: dict[str, Any] = {
             "chunk_id": chunk_id(doc_id, position),
             "document_id": doc_id,
+            "tenant": tenant,
             "knowledge_id": knowledge_id,
             "content": content,
             "document_title": title,

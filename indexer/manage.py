@@ -8,7 +8,8 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_scan, async_streaming_bulk
 
-from indexer.pipeline import EMBED_SLICE, delete_matching
+from indexer.pipeline import EMBED_SLICE, delete_matching, kb_query
+from retrieval_svc.acl import DEFAULT_TENANT, TENANT_FIELD
 from retrieval_svc.embedding import Embedder, EmbeddingModel
 from retrieval_svc.search.index import ensure_index, index_models, index_name, template_name
 
@@ -23,12 +24,17 @@ async def stats(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
         size=0,
         track_total_hits=True,
         aggs={
-            "kbs": {
-                "terms": {"field": "knowledge_id", "size": 10_000},
+            "tenants": {
+                "terms": {"field": "tenant", "missing": "(none)", "size": 1_000},
                 "aggs": {
-                    "documents": {"cardinality": {"field": "document_id"}},
-                    "restricted": {"filter": {"exists": {"field": "access_roles"}}},
-                    "last_indexed": {"max": {"field": "indexed_at"}},
+                    "kbs": {
+                        "terms": {"field": "knowledge_id", "size": 10_000},
+                        "aggs": {
+                            "documents": {"cardinality": {"field": "document_id"}},
+                            "restricted": {"filter": {"exists": {"field": "access_roles"}}},
+                            "last_indexed": {"max": {"field": "indexed_at"}},
+                        },
+                    }
                 },
             }
         },
@@ -42,23 +48,23 @@ async def stats(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
         "chunks": response["hits"]["total"]["value"],
         "knowledge_bases": [
             {
+                "tenant": t["key"],
                 "knowledge_id": b["key"],
                 "documents": b["documents"]["value"],
                 "chunks": b["doc_count"],
                 "restricted_chunks": b["restricted"]["doc_count"],
                 "last_indexed": b["last_indexed"].get("value_as_string"),
             }
-            for b in response["aggregations"]["kbs"]["buckets"]
+            for t in response["aggregations"]["tenants"]["buckets"]
+            for b in t["kbs"]["buckets"]
         ],
     }
 
 
-def delete_query(knowledge_id: str, document_ids: list[str]) -> dict[str, Any]:
-    """The chunks of a knowledge base, or of some of its documents."""
-    clauses: list[dict[str, Any]] = [{"term": {"knowledge_id": knowledge_id}}]
-    if document_ids:
-        clauses.append({"terms": {"document_id": document_ids}})
-    return {"bool": {"filter": clauses}}
+def delete_query(tenant: str, knowledge_id: str, document_ids: list[str]) -> dict[str, Any]:
+    """The chunks of a tenant's knowledge base, or of some of its documents."""
+    more = [{"terms": {"document_id": document_ids}}] if document_ids else []
+    return kb_query(tenant, knowledge_id, *more)
 
 
 async def count(es: AsyncElasticsearch, alias: str, query: dict[str, Any]) -> int:
@@ -67,10 +73,10 @@ async def count(es: AsyncElasticsearch, alias: str, query: dict[str, Any]) -> in
 
 
 async def delete(
-    es: AsyncElasticsearch, alias: str, knowledge_id: str, document_ids: list[str]
+    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, document_ids: list[str]
 ) -> int:
-    """Delete a knowledge base's chunks (or some documents'); how many."""
-    deleted = await delete_matching(es, alias, delete_query(knowledge_id, document_ids))
+    """Delete a tenant's knowledge base's chunks (or some documents'); how many."""
+    deleted = await delete_matching(es, alias, delete_query(tenant, knowledge_id, document_ids))
     await es.indices.refresh(index=alias)
     return deleted
 
@@ -105,6 +111,8 @@ async def rebuild(
     async def copies() -> Any:
         async for hit in async_scan(es, index=alias, query={"query": {"match_all": {}}}, size=1000):
             source = hit["_source"]
+            # Chunks from before tenants existed belong to the default tenant (the migration).
+            source.setdefault(TENANT_FIELD, DEFAULT_TENANT)
             if model is None:
                 source.pop("embedding", None)  # BM25 only: the new index has no vector field
             yield {"_index": new, "_id": hit["_id"], "_source": source}

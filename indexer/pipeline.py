@@ -30,6 +30,7 @@ from indexer.chunking import ChunkOptions
 from indexer.documents import DocumentError, SourceObject, build_chunks, document_id
 from indexer.parsers import parse
 from indexer.sources import ObjectRef, Source
+from retrieval_svc.acl import DEFAULT_TENANT, tenant_query
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.settings import DEFAULT_TIMEZONE
 
@@ -44,6 +45,7 @@ class IndexOptions:
 
     knowledge_id: str
     alias: str
+    tenant: str = DEFAULT_TENANT
     dataset_name: str = ""
     chunk: ChunkOptions = field(default_factory=ChunkOptions)
     url_template: str | None = None
@@ -133,24 +135,25 @@ def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list
         url=_url(options, ref, bucket),
         options=options.chunk,
         tz=ZoneInfo(options.timezone),
+        tenant=options.tenant,
     )
 
 
+def kb_query(tenant: str, knowledge_id: str, *more: dict[str, Any]) -> dict[str, Any]:
+    """The chunks of one tenant's knowledge base (and ``more`` clauses)."""
+    return {
+        "bool": {"filter": [tenant_query(tenant), {"term": {"knowledge_id": knowledge_id}}, *more]}
+    }
+
+
 async def current_versions(
-    es: AsyncElasticsearch, alias: str, knowledge_id: str, doc_ids: list[str]
+    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, doc_ids: list[str]
 ) -> dict[str, set[str]]:
     """The ETags stored for each of ``doc_ids`` (a clean document has exactly one)."""
     response = await es.search(
         index=alias,
         size=0,
-        query={
-            "bool": {
-                "filter": [
-                    {"term": {"knowledge_id": knowledge_id}},
-                    {"terms": {"document_id": doc_ids}},
-                ]
-            }
-        },
+        query=kb_query(tenant, knowledge_id, {"terms": {"document_id": doc_ids}}),
         aggs={
             "docs": {
                 "terms": {"field": "document_id", "size": len(doc_ids)},
@@ -275,14 +278,12 @@ async def index_source(
     report = Report(
         source=source.description, knowledge_id=options.knowledge_id, dry_run=options.dry_run
     )
-    kb, alias = options.knowledge_id, options.alias
+    kb, alias, tenant = options.knowledge_id, options.alias, options.tenant
     seen: set[str] = set()
     listing = iter(source.list())
     ready: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
     # A first load into an empty knowledge base has no versions to compare with.
-    kb_has_chunks = bool(
-        (await es.count(index=alias, query={"term": {"knowledge_id": kb}}))["count"]
-    )
+    kb_has_chunks = bool((await es.count(index=alias, query=kb_query(tenant, kb)))["count"])
 
     def next_batch() -> list[ObjectRef]:
         """Up to ``batch_size`` objects or ``batch_bytes`` of them, whichever comes first."""
@@ -316,11 +317,11 @@ async def index_source(
     async def produce() -> None:
         try:
             while batch := await asyncio.to_thread(next_batch):
-                ids = {ref.key: document_id(kb, ref.identity) for ref in batch}
+                ids = {ref.key: document_id(kb, ref.identity, tenant) for ref in batch}
                 seen.update(ids.values())
                 report.documents_seen += len(batch)
                 versions = (
-                    await current_versions(es, alias, kb, list(ids.values()))
+                    await current_versions(es, alias, tenant, kb, list(ids.values()))
                     if kb_has_chunks
                     else {}
                 )
@@ -368,7 +369,7 @@ async def index_source(
             if not stage.done():
                 stage.cancel()
     if options.prune and not options.dry_run:
-        report.documents_pruned = await prune(es, alias, kb, seen)
+        report.documents_pruned = await prune(es, alias, tenant, kb, seen)
     if not options.dry_run:
         await es.indices.refresh(index=alias)
     report.duration_s = round(time.perf_counter() - started, 3)
@@ -398,8 +399,10 @@ async def _write(
         report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))
 
 
-async def prune(es: AsyncElasticsearch, alias: str, knowledge_id: str, keep: set[str]) -> int:
-    """Delete the documents of ``knowledge_id`` whose id is not in ``keep``; how many."""
+async def prune(
+    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, keep: set[str]
+) -> int:
+    """Delete the documents of ``tenant``'s ``knowledge_id`` not in ``keep``; how many."""
     gone: list[str] = []
     after: dict[str, Any] | None = None
     while True:
@@ -412,7 +415,7 @@ async def prune(es: AsyncElasticsearch, alias: str, knowledge_id: str, keep: set
         response = await es.search(
             index=alias,
             size=0,
-            query={"term": {"knowledge_id": knowledge_id}},
+            query=kb_query(tenant, knowledge_id),
             aggs={"docs": {"composite": composite}},
         )
         agg = response["aggregations"]["docs"]
@@ -423,15 +426,6 @@ async def prune(es: AsyncElasticsearch, alias: str, knowledge_id: str, keep: set
     for i in range(0, len(gone), 500):
         part = gone[i : i + 500]
         await delete_matching(
-            es,
-            alias,
-            {
-                "bool": {
-                    "filter": [
-                        {"term": {"knowledge_id": knowledge_id}},
-                        {"terms": {"document_id": part}},
-                    ]
-                }
-            },
+            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}})
         )
     return len(gone)

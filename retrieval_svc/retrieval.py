@@ -184,7 +184,11 @@ async def _search(
         result = replace(result, chunks=kept)
         log_fields(rerank=done.status, rerank_ms=done.took_ms)
     if not result.chunks:
-        missing = [kb for kb in q.knowledge_ids if not await state.engine.knowledge_base_exists(kb)]
+        missing = [
+            kb
+            for kb in q.knowledge_ids
+            if not await state.engine.knowledge_base_exists(principal.tenant, kb)
+        ]
         if missing:
             names = ", ".join(repr(kb) for kb in missing)
             raise KnowledgeBaseNotFound(f"knowledge base {names} does not exist")

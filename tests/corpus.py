@@ -11,6 +11,7 @@ from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index
 from tests.support import ES_URL, SAMPLES
 
+TENANT = "acme"  # the test keys' tenant (tests/support.py)
 SAMPLES_KB = "building-ops"
 ACL_KB = "acl-forms"
 
@@ -79,7 +80,7 @@ def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
         try:
             await ensure_index(es, alias)
             options = IndexOptions(
-                knowledge_id=SAMPLES_KB, alias=alias, dataset_name="楼宇运营知识库"
+                knowledge_id=SAMPLES_KB, alias=alias, tenant=TENANT, dataset_name="楼宇运营知识库"
             )
             report = await index_source(es, LocalSource(SAMPLES), options)
             assert report.ok, report.failures
@@ -108,6 +109,8 @@ def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
     }
     for doc_id, doc in raw_docs.items():
         es_sync.index(
-            index=alias, id=doc_id, document={"chunk_id": doc_id, "document_id": doc_id, **doc}
+            index=alias,
+            id=doc_id,
+            document={"chunk_id": doc_id, "document_id": doc_id, "tenant": TENANT, **doc},
         )
     es_sync.indices.refresh(index=alias)

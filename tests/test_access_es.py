@@ -112,3 +112,28 @@ async def test_explain_and_retrieval_agree_on_every_principal_and_knowledge_base
     assert checked == len(ROLE_SETS) * 3 * 3
     # Both answers occur: by scope (filters), by policy (acl-forms), and granted (building-*).
     assert outcomes == {(SAMPLES_KB, True), (ACL_KB, True), (ACL_KB, False), (FILTER_KB, False)}
+
+
+async def test_another_tenant_sees_nothing_and_cannot_probe_knowledge_ids(corpus: str) -> None:
+    other = "access-other-tenant-key-0123456789"
+    keys = [ApiKeyConfig(name="other", sha256=hash_key(other), tenant="other")]
+    headers = {"Authorization": f"Bearer {other}"}
+    async with app_client(make_settings(corpus, api_keys=keys)) as c:
+        # acme's knowledge base, same id, default policy that lets anyone read anything:
+        # tenant "other" gets exactly what a knowledge base that does not exist gets.
+        body = {"query": "巡更", "retrieval_setting": {"top_k": 5}}
+        existing = await c.post(
+            "/retrieval", json={**body, "knowledge_id": SAMPLES_KB}, headers=headers
+        )
+        missing = await c.post(
+            "/retrieval", json={**body, "knowledge_id": "no-such-kb"}, headers=headers
+        )
+        assert existing.status_code == missing.status_code == 404
+        assert existing.json()["error_code"] == missing.json()["error_code"] == 2001
+        search = await c.post(
+            "/v1/search",
+            json={"query": "巡更", "knowledge_ids": [SAMPLES_KB, ACL_KB]},
+            headers=headers,
+        )
+        assert search.status_code == 404  # nothing of acme's, not even its existence
+        assert postcheck_drops(c) == 0

@@ -1,5 +1,6 @@
 """Property: for random corpora, principals and nested filters, the service returns exactly
-what a plain-Python reading of design.md §4 + §5 says — no leak, no false hide.
+what a plain-Python reading of design.md §4 + §5 says — no leak, no false hide — and nothing
+of another tenant, which holds the very same documents under the same knowledge-base ids.
 
 Examples per run: RSVC_ACL_EXAMPLES (CI default 200; the documented long run uses 5000).
 """
@@ -115,7 +116,7 @@ FILTERS = st.recursive(
 )
 
 
-def stored_docs(kb: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stored_docs(kb: str, docs: list[dict[str, Any]], tenant: str = "prop") -> list[dict[str, Any]]:
     """Chunk documents as the indexer builds them (or, for 'stored-null', as stored raw)."""
     out = []
     for i, doc in enumerate(docs):
@@ -139,7 +140,7 @@ def stored_docs(kb: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text=f"通用 属性 文档 {i}",
             metadata_layers=(layer,),
         )
-        (chunk,) = build_chunks(obj, knowledge_id=kb, dataset_name="prop")
+        (chunk,) = build_chunks(obj, knowledge_id=kb, dataset_name="prop", tenant=tenant)
         if form == "stored-null":
             chunk["access_roles"] = None
         out.append(chunk)
@@ -165,6 +166,7 @@ async def client(
         index=corpus,
         id="prop-seed",
         document={
+            "tenant": "prop",
             "knowledge_id": "prop-seed",
             "content": "seed",
             "metadata": {"category": "alpha", "n": 0, "tags": ["t0"]},
@@ -203,8 +205,10 @@ async def test_service_agrees_with_reference(
 ) -> None:
     kb = f"prop-{uuid.uuid4().hex[:12]}"
     chunks = stored_docs(kb, docs)
+    # Another tenant: the same documents, roles and knowledge-base id. None may ever show.
+    elsewhere = stored_docs(kb, docs, tenant="other")
     operations: list[dict[str, Any]] = []
-    for chunk in chunks:
+    for chunk in [*chunks, *elsewhere]:
         operations += [{"index": {"_index": corpus, "_id": chunk["chunk_id"]}}, chunk]
     es_sync.bulk(operations=operations, refresh=True)
 
@@ -228,6 +232,7 @@ async def test_service_agrees_with_reference(
         and (flt is None or reference.matches(flat(doc), flt))
     }
     leaked, hidden = got - expected, expected - got
+    assert not got & {c["chunk_id"] for c in elsewhere}, "another tenant's chunk was returned"
     assert not leaked, f"leak: {leaked}"
     assert not hidden, f"false hide: {hidden}"
 

@@ -27,6 +27,7 @@ from elasticsearch import AsyncElasticsearch
 
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
+from tests.corpus import TENANT
 from tests.support import (
     DIFY_DESIGN_OPERATORS,
     ES_URL,
@@ -211,7 +212,7 @@ async def indexed(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     es = AsyncElasticsearch(ES_URL, request_timeout=30)
     try:
         report = await index_source(
-            es, LocalSource(folder), IndexOptions(knowledge_id=KB, alias=corpus)
+            es, LocalSource(folder), IndexOptions(knowledge_id=KB, alias=corpus, tenant=TENANT)
         )
         assert report.ok and report.documents_indexed == len(DOCS)
     finally:

@@ -90,6 +90,7 @@ def test_knn_carries_every_restriction_inside_its_filter() -> None:
     caller = {"term": {"metadata.category": "设备"}}
     body = knn_body(
         vector=[0.1, 0.2],
+        tenant="acme",
         knowledge_ids=["kb2", "kb1"],
         roles={"r1"},
         filters=[caller],
@@ -98,18 +99,26 @@ def test_knn_carries_every_restriction_inside_its_filter() -> None:
     )
     inside = body["knn"]["filter"]["bool"]["filter"]
     assert {"terms": {"knowledge_id": ["kb1", "kb2"]}} in inside
+    assert {"term": {"tenant": "acme"}} in inside  # the tenant beside the ACL
     assert acl_query({"r1"}) in inside and caller in inside
     assert "post_filter" not in body and "query" not in body  # a pre-filter, nothing after
     assert body["knn"]["num_candidates"] == 5  # never fewer candidates than k
     # BM25 is restricted by the same clauses.
     text = search_body(
-        query="q", knowledge_ids=["kb2", "kb1"], roles={"r1"}, filters=[caller], size=5
+        query="q",
+        tenant="acme",
+        knowledge_ids=["kb2", "kb1"],
+        roles={"r1"},
+        filters=[caller],
+        size=5,
     )
     assert text["query"]["bool"]["filter"] == inside
 
 
 def test_segmented_bm25_queries_the_segmented_field() -> None:
-    body = search_body(query="电梯维保", knowledge_ids=["kb"], roles=(), size=3, text_fields="both")
+    body = search_body(
+        query="电梯维保", tenant="t", knowledge_ids=["kb"], roles=(), size=3, text_fields="both"
+    )
     should = body["query"]["bool"]["must"][0]["bool"]["should"]
     assert {"match": {"content_seg": {"query": "电梯 维保"}}} in should
     assert {"match": {"content": {"query": "电梯维保"}}} in should

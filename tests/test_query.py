@@ -36,9 +36,12 @@ def test_monotone() -> None:
 
 def test_body_ands_kb_acl_and_filters() -> None:
     extra = {"term": {"metadata.category": "巡检"}}
-    body = search_body(query="巡更", knowledge_ids=["kb"], roles=[], filters=[extra], size=5)
+    body = search_body(
+        query="巡更", tenant="acme", knowledge_ids=["kb"], roles=[], filters=[extra], size=5
+    )
     clauses = body["query"]["bool"]["filter"]
     assert {"terms": {"knowledge_id": ["kb"]}} in clauses
+    assert {"term": {"tenant": "acme"}} in clauses
     assert extra in clauses
     assert any("must_not" in c.get("bool", {}) for c in clauses)
     assert body["size"] == 5

@@ -141,16 +141,23 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         headers = {"Authorization": f"Bearer {key.group(1)}"}
         answer = httpx.post(
             f"http://127.0.0.1:{port}/v1/search",
-            json={"query": "外来人员怎样进入写字楼", "knowledge_ids": ["building-ops"], "top_k": 3},
+            json={
+                "query": "外来人员怎样进入写字楼",
+                "knowledge_ids": ["building-ops"],
+                "top_k": 3,
+                "mode": "vector",
+            },
             headers=headers,
             timeout=30,
         )
         assert answer.status_code == 200
         body = answer.json()
-        assert body["meta"]["mode"] == "hybrid"
+        assert body["meta"]["mode"] == "vector"
         assert body["chunk_metadata"][0]["document_title"] == "访客与会议室服务指南"
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
         demo.wait(timeout=30)
+        if demo.stdout is not None:
+            demo.stdout.close()
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))

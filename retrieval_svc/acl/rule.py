@@ -48,3 +48,18 @@ def is_visible(required: Collection[str], roles: Collection[str]) -> bool:
     if not required:
         return True
     return not frozenset(required).isdisjoint(roles)
+
+
+# Tenants (design.md §4): every chunk belongs to one; a principal sees only its own tenant's.
+TENANT_FIELD = "tenant"
+DEFAULT_TENANT = "default"
+
+
+def tenant_query(tenant: str) -> dict[str, Any]:
+    """The filter clause that admits exactly the chunks of ``tenant``."""
+    return {"term": {TENANT_FIELD: tenant}}
+
+
+def in_tenant(source: Mapping[str, Any], tenant: str) -> bool:
+    """Whether a stored chunk belongs to ``tenant`` (a chunk without one belongs to none)."""
+    return source.get(TENANT_FIELD) == tenant

@@ -27,7 +27,9 @@ async def explain(body: ExplainRequest, key: ApiKeyDep, state: StateDep) -> dict
     # An admin key describes any principal of its tenant, as a trusted backend would.
     as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
     principal = resolve_principal(as_trusted, claims_from(body.principal), state.acl)
-    sources = await state.engine.get_chunks(chunk_id=body.chunk_id, document_id=body.document_id)
+    sources = await state.engine.get_chunks(
+        tenant=principal.tenant, chunk_id=body.chunk_id, document_id=body.document_id
+    )
     # Explain sees what this key could retrieve, no more: a chunk of a knowledge base outside
     # the key's scope is reported as not found, exactly like one that does not exist.
     chunks = [

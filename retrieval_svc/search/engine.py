@@ -22,7 +22,7 @@ from elasticsearch import (
     TransportError,
 )
 
-from retrieval_svc.acl import is_visible, stored_roles
+from retrieval_svc.acl import in_tenant, is_visible, stored_roles, tenant_query
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
 from retrieval_svc.errors import DeadlineExceeded, SearchUnavailable
@@ -58,7 +58,7 @@ class HybridConfig:
     vector_weight: float = 0.3
     vector_floor: float = 0.8
     rrf_k: int = 60
-    text_fields: TextFields = "segmented"  # BM25 on the bigram view, the jieba view, or both
+    text_fields: TextFields = "both"  # BM25 on the bigram view, the jieba view, or both
     candidates: int = 50  # hits taken from each list before fusion
     num_candidates: int = 200  # HNSW candidates per shard (recall vs speed)
 
@@ -113,6 +113,7 @@ class SearchEngine:
             )
         body = search_body(
             query=query,
+            tenant=principal.tenant,
             knowledge_ids=knowledge_ids,
             roles=principal.roles,
             filters=filters,
@@ -149,6 +150,7 @@ class SearchEngine:
         k = max(top_k, cfg.candidates) if mode == "hybrid" else top_k
         knn = knn_body(
             vector=vector,
+            tenant=principal.tenant,
             knowledge_ids=knowledge_ids,
             roles=principal.roles,
             filters=filters,
@@ -162,6 +164,7 @@ class SearchEngine:
         else:
             bm25 = search_body(
                 query=query,
+                tenant=principal.tenant,
                 knowledge_ids=knowledge_ids,
                 roles=principal.roles,
                 filters=filters,
@@ -202,7 +205,10 @@ class SearchEngine:
         out: list[Hit] = []
         for hit in response["hits"]["hits"]:
             source: dict[str, Any] = hit.get("_source") or {}
-            if not is_visible(stored_roles(source), principal.roles):
+            if not (
+                in_tenant(source, principal.tenant)
+                and is_visible(stored_roles(source), principal.roles)
+            ):
                 self._metrics.acl_postcheck_drops.inc()
                 log.error(
                     "ACL post-check dropped chunk %s for key %s: the query let it through",
@@ -213,11 +219,12 @@ class SearchEngine:
             out.append(Hit(str(hit.get("_id")), source, scorer(float(hit.get("_score") or 0.0))))
         return out
 
-    async def knowledge_base_exists(self, knowledge_id: str) -> bool:
-        """Whether any chunk of ``knowledge_id`` is indexed (visible or not)."""
+    async def knowledge_base_exists(self, tenant: str, knowledge_id: str) -> bool:
+        """Whether any chunk of ``knowledge_id`` is indexed in ``tenant`` (visible or not);
+        another tenant's knowledge base of the same id does not count."""
+        clauses = [tenant_query(tenant), {"term": {"knowledge_id": knowledge_id}}]
         response = await self._call(
-            "count",
-            self._es.count(index=self._alias, query={"term": {"knowledge_id": knowledge_id}}),
+            "count", self._es.count(index=self._alias, query={"bool": {"filter": clauses}})
         )
         return int(response["count"]) > 0
 
@@ -227,15 +234,15 @@ class SearchEngine:
         return dict(response)
 
     async def get_chunks(
-        self, *, chunk_id: str | None, document_id: str | None
+        self, *, tenant: str, chunk_id: str | None, document_id: str | None
     ) -> list[dict[str, Any]]:
-        """Stored chunks by chunk id or document id (every one, visible or not)."""
+        """Stored chunks of ``tenant`` by chunk id or document id (visible or not)."""
         field, value = ("chunk_id", chunk_id) if chunk_id else ("document_id", document_id)
         response = await self._call(
             "get_chunks",
             self._es.search(
                 index=self._alias,
-                query={"term": {field: value}},
+                query={"bool": {"filter": [tenant_query(tenant), {"term": {field: value}}]}},
                 size=100,
                 sort=[{"segment_position": "asc"}],
                 source_excludes=["embedding"],

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
-from retrieval_svc.acl import acl_query
+from retrieval_svc.acl import acl_query, tenant_query
 from retrieval_svc.search.segment import segment
 
-SOURCE_EXCLUDES = ("embedding",)
+# Fields the index needs and an answer does not: never sent back (half the bytes otherwise).
+SOURCE_EXCLUDES = ("embedding", "content_seg")
 
 
 def normalize_score(raw: float, saturation: float) -> float:
@@ -52,15 +53,25 @@ def text_query(query: str, fields: TextFields = "shingle") -> dict[str, Any]:
 
 
 def filter_clauses(
-    knowledge_ids: Collection[str], roles: Collection[str], filters: Sequence[dict[str, Any]]
+    tenant: str,
+    knowledge_ids: Collection[str],
+    roles: Collection[str],
+    filters: Sequence[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """What every request of a retrieval is restricted to: knowledge bases, ACL, filters."""
-    return [{"terms": {"knowledge_id": sorted(knowledge_ids)}}, acl_query(roles), *filters]
+    """What every request of a retrieval is restricted to: the principal's tenant and its ACL
+    (side by side), the knowledge bases, the caller's filters."""
+    return [
+        tenant_query(tenant),
+        acl_query(roles),
+        {"terms": {"knowledge_id": sorted(knowledge_ids)}},
+        *filters,
+    ]
 
 
 def knn_body(
     *,
     vector: Sequence[float],
+    tenant: str,
     knowledge_ids: Collection[str],
     roles: Collection[str],
     filters: Sequence[dict[str, Any]] = (),
@@ -74,7 +85,7 @@ def knn_body(
             "query_vector": list(vector),
             "k": k,
             "num_candidates": max(num_candidates, k),
-            "filter": {"bool": {"filter": filter_clauses(knowledge_ids, roles, filters)}},
+            "filter": {"bool": {"filter": filter_clauses(tenant, knowledge_ids, roles, filters)}},
         },
         "size": k,
         "_source": {"excludes": list(SOURCE_EXCLUDES)},
@@ -85,6 +96,7 @@ def knn_body(
 def search_body(
     *,
     query: str,
+    tenant: str,
     knowledge_ids: Collection[str],
     roles: Collection[str],
     filters: Sequence[dict[str, Any]] = (),
@@ -93,7 +105,7 @@ def search_body(
     text_fields: TextFields = "shingle",
 ) -> dict[str, Any]:
     """The BM25 request: relevance scoring, with knowledge bases, ACL and filters ANDed."""
-    clauses = filter_clauses(knowledge_ids, roles, filters)
+    clauses = filter_clauses(tenant, knowledge_ids, roles, filters)
     body: dict[str, Any] = {
         "query": {"bool": {"must": [text_query(query, text_fields)], "filter": clauses}},
         "size": size,

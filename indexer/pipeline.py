@@ -207,6 +207,7 @@ async def _bulk(
     es: AsyncElasticsearch, alias: str, docs: dict[str, list[dict[str, Any]]], report: Report
 ) -> set[str]:
     """Write the chunks; the ids of documents with a failed chunk."""
+    owner = {chunk["chunk_id"]: doc_id for doc_id, chunks in docs.items() for chunk in chunks}
 
     async def actions() -> AsyncIterator[dict[str, Any]]:
         for chunks in docs.values():
@@ -230,7 +231,7 @@ async def _bulk(
             continue
         report.chunks_failed += 1
         info = next(iter(item.values()))
-        failed.add(str(info.get("_id", "")).rsplit("-", 1)[0])
+        failed.add(owner.get(str(info.get("_id", "")), str(info.get("_id", ""))))
         log.error("bulk item failed: %s", info.get("error") or info.get("status"))
     return failed
 

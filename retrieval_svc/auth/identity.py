@@ -14,7 +14,7 @@ invalid or expired token is a 401, never a silent downgrade to anonymous.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import jwt
 
@@ -35,7 +35,6 @@ class Claims:
     user_id: str | None = None
     roles: tuple[str, ...] | None = None
     token: str | None = None
-    sources: tuple[str, ...] = field(default_factory=tuple)  # where they came from, for errors
 
     @property
     def empty(self) -> bool:

@@ -91,9 +91,6 @@ class KeyStore:
     def __init__(self, keys: list[ApiKeyConfig]) -> None:
         self._keys = [(bytes.fromhex(k.sha256), k) for k in keys]
 
-    def __len__(self) -> int:
-        return len(self._keys)
-
     def lookup(self, presented: str) -> ApiKeyConfig:
         """The key whose hash matches ``presented``; raises AuthorizationFailed otherwise."""
         digest = hashlib.sha256(presented.encode("utf-8")).digest()

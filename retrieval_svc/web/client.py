@@ -79,11 +79,6 @@ class WebSearch:
         """Whether a provider and key are configured."""
         return self._config.provider is not None and bool(self._config.api_key)
 
-    @property
-    def config(self) -> WebConfig:
-        """The configuration in force."""
-        return self._config
-
     async def search(
         self,
         query: str,

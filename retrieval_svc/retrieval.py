@@ -154,7 +154,13 @@ async def _query_vector(state: AppState, mode: Mode, query: str) -> list[float] 
 async def _search(
     state: AppState, principal: Principal, q: RetrievalQuery, started: float
 ) -> tuple[SearchResult, RerankStatus]:
-    filters = [] if q.filter is None else [await state.catalog.compile(q.filter, q.filter_path)]
+    filters = []
+    if q.filter is not None:
+        filters.append(
+            await state.catalog.compile(
+                q.filter, q.filter_path, tenant=principal.tenant, knowledge_ids=q.knowledge_ids
+            )
+        )
     mode = resolve_mode(state, q)
     vector = await _query_vector(state, mode, q.query)
     top_k = min(q.top_k, state.settings.max_top_k)

@@ -137,3 +137,41 @@ async def test_another_tenant_sees_nothing_and_cannot_probe_knowledge_ids(corpus
         )
         assert search.status_code == 404  # nothing of acme's, not even its existence
         assert postcheck_drops(c) == 0
+
+
+async def test_unknown_field_errors_list_only_the_callers_fields(
+    corpus: str, es_sync: Elasticsearch
+) -> None:
+    # Tenant "other" has one knowledge base, with one custom field; acme's building-ops has
+    # category, version, effective_date, … None of those may be shown to tenant "other".
+    es_sync.index(
+        index=corpus,
+        id="other-my-kb-1",
+        document={
+            "chunk_id": "other-my-kb-1",
+            "tenant": "other",
+            "knowledge_id": "my-kb",
+            "content": "其他租户的文档",
+            "metadata": {"color": "红"},
+        },
+        refresh=True,
+    )
+    key = "access-scoped-other-key-0123456789"
+    keys = [
+        ApiKeyConfig(name="mine", sha256=hash_key(key), tenant="other", knowledge_ids=("my-kb",))
+    ]
+    async with app_client(make_settings(corpus, api_keys=keys)) as c:
+        resp = await c.post(
+            "/v1/search",
+            json={
+                "query": "文档",
+                "knowledge_ids": ["my-kb"],
+                "filter": {"field": "nonexistent", "op": "eq", "value": "x"},
+            },
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert resp.status_code == 400 and resp.json()["path"] == "filter.field"
+    message = resp.json()["error_msg"]
+    assert "color" in message and "document_title" in message  # its own, and the chunk fields
+    for elsewhere in ("category", "version", "effective_date"):
+        assert elsewhere not in message, message

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from retrieval_svc.errors import InvalidRequest
+from retrieval_svc.errors import InvalidRequest, UnknownField
 from retrieval_svc.filters.fields import FieldCatalog, FieldSpec, Kind
 from retrieval_svc.filters.operators import OPERATORS, Op
 from retrieval_svc.filters.tree import And, Condition, Not, Or
@@ -177,9 +177,5 @@ def compile_filter(
         return _not(compile_filter(node.not_, catalog, f"{path}.not", tz))
     spec = catalog.lookup(node.field)
     if spec is None:
-        known = ", ".join(catalog.known_names())
-        raise InvalidRequest(
-            f"{path}.field: unknown field {node.field!r}; known fields: {known}",
-            path=f"{path}.field",
-        )
+        raise UnknownField(node.field, catalog.known_names(), path=f"{path}.field")
     return _condition(node, spec, path, tz)

@@ -138,6 +138,10 @@ class FieldCatalog:
             text_field=self._view(path, TEXT_SUBFIELD),
         )
 
+    def metadata_paths(self) -> list[str]:
+        """The custom fields' Elasticsearch paths (``metadata.category``, …)."""
+        return sorted(self._metadata)
+
     def known_names(self) -> list[str]:
         """Every name a filter may use, for error messages."""
         custom = sorted(p.removeprefix("metadata.") for p in self._metadata)

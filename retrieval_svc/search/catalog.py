@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import UTC, tzinfo
 
-from retrieval_svc.errors import InvalidRequest
+from retrieval_svc.errors import UnknownField
 from retrieval_svc.filters import FieldCatalog, compile_filter
 from retrieval_svc.filters.compiler import Query
 from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.dify_compiler import compile_dify
+from retrieval_svc.filters.fields import CHUNK_FIELDS
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.search.engine import SearchEngine
 
@@ -37,11 +39,19 @@ class CatalogCache:
             self._loaded_at = time.monotonic()
             return self._catalog
 
-    async def compile(self, node: And | Or | Not | Condition | DifyFilter, path: str) -> Query:
+    async def compile(
+        self,
+        node: And | Or | Not | Condition | DifyFilter,
+        path: str,
+        *,
+        tenant: str,
+        knowledge_ids: Sequence[str],
+    ) -> Query:
         """Compile a filter; on an unknown field, look at the mapping again first.
 
-        A native filter naming a field that is still unknown is refused; in a Dify filter such
-        a field is one every document lacks (Dify's own semantics).
+        A native filter naming a field that is still unknown is refused, and the refusal lists
+        only the fields that occur in ``tenant``'s ``knowledge_ids`` — never another tenant's or
+        knowledge base's. In a Dify filter such a field is one every document lacks.
         """
         catalog = await self._refresh(force=False)
         if isinstance(node, DifyFilter):
@@ -50,7 +60,13 @@ class CatalogCache:
             return compile_dify(node, catalog, self._tz)
         try:
             return compile_filter(node, catalog, path, self._tz)
-        except InvalidRequest as exc:
-            if not (exc.path or "").endswith(".field"):
-                raise
-        return compile_filter(node, await self._refresh(force=True), path, self._tz)
+        except UnknownField:
+            catalog = await self._refresh(force=True)
+        try:
+            return compile_filter(node, catalog, path, self._tz)
+        except UnknownField as exc:
+            present = await self._engine.fields_present(
+                tenant, knowledge_ids, catalog.metadata_paths()
+            )
+            names = [*CHUNK_FIELDS, *(p.removeprefix("metadata.") for p in present)]
+            raise UnknownField(exc.field, names, path=exc.path or path) from None

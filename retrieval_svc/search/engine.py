@@ -228,6 +228,25 @@ class SearchEngine:
         )
         return int(response["count"]) > 0
 
+    async def fields_present(
+        self, tenant: str, knowledge_ids: Sequence[str], paths: Sequence[str]
+    ) -> list[str]:
+        """Which of ``paths`` some chunk of ``tenant``'s ``knowledge_ids`` has (one request)."""
+        if not paths:
+            return []
+        scope = [tenant_query(tenant), {"terms": {"knowledge_id": sorted(knowledge_ids)}}]
+        response = await self._call(
+            "fields_present",
+            self._es.search(
+                index=self._alias,
+                size=0,
+                query={"bool": {"filter": scope}},
+                aggs={"f": {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}},
+            ),
+        )
+        buckets = response["aggregations"]["f"]["buckets"]
+        return [p for p in paths if buckets.get(p, {}).get("doc_count", 0) > 0]
+
     async def get_mappings(self) -> dict[str, Any]:
         """The mappings of every index behind the alias."""
         response = await self._call("get_mapping", self._es.indices.get_mapping(index=self._alias))

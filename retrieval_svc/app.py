@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -102,6 +104,14 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         )
     except PolicyError as exc:
         raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
+    watcher = asyncio.create_task(acl.watch(), name="policy-watcher")
+
+    async def stop_watcher() -> None:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+    stack.push_async_callback(stop_watcher)
     es = make_es_client(settings, timeout_s=settings.request_deadline_s)
     stack.push_async_callback(es.close)
     http = httpx.AsyncClient(timeout=settings.request_deadline_s)

@@ -3,7 +3,9 @@ conditions, knowledge-base policy, explain, and a policy change without restart.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -239,16 +241,71 @@ async def test_kb_policy_denies(client: httpx.AsyncClient) -> None:
     assert allowed.status_code == 404  # permitted, but no such knowledge base is indexed
 
 
+def reloads(client: httpx.AsyncClient, outcome: str) -> float:
+    transport = client._transport
+    assert isinstance(transport, httpx.ASGITransport)
+    registry = transport.app.state.rsvc.metrics.registry  # type: ignore[attr-defined]
+    return float(registry.get_sample_value("rsvc_policy_reloads_total", {"outcome": outcome}) or 0)
+
+
+async def until(predicate: Any, what: str) -> None:
+    """Wait (bounded, generously) for the policy watcher to act."""
+    deadline = time.monotonic() + 30
+    while not await predicate():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
 async def test_policy_change_without_restart(client: httpx.AsyncClient, policy: Path) -> None:
     body = dify_body(QUERY, cond("user_id", "zhao", "is"))
     assert POWER not in await titles(client, IdentityMode.CASBIN, body)
     policy.write_text(POLICY + "g, user:zhao, 运维工程师, acme\n", encoding="utf-8")
     os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
-    assert POWER in await titles(client, IdentityMode.CASBIN, body)
+
+    async def granted() -> bool:
+        return POWER in await titles(client, IdentityMode.CASBIN, body)
+
+    await until(granted, "the policy change never took effect")
     # A broken policy is refused and the last good one stays in force.
     policy.write_text("p, broken\n", encoding="utf-8")
     os.utime(policy, ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
+
+    async def refused() -> bool:
+        return reloads(client, "error") >= 1
+
+    await until(refused, "the broken policy was never looked at")
     assert POWER in await titles(client, IdentityMode.CASBIN, body)
+
+
+async def test_a_slow_reload_never_holds_a_request(
+    client: httpx.AsyncClient, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reload blocks until the test lets it go — which the test does only after a request
+    # has been answered. A reload inside a request (or on the event loop) could never let
+    # that request finish first: the wait below would time out and the ordering fail.
+    from retrieval_svc.acl import casbin_acl
+
+    started, release = threading.Event(), threading.Event()
+    real_load = casbin_acl.load_enforcer
+
+    def slow_load(model: Path, path: Path) -> Any:
+        started.set()
+        release.wait(timeout=60)
+        return real_load(model, path)
+
+    monkeypatch.setattr(casbin_acl, "load_enforcer", slow_load)
+    policy.write_text(POLICY + "g, user:zhao, 运维工程师, acme\n", encoding="utf-8")
+    os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+    assert await asyncio.to_thread(started.wait, 30), "the watcher never started a reload"
+    body = dify_body(QUERY, cond("user_id", "zhao", "is"))
+    during = await titles(client, IdentityMode.CASBIN, body)  # answered mid-reload
+    assert not release.is_set() and POWER not in during  # the old policy, still in force
+    release.set()
+
+    async def granted() -> bool:
+        return POWER in await titles(client, IdentityMode.CASBIN, body)
+
+    await until(granted, "the slow reload never swapped in")
 
 
 async def test_explain(client: httpx.AsyncClient, corpus: str) -> None:

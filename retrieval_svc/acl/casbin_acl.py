@@ -10,14 +10,15 @@ that fails to load or validate is reported and counted; the last good one stays 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import casbin
+from casbin.util import key_match
 
 log = logging.getLogger(__name__)
 # pycasbin logs its model and every policy line (user ids and their roles) at INFO while it
@@ -30,6 +31,7 @@ DEFAULT_MODEL = PACKAGE_DIR / "model.conf"
 DEFAULT_POLICY = PACKAGE_DIR / "default_policy.csv"
 
 ANYONE = "anyone"
+MIN_CHECK_INTERVAL_S = 0.05  # the watcher's fastest poll (RSVC_POLICY_CHECK_INTERVAL_S=0)
 USER_PREFIX = "user:"
 READ = "read"
 
@@ -45,30 +47,62 @@ def user_subject(user_id: str) -> str:
 
 @dataclass(slots=True)
 class _Loaded:
-    """One loaded policy: the enforcer, and what it mentions (to skip work for the rest)."""
+    """One loaded policy, indexed for requests.
+
+    pycasbin parses and validates the files; the questions requests ask are answered from
+    plain dictionaries built here once per load, because pycasbin's domain role manager
+    rebuilds a role manager for the domain on every ``get_implicit_roles_for_user`` /
+    ``enforce`` call — quadratic in the policy's lines (20,000 users stalled a request for
+    minutes). The semantics are the model's: ``g, child, parent, tenant`` links within one
+    tenant; ``p, subject, tenant-pattern, kb-pattern, read`` with ``keyMatch``.
+    """
 
     enforcer: casbin.Enforcer
-    members: frozenset[str]  # names with a parent role (left side of some g line)
-    subjects: frozenset[str]  # names granted something (first field of some p line)
+    parents: dict[str, dict[str, tuple[str, ...]]]  # tenant → name → parent roles
+    grants: dict[str, tuple[tuple[str, str, str], ...]]  # subject → (dom, obj, act) patterns
     expansions: dict[tuple[str, str], frozenset[str]]
 
     @classmethod
     def of(cls, enforcer: casbin.Enforcer) -> _Loaded:
-        members = frozenset(rule[0] for rule in enforcer.get_grouping_policy())
-        subjects = frozenset(rule[0] for rule in enforcer.get_policy())
-        return cls(enforcer, members, subjects, {})
+        parents: dict[str, dict[str, list[str]]] = {}
+        for child, parent, tenant, *_ in enforcer.get_grouping_policy():
+            parents.setdefault(tenant, {}).setdefault(child, []).append(parent)
+        grants: dict[str, list[tuple[str, str, str]]] = {}
+        for subject, dom, obj, act, *_ in enforcer.get_policy():
+            grants.setdefault(subject, []).append((dom, obj, act))
+        return cls(
+            enforcer,
+            {t: {c: tuple(ps) for c, ps in names.items()} for t, names in parents.items()},
+            {s: tuple(g) for s, g in grants.items()},
+            {},
+        )
 
     def implicit(self, name: str, tenant: str) -> frozenset[str]:
         """``name``'s inherited roles in ``tenant`` (cached for this policy's lifetime)."""
-        if name not in self.members:
+        links = self.parents.get(tenant)
+        if not links or name not in links:
             return frozenset()
         key = (name, tenant)
         found = self.expansions.get(key)
         if found is None:
-            found = frozenset(self.enforcer.get_implicit_roles_for_user(name, tenant))
+            seen: set[str] = set()
+            todo = list(links[name])
+            while todo:  # breadth over the hierarchy; cycles stop at seen names
+                role = todo.pop()
+                if role not in seen:
+                    seen.add(role)
+                    todo.extend(links.get(role, ()))
+            found = frozenset(seen)
             if len(self.expansions) < 100_000:
                 self.expansions[key] = found
         return found
+
+    def grant(self, subject: str, tenant: str, knowledge_id: str) -> bool:
+        """Whether a p line of ``subject`` lets it read ``knowledge_id`` in ``tenant``."""
+        return any(
+            act == READ and key_match(tenant, dom) and key_match(knowledge_id, obj)
+            for dom, obj, act in self.grants.get(subject, ())
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +157,6 @@ class AccessControl:
         self._lock = threading.Lock()
         self._loaded = _Loaded.of(load_enforcer(model, policy))  # bad at start-up: fatal
         self._stamp = self._file_stamp()
-        self._checked_at = time.monotonic()
         self.last_error: str | None = None
 
     def _file_stamp(self) -> tuple[tuple[int, int], ...]:
@@ -153,18 +186,28 @@ class AccessControl:
             self._on_reload("ok")
             return True
 
-    def maybe_reload(self) -> None:
-        """Reload if the files changed; looks at most every ``check_interval_s``."""
-        now = time.monotonic()
-        if now - self._checked_at < self._interval:
-            return
-        self._checked_at = now
-        if self._file_stamp() != self._stamp:
-            self.reload()
+    def reload_if_changed(self) -> bool:
+        """Reload if the files changed since the last load (blocking: call it from a worker
+        thread, as ``watch`` does). True if a new policy is in force."""
+        if self._file_stamp() == self._stamp:
+            return False
+        return self.reload()
+
+    async def watch(self) -> None:
+        """Poll the files every ``check_interval_s`` and reload in a worker thread, forever.
+
+        Requests never load or compile a policy: they read the one in force, and a reload
+        swaps it in one assignment when it is ready, so a huge policy cannot stall them.
+        """
+        while True:
+            await asyncio.sleep(max(self._interval, MIN_CHECK_INTERVAL_S))
+            try:
+                await asyncio.to_thread(self.reload_if_changed)
+            except Exception:  # never let the watcher die: the next tick tries again
+                log.exception("policy watcher failed")
 
     def expand(self, roles: Iterable[str], tenant: str) -> frozenset[str]:
         """Roles plus every role they inherit in ``tenant``."""
-        self.maybe_reload()
         loaded = self._loaded
         out: set[str] = set()
         for role in roles:
@@ -174,21 +217,21 @@ class AccessControl:
 
     def user_roles(self, user_id: str, tenant: str) -> frozenset[str]:
         """Every role a user holds in ``tenant``, inherited ones included."""
-        self.maybe_reload()
         return self._loaded.implicit(user_subject(user_id), tenant)
 
     def kb_decision(
         self, *, tenant: str, user_id: str | None, roles: Iterable[str], knowledge_id: str
     ) -> KbDecision:
         """Whether a principal may read ``knowledge_id``, and on whose grant."""
-        self.maybe_reload()
         loaded = self._loaded
-        # ``roles`` are already expanded, so only names granted something directly can match;
-        # users are checked through the enforcer (their grants may come through g lines).
-        subjects = [ANYONE, *sorted(r for r in roles if r in loaded.subjects)]
+        # ``roles`` are the principal's effective roles, hierarchy expanded (the user's
+        # Casbin roles included), so a grant to any of them, to the user or to anyone decides
+        # exactly as the model's g(r.sub, p.sub, r.dom) would.
+        subjects = [ANYONE, *sorted(r for r in roles if r in loaded.grants)]
         if user_id is not None:
-            subjects.append(user_subject(user_id))
+            user = user_subject(user_id)
+            subjects += [user, *sorted(loaded.implicit(user, tenant) & loaded.grants.keys())]
         for subject in subjects:
-            if loaded.enforcer.enforce(subject, tenant, knowledge_id, READ):
+            if loaded.grant(subject, tenant, knowledge_id):
                 return KbDecision(True, subject)
         return KbDecision(False, None)

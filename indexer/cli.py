@@ -88,18 +88,22 @@ def settings_or_exit() -> IndexSettings:
         raise typer.Exit(2) from None
 
 
-def run(work: Callable[[AsyncElasticsearch, str], Awaitable[T]]) -> T:
-    """Run ``work(es, alias)`` with a client from the environment's settings.
+def run(
+    work: Callable[[AsyncElasticsearch, IndexSettings], Awaitable[T]],
+    settings: IndexSettings | None = None,
+) -> T:
+    """Run ``work(es, settings)`` with a client from the settings (read from the environment
+    unless given).
 
     An unreachable cluster or model server is one line with the cause and what to do (exit 3),
     a refused model mismatch one line too (exit 2); ``--debug`` shows the traceback.
     """
-    settings = settings_or_exit()
+    settings = settings or settings_or_exit()
 
     async def main() -> T:
         es = make_es_client(settings)
         try:
-            return await work(es, settings.index_alias)
+            return await work(es, settings)
         finally:
             await es.close()
 
@@ -137,9 +141,10 @@ def run(work: Callable[[AsyncElasticsearch, str], Awaitable[T]]) -> T:
 
 
 @asynccontextmanager
-async def open_embedder() -> AsyncIterator[tuple[Embedder | None, EmbeddingModel | None]]:
+async def open_embedder(
+    settings: IndexSettings,
+) -> AsyncIterator[tuple[Embedder | None, EmbeddingModel | None]]:
     """The configured embedder and its model (both None for RSVC_EMBEDDER=none)."""
-    settings = settings_or_exit()
     async with httpx.AsyncClient() as http:
         embedder = make_embedder(embedder_config(settings), http)
         try:
@@ -188,18 +193,15 @@ def print_report(report: Report, as_json: bool) -> None:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
 
 
-def vector_index_type() -> str:
-    """The configured quantisation of the vector field."""
-    return settings_or_exit().vector_index_type
-
-
 @app.command()
 def init() -> None:
     """Apply the index template and create the alias's first index if missing."""
 
-    async def work(es: AsyncElasticsearch, alias: str) -> str:
-        async with open_embedder() as (_, model):
-            return await ensure_index(es, alias, model, vector_index_type=vector_index_type())
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> str:
+        async with open_embedder(settings) as (_, model):
+            return await ensure_index(
+                es, settings.index_alias, model, vector_index_type=settings.vector_index_type
+            )
 
     typer.echo(f"index alias ready (analysis: {run(work)})")
 
@@ -253,12 +255,13 @@ def index(
     ] = None,
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
+    settings = settings_or_exit()
     try:
         options = IndexOptions(
             knowledge_id=knowledge_id,
-            alias=settings_or_exit().index_alias,
+            alias=settings.index_alias,
             tenant=tenant,
-            timezone=settings_or_exit().timezone,
+            timezone=settings.timezone,
             dataset_name=dataset_name,
             chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
             url_template=url_template,
@@ -284,10 +287,15 @@ def index(
     with Progress(*columns, console=err, disable=not show, transient=True) as bar:
         task = bar.add_task(f"reading {escape(src.description)}", total=None, unit="documents")
 
-        async def work(es: AsyncElasticsearch, alias: str) -> Report:
-            async with open_embedder() as (embedder, model):
+        async def work(es: AsyncElasticsearch, settings: IndexSettings) -> Report:
+            async with open_embedder(settings) as (embedder, model):
                 if not dry_run:
-                    await ensure_index(es, alias, model, vector_index_type=vector_index_type())
+                    await ensure_index(
+                        es,
+                        settings.index_alias,
+                        model,
+                        vector_index_type=settings.vector_index_type,
+                    )
                 embedding = (
                     bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")
                     if model and not dry_run
@@ -302,7 +310,7 @@ def index(
                     embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
                 )
 
-        report = run(work)
+        report = run(work, settings)
     print_report(report, as_json)
     if metrics_textfile or pushgateway:
         try:
@@ -326,7 +334,8 @@ def delete(
     """Delete a knowledge base's chunks, or some documents'."""
     ids = document_id or []
 
-    async def work(es: AsyncElasticsearch, alias: str) -> tuple[int, int]:
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> tuple[int, int]:
+        alias = settings.index_alias
         matching = await manage.count(es, alias, manage.delete_query(tenant, knowledge_id, ids))
         deleted = await manage.delete(es, alias, tenant, knowledge_id, ids) if yes else 0
         return matching, deleted
@@ -341,7 +350,7 @@ def delete(
 @app.command()
 def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Indices behind the alias and counts per knowledge base."""
-    out = run(manage.stats)
+    out = run(lambda es, settings: manage.stats(es, settings.index_alias))
     if as_json:
         typer.echo(json.dumps(out, ensure_ascii=False))
         return
@@ -362,16 +371,16 @@ def rebuild(
 ) -> None:
     """Copy the index into a new one from the current template and swap the alias."""
 
-    async def work(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
-        async with open_embedder() as (embedder, model):
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> dict[str, Any]:
+        async with open_embedder(settings) as (embedder, model):
             return await manage.rebuild(
                 es,
-                alias,
+                settings.index_alias,
                 keep_old=keep_old,
                 progress=lambda n: err.print(f"copied {n} chunks"),
                 embedder=embedder,
                 model=model,
-                vector_index_type=vector_index_type(),
+                vector_index_type=settings.vector_index_type,
             )
 
     out = run(work)

@@ -164,22 +164,21 @@ async def _search(
     mode = resolve_mode(state, q)
     vector = await _query_vector(state, mode, q.query)
     top_k = min(q.top_k, state.settings.max_top_k)
-    reranker = state.reranker
-    rerank = reranker is not None and reranker.enabled
+    reranker = state.reranker if state.reranker is not None and state.reranker.enabled else None
     result = await state.engine.search(
         query=q.query,
         knowledge_ids=q.knowledge_ids,
         principal=principal,
         filters=filters,
         # A reranker reorders the fused top-N and scores it anew: the threshold waits for it.
-        top_k=max(top_k, reranker.top_n) if rerank and reranker else top_k,
-        score_threshold=0.0 if rerank else q.score_threshold,
+        top_k=max(top_k, reranker.top_n) if reranker else top_k,
+        score_threshold=0.0 if reranker else q.score_threshold,
         mode=mode if vector is not None else "bm25",
         vector=vector,
     )
     log_fields(mode=result.mode)
     status: RerankStatus = "disabled"
-    if rerank and reranker is not None and result.chunks:
+    if reranker is not None and result.chunks:
         remaining = state.settings.request_deadline_s - (time.perf_counter() - started)
         done = await reranker.rerank(q.query, result.chunks, timeout_s=max(0.05, remaining))
         state.metrics.rerank_seconds.labels(outcome=done.status).observe(done.took_ms / 1000)

@@ -57,7 +57,6 @@ class _Loaded:
     tenant; ``p, subject, tenant-pattern, kb-pattern, read`` with ``keyMatch``.
     """
 
-    enforcer: casbin.Enforcer
     parents: dict[str, dict[str, tuple[str, ...]]]  # tenant → name → parent roles
     grants: dict[str, tuple[tuple[str, str, str], ...]]  # subject → (dom, obj, act) patterns
     expansions: dict[tuple[str, str], frozenset[str]]
@@ -71,7 +70,6 @@ class _Loaded:
         for subject, dom, obj, act, *_ in enforcer.get_policy():
             grants.setdefault(subject, []).append((dom, obj, act))
         return cls(
-            enforcer,
             {t: {c: tuple(ps) for c, ps in names.items()} for t, names in parents.items()},
             {s: tuple(g) for s, g in grants.items()},
             {},

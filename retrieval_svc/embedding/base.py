@@ -56,16 +56,12 @@ class QueryCache:
     def __init__(self, embedder: Embedder, size: int) -> None:
         self._embedder = embedder
         self._cache: LRUCache[str, Vector] = LRUCache(maxsize=max(1, size))
-        self.hits = 0
-        self.misses = 0
 
     async def vector(self, text: str) -> Vector:
         """The vector for ``text``, from the cache when it was asked before."""
         cached = self._cache.get(text)
         if cached is not None:
-            self.hits += 1
             return cached
-        self.misses += 1
         (vector,) = await self._embedder.embed_queries([text])
         self._cache[text] = vector
         return vector

@@ -46,14 +46,14 @@ class LocalEmbedder(Embedder):
                 out.extend(row.tolist() for row in matrix.reshape(len(part), -1))
             return out
 
-    def load(self) -> None:
-        """Load the model now (blocking) rather than on the first request."""
+    def load(self) -> Any:
+        """Load the model now (blocking), once, rather than on the first request."""
         with self._lock:
-            self._load()
+            return self._load()
 
     async def describe(self) -> EmbeddingModel:
         """The bundled model: 384 dimensions."""
-        model = await asyncio.to_thread(lambda: self._load())
+        model = await asyncio.to_thread(self.load)
         return EmbeddingModel(model=LOCAL_MODEL_ID, dims=int(model.dim))
 
     async def embed_queries(self, texts: Sequence[str]) -> list[Vector]:

@@ -29,6 +29,7 @@ from retrieval_svc.errors import DeadlineExceeded, SearchUnavailable
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.fusion import FusionMethod, Hit, fuse, vector_score
 from retrieval_svc.search.query import (
+    SOURCE_EXCLUDES,
     TextFields,
     knn_body,
     normalize_score,
@@ -264,7 +265,7 @@ class SearchEngine:
                 query={"bool": {"filter": [tenant_query(tenant), {"term": {field: value}}]}},
                 size=100,
                 sort=[{"segment_position": "asc"}],
-                source_excludes=["embedding"],
+                source_excludes=list(SOURCE_EXCLUDES),
             ),
         )
         return [hit["_source"] for hit in response["hits"]["hits"]]

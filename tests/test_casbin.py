@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl, PolicyError, load_enforcer
+from retrieval_svc.acl.casbin_acl import (
+    DEFAULT_MODEL,
+    AccessControl,
+    PolicyError,
+    _Compiler,
+    _Loaded,
+    load_enforcer,
+)
 
 POLICY = """\
 p, anyone, acme, public-*, read
@@ -181,3 +188,37 @@ def test_policy_answers_match_pycasbins_own(
                 )
                 got = acl.kb_decision(tenant=tenant, user_id=user, roles=roles, knowledge_id=kb)
                 assert got.allowed == allowed, (lines, tenant, user, kb)
+
+
+@pytest.mark.anyio
+async def test_the_watcher_compiles_in_a_child_process(acl: AccessControl, policy: Path) -> None:
+    # The watcher's path: a spawned child parses and indexes, this process reassembles the
+    # pieces. Same answers as a load in this process, errors keep the last good policy.
+    outcomes: list[str] = []
+    acl._on_reload = outcomes.append
+    compiler = _Compiler()
+    try:
+        assert not await acl.refresh(compiler)  # unchanged: nothing compiled
+        write_policy(policy, POLICY + "g, user:dave, 物业经理, acme\n")
+        assert await acl.refresh(compiler)
+        assert acl.user_roles("dave", "acme") == {"物业经理", "运维工程师", "巡检员"}
+        assert compiler._pool is not None
+        write_policy(policy, POLICY + "p, 运维工程师, acme, ops-*, write\n")
+        assert not await acl.refresh(compiler)
+        assert acl.last_error and "only action is 'read'" in acl.last_error
+        assert acl.user_roles("dave", "acme") == {"物业经理", "运维工程师", "巡检员"}
+        assert outcomes == ["ok", "error"]
+    finally:
+        compiler.close()
+
+
+@pytest.mark.anyio
+async def test_index_pieces_reassemble_to_the_same_policy(policy: Path) -> None:
+    links = [(f"user:u{i}", f"r{i % 7}", "acme") for i in range(25)] + [("r1", "r0", "acme")]
+    grants = [("r0", "acme", "kb-*", "read"), ("anyone", "*", "pub", "read")]
+    loaded = _Loaded.of(grants, links)
+    pieces = loaded.pieces(size=4)
+    assert len(pieces) == 1 + 7  # the grants, then 26 names in pieces of 4
+    again = await _Loaded.assemble(pieces)
+    assert (again.parents, again.grants) == (loaded.parents, loaded.grants)
+    assert again.implicit("user:u8", "acme") == {"r1", "r0"}

@@ -286,14 +286,14 @@ async def test_a_slow_reload_never_holds_a_request(
     from retrieval_svc.acl import casbin_acl
 
     started, release = threading.Event(), threading.Event()
-    real_load = casbin_acl.load_enforcer
+    real_compile = casbin_acl._Compiler.compile
 
-    def slow_load(model: Path, path: Path) -> Any:
+    async def slow_compile(self: Any, source: Any) -> Any:
         started.set()
-        release.wait(timeout=60)
-        return real_load(model, path)
+        await asyncio.to_thread(release.wait, 60)
+        return await real_compile(self, source)  # the real child process
 
-    monkeypatch.setattr(casbin_acl, "load_enforcer", slow_load)
+    monkeypatch.setattr(casbin_acl._Compiler, "compile", slow_compile)
     policy.write_text(POLICY + "g, user:zhao, 运维工程师, acme\n", encoding="utf-8")
     os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
     assert await asyncio.to_thread(started.wait, 30), "the watcher never started a reload"

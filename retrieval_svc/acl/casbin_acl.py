@@ -3,17 +3,24 @@
 pycasbin is untyped; types begin here. The model and a default policy ship with the package
 (``model.conf``, ``default_policy.csv``); deployments point ``RSVC_CASBIN_MODEL`` /
 ``RSVC_CASBIN_POLICY`` at their own files. A changed policy file is picked up without a
-restart: at most every ``check_interval_s`` a request looks at the files' modification
-times, loads them into a fresh enforcer, validates it, and only then swaps it in. A policy
-that fails to load or validate is reported and counted; the last good one stays in force.
+restart: every ``check_interval_s`` a watcher task looks at the files' modification times;
+a child process loads a changed policy, validates and indexes it, and only then is it
+swapped in. A policy that fails to load or validate is reported and counted; the last good
+one stays in force.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import multiprocessing
+import os
+import pickle
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +41,7 @@ ANYONE = "anyone"
 MIN_CHECK_INTERVAL_S = 0.05  # the watcher's fastest poll (RSVC_POLICY_CHECK_INTERVAL_S=0)
 USER_PREFIX = "user:"
 READ = "read"
+PIECE_SIZE = 2000  # index entries per pickled piece handed back by the compiling child
 
 
 class PolicyError(ValueError):
@@ -45,11 +53,42 @@ def user_subject(user_id: str) -> str:
     return USER_PREFIX + user_id
 
 
+Rule = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFiles:
+    """Where a policy lives: a Casbin model and a CSV policy file (picklable, so a child
+    process can load it)."""
+
+    model: Path
+    policy: Path
+
+    def stamp(self) -> tuple[tuple[int, int], ...]:
+        """Cheap change detection: modification time and size of both files."""
+        stamps = []
+        for path in (self.model, self.policy):
+            try:
+                st = path.stat()
+                stamps.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamps.append((-1, -1))
+        return tuple(stamps)
+
+    def rules(self) -> tuple[list[Rule], list[Rule]]:
+        """The validated ``p`` and ``g`` lines; raises PolicyError."""
+        enforcer = load_enforcer(self.model, self.policy)
+        return enforcer.get_policy(), enforcer.get_grouping_policy()
+
+    def describe(self) -> str:
+        return str(self.policy)
+
+
 @dataclass(slots=True)
 class _Loaded:
     """One loaded policy, indexed for requests.
 
-    pycasbin parses and validates the files; the questions requests ask are answered from
+    pycasbin parses and validates the policy; the questions requests ask are answered from
     plain dictionaries built here once per load, because pycasbin's domain role manager
     rebuilds a role manager for the domain on every ``get_implicit_roles_for_user`` /
     ``enforce`` call — quadratic in the policy's lines (20,000 users stalled a request for
@@ -62,18 +101,46 @@ class _Loaded:
     expansions: dict[tuple[str, str], frozenset[str]]
 
     @classmethod
-    def of(cls, enforcer: casbin.Enforcer) -> _Loaded:
+    def of(cls, policy: Iterable[Rule], grouping: Iterable[Rule]) -> _Loaded:
         parents: dict[str, dict[str, list[str]]] = {}
-        for child, parent, tenant, *_ in enforcer.get_grouping_policy():
+        for child, parent, tenant, *_ in grouping:
             parents.setdefault(tenant, {}).setdefault(child, []).append(parent)
         grants: dict[str, list[tuple[str, str, str]]] = {}
-        for subject, dom, obj, act, *_ in enforcer.get_policy():
+        for subject, dom, obj, act, *_ in policy:
             grants.setdefault(subject, []).append((dom, obj, act))
         return cls(
             {t: {c: tuple(ps) for c, ps in names.items()} for t, names in parents.items()},
             {s: tuple(g) for s, g in grants.items()},
             {},
         )
+
+    def pieces(self, size: int = PIECE_SIZE) -> list[bytes]:
+        """This index as pickled pieces of at most ``size`` entries each.
+
+        A child process compiles the policy and hands it back in pieces, so the parent can
+        unpickle one piece at a time and let requests run in between (one 100,000-user
+        index unpickled at once holds the interpreter for ~40 ms).
+        """
+        out = [pickle.dumps(("grants", list(self.grants.items())))]
+        for tenant, names in self.parents.items():
+            items = list(names.items())
+            for i in range(0, len(items), size):
+                out.append(pickle.dumps((tenant, items[i : i + size])))
+        return out
+
+    @classmethod
+    async def assemble(cls, pieces: Iterable[bytes]) -> _Loaded:
+        """Rebuild an index from ``pieces``, yielding to the event loop between pieces."""
+        parents: dict[str, dict[str, tuple[str, ...]]] = {}
+        grants: dict[str, tuple[tuple[str, str, str], ...]] = {}
+        for piece in pieces:
+            key, items = pickle.loads(piece)
+            if key == "grants":
+                grants.update(items)
+            else:
+                parents.setdefault(key, {}).update(items)
+            await asyncio.sleep(0)
+        return cls(parents, grants, {})
 
     def implicit(self, name: str, tenant: str) -> frozenset[str]:
         """``name``'s inherited roles in ``tenant`` (cached for this policy's lifetime)."""
@@ -111,13 +178,14 @@ class KbDecision:
     granted_by: str | None
 
 
-def _validate(enforcer: casbin.Enforcer) -> None:
-    for rule in enforcer.get_policy():
+def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
+    """Raise PolicyError for a line the model cannot mean."""
+    for rule in policy:
         if len(rule) != 4 or not all(rule):
             raise PolicyError(f"policy line {rule} must be: p, subject, tenant, knowledge_id, read")
         if rule[3] != READ:
             raise PolicyError(f"policy line {rule}: the only action is 'read'")
-    for rule in enforcer.get_grouping_policy():
+    for rule in grouping:
         if len(rule) != 3 or not all(rule):
             raise PolicyError(f"role line {rule} must be: g, member, role, tenant")
         if rule[1].startswith(USER_PREFIX):
@@ -133,8 +201,45 @@ def load_enforcer(model: Path, policy: Path) -> casbin.Enforcer:
         enforcer = casbin.Enforcer(str(model), str(policy))
     except Exception as exc:  # pycasbin raises assorted errors for bad files
         raise PolicyError(f"cannot load {model.name} / {policy.name}: {exc}") from exc
-    _validate(enforcer)
+    validate_rules(enforcer.get_policy(), enforcer.get_grouping_policy())
     return enforcer
+
+
+def compile_pieces(source: PolicyFiles) -> list[bytes]:
+    """Load, validate and index ``source``; the index in pickled pieces (runs in a child
+    process: pycasbin's parsing is pure Python and would hold the service's interpreter)."""
+    return _Loaded.of(*source.rules()).pieces()
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(10)  # requests on this machine come first
+
+
+class _Compiler:
+    """One child process that compiles policies, started on first use and kept for the next."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def compile(self, source: PolicyFiles) -> _Loaded:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+            )
+        try:
+            pieces = await asyncio.get_running_loop().run_in_executor(
+                self._pool, compile_pieces, source
+            )
+        except BrokenProcessPool:  # the child died (killed, out of memory): a new one next time
+            self.close()
+            raise
+        return await _Loaded.assemble(pieces)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
 
 class AccessControl:
@@ -148,61 +253,75 @@ class AccessControl:
         check_interval_s: float = 2.0,
         on_reload: Callable[[str], None] | None = None,
     ) -> None:
-        self._model = model
-        self._policy = policy
+        self.source = PolicyFiles(model, policy)
         self._interval = check_interval_s
         self._on_reload = on_reload or (lambda _outcome: None)
         self._lock = threading.Lock()
-        self._loaded = _Loaded.of(load_enforcer(model, policy))  # bad at start-up: fatal
-        self._stamp = self._file_stamp()
+        self._stamp = self.source.stamp()
+        self._loaded = _Loaded.of(*self.source.rules())  # bad at start-up: fatal
         self.last_error: str | None = None
 
-    def _file_stamp(self) -> tuple[tuple[int, int], ...]:
-        stamps = []
-        for path in (self._model, self._policy):
-            try:
-                st = path.stat()
-                stamps.append((st.st_mtime_ns, st.st_size))
-            except OSError:
-                stamps.append((-1, -1))
-        return tuple(stamps)
+    def _swap(self, loaded: _Loaded | PolicyError) -> bool:
+        if isinstance(loaded, PolicyError):
+            self.last_error = str(loaded)
+            log.error("policy reload failed, keeping the last good policy: %s", loaded)
+            self._on_reload("error")
+            return False
+        self._loaded = loaded  # one assignment: a request sees the old policy or the new
+        self.last_error = None
+        log.info("policy reloaded from %s", self.source.describe())
+        self._on_reload("ok")
+        return True
 
     def reload(self) -> bool:
-        """Load the files now; keep the current policy if they are invalid. True if swapped."""
+        """Load the policy now, in this thread; keep the current one if it is invalid.
+        True if swapped. (The service's watcher compiles in a child process instead.)"""
         with self._lock:
-            self._stamp = self._file_stamp()
+            self._stamp = self.source.stamp()
             try:
-                enforcer = load_enforcer(self._model, self._policy)
+                loaded: _Loaded | PolicyError = _Loaded.of(*self.source.rules())
             except PolicyError as exc:
-                self.last_error = str(exc)
-                log.error("policy reload failed, keeping the last good policy: %s", exc)
-                self._on_reload("error")
-                return False
-            self._loaded = _Loaded.of(enforcer)
-            self.last_error = None
-            log.info("policy reloaded from %s", self._policy)
-            self._on_reload("ok")
-            return True
+                loaded = exc
+            return self._swap(loaded)
 
     def reload_if_changed(self) -> bool:
-        """Reload if the files changed since the last load (blocking: call it from a worker
-        thread, as ``watch`` does). True if a new policy is in force."""
-        if self._file_stamp() == self._stamp:
+        """Reload in this thread if the policy changed since the last load. True if a new
+        policy is in force."""
+        if self.source.stamp() == self._stamp:
             return False
         return self.reload()
 
     async def watch(self) -> None:
-        """Poll the files every ``check_interval_s`` and reload in a worker thread, forever.
+        """Poll the policy every ``check_interval_s``; compile a changed one in a child
+        process and swap it in, forever.
 
         Requests never load or compile a policy: they read the one in force, and a reload
-        swaps it in one assignment when it is ready, so a huge policy cannot stall them.
+        swaps it in one assignment when it is ready. The child does the parsing (pure Python
+        in pycasbin) and indexing, at a lower priority; this process only unpickles the
+        index piece by piece, yielding between pieces, so a huge policy cannot stall requests.
         """
-        while True:
-            await asyncio.sleep(max(self._interval, MIN_CHECK_INTERVAL_S))
-            try:
-                await asyncio.to_thread(self.reload_if_changed)
-            except Exception:  # never let the watcher die: the next tick tries again
-                log.exception("policy watcher failed")
+        compiler = _Compiler()
+        try:
+            while True:
+                await asyncio.sleep(max(self._interval, MIN_CHECK_INTERVAL_S))
+                try:
+                    await self.refresh(compiler)
+                except Exception:  # never let the watcher die: the next tick tries again
+                    log.exception("policy watcher failed")
+        finally:
+            compiler.close()
+
+    async def refresh(self, compiler: _Compiler) -> bool:
+        """One watcher tick: compile and swap if the policy changed. True if swapped."""
+        stamp = await asyncio.to_thread(self.source.stamp)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            loaded: _Loaded | PolicyError = await compiler.compile(self.source)
+        except PolicyError as exc:
+            loaded = exc
+        return self._swap(loaded)
 
     def expand(self, roles: Iterable[str], tenant: str) -> frozenset[str]:
         """Roles plus every role they inherit in ``tenant``."""

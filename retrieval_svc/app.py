@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from zoneinfo import ZoneInfo
 
@@ -14,6 +14,7 @@ from elasticsearch import ApiError, TransportError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from prometheus_client import start_http_server
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval_svc import __version__
@@ -80,6 +81,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(NoStoreMiddleware)
     app.add_middleware(CollapseSlashesMiddleware)  # outermost: routes and metrics see /retrieval
     app.include_router(health.router)
+    if settings.metrics == "open":
+        app.include_router(health.open_metrics)
+    elif settings.metrics == "key":
+        app.include_router(health.keyed_metrics)
     app.include_router(dify.router)
     app.include_router(search.router)
     app.include_router(tools.router)
@@ -112,6 +117,8 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             await watcher
 
     stack.push_async_callback(stop_watcher)
+    if settings.metrics == "port":
+        stack.callback(serve_metrics(metrics, settings.host, settings.metrics_port))
     es = make_es_client(settings, timeout_s=settings.request_deadline_s)
     stack.push_async_callback(es.close)
     http = httpx.AsyncClient(timeout=settings.request_deadline_s)
@@ -157,6 +164,25 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
         reranker=Reranker(http, rerank_config(settings)) if settings.rerank_url else None,
     )
+
+
+def serve_metrics(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
+    """Serve ``metrics`` on ``host:port`` from a thread; returns the function that stops it."""
+    try:
+        server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
+            "set RSVC_METRICS_PORT to a free port"
+        ) from exc
+    log.info("metrics on http://%s:%d/metrics", host, port)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop
 
 
 def rerank_config(settings: Settings) -> RerankConfig:

@@ -144,6 +144,11 @@ class Settings(IndexSettings):
 
     # HTTP server (the ``serve`` command)
     api_docs: bool = True  # /docs, /redoc, /openapi.json (the Helm chart turns them off)
+    # /metrics: "open" on the API port (development), "key" on the API port behind an API
+    # key, "port" on its own port (``metrics_port``, same host; the Helm chart's default),
+    # "off" not served.
+    metrics: Literal["open", "key", "port", "off"] = "open"
+    metrics_port: int = Field(9464, ge=1, le=65535)
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
 

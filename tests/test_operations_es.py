@@ -15,8 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from retrieval_svc.errors import ConfigurationError
 from tests.corpus import SAMPLES_KB
-from tests.fake_provider import FakeProvider
+from tests.fake_provider import FakeProvider, free_port
 from tests.support import ES_URL, KEYS, app_client, auth, key_entry, make_settings
 from tests.tcp_proxy import TcpProxy
 
@@ -239,3 +240,42 @@ async def test_api_docs_can_be_turned_off(corpus: str) -> None:
     assert gone == [404, 404, 404] and tool.status_code == 200
     async with app_client(make_settings(corpus)) as c:
         assert (await c.get("/openapi.json")).status_code == 200  # on by default (development)
+
+
+async def test_metrics_behind_the_api_key(corpus: str) -> None:
+    async with app_client(make_settings(corpus, metrics="key")) as c:
+        refused = await c.get("/metrics")
+        served = await c.get("/metrics", headers=auth("anon"))
+    assert refused.status_code == 403  # as every route answers a missing key
+    assert served.status_code == 200 and "rsvc_build_info" in served.text
+
+
+async def test_metrics_on_their_own_port(corpus: str) -> None:
+    port = free_port()
+    async with app_client(make_settings(corpus, metrics="port", metrics_port=port)) as c:
+        on_api_port = await c.get("/metrics", headers=auth("anon"))
+        await c.post(
+            "/retrieval",
+            json={"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 1}},
+            headers=auth("anon"),
+        )
+        async with httpx.AsyncClient() as plain:
+            scraped = await plain.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
+    assert on_api_port.status_code == 404
+    counted = [
+        sample.value
+        for family in text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+        if sample.name == "rsvc_http_requests_total" and sample.labels["route"] == "/retrieval"
+    ]
+    assert scraped.status_code == 200 and counted == [1.0]  # the same registry the app counts in
+    with pytest.raises(httpx.ConnectError):  # stopped with the app
+        httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+
+
+async def test_metrics_port_in_use_refuses_to_start(corpus: str) -> None:
+    port = free_port()
+    async with app_client(make_settings(corpus, metrics="port", metrics_port=port)):
+        with pytest.raises(ConfigurationError, match="RSVC_METRICS_PORT"):
+            async with app_client(make_settings(corpus, metrics="port", metrics_port=port)):
+                pass

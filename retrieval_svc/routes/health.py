@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from retrieval_svc.deps import StateDep
+from retrieval_svc.deps import ApiKeyDep, StateDep
 
 router = APIRouter(tags=["operations"])
 
@@ -29,7 +29,22 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse({"ready": ready, "reason": reason}, status_code=200 if ready else 503)
 
 
-@router.get("/metrics", response_model=None)
+def _metrics(state: StateDep) -> Response:
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+# /metrics on the API port, chosen by RSVC_METRICS (the app includes at most one of these).
+open_metrics = APIRouter(tags=["operations"])
+keyed_metrics = APIRouter(tags=["operations"])
+
+
+@open_metrics.get("/metrics", response_model=None)
 async def metrics(state: StateDep) -> Response:
     """Prometheus metrics."""
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return _metrics(state)
+
+
+@keyed_metrics.get("/metrics", response_model=None)
+async def metrics_with_key(state: StateDep, _key: ApiKeyDep) -> Response:
+    """Prometheus metrics, for a caller with an API key."""
+    return _metrics(state)

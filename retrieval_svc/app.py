@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from retrieval_svc import __version__
 from retrieval_svc.acl.casbin_acl import AccessControl, PolicyError
 from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
 from retrieval_svc.embedding import (
     EmbeddingError,
     EmbeddingModel,
@@ -163,6 +164,30 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         embedder=embedder,
         query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
         reranker=Reranker(http, rerank_config(settings)) if settings.rerank_url else None,
+        oidc=OidcVerifier(
+            http,
+            oidc_config(settings),
+            on_fetch=lambda outcome: metrics.oidc_key_fetches.labels(outcome=outcome).inc(),
+        )
+        if settings.oidc_issuer
+        else None,
+    )
+
+
+def oidc_config(settings: Settings) -> OidcConfig:
+    """The OpenID Connect provider's configuration in ``settings`` (issuer required)."""
+    assert settings.oidc_issuer is not None
+    return OidcConfig(
+        issuer=settings.oidc_issuer,
+        audience=tuple(settings.oidc_audience),
+        jwks_url=settings.oidc_jwks_url,
+        user_claim=settings.oidc_user_claim,
+        roles_claim=settings.oidc_roles_claim,
+        algorithms=tuple(settings.oidc_algorithms),
+        leeway_s=settings.oidc_leeway_s,
+        jwks_max_age_s=settings.oidc_jwks_max_age_s,
+        jwks_min_refresh_s=settings.oidc_jwks_min_refresh_s,
+        timeout_s=min(3.0, settings.request_deadline_s),
     )
 
 

@@ -105,4 +105,10 @@ def new_key_command(
             "HS256): keep the entry in a Secret",
             err=True,
         )
+    if mode is IdentityMode.OIDC:
+        typer.echo(
+            "oidc mode: the service verifies the end user's token with your identity provider; "
+            "set RSVC_OIDC_ISSUER and RSVC_OIDC_AUDIENCE (docs/permissions.md)",
+            err=True,
+        )
     typer.echo(json.dumps(entry, ensure_ascii=False))

@@ -8,11 +8,12 @@ where a request field is to blame).
     ├── AuthError                  403
     │   ├── MalformedAuthorization 403 / 1001  header missing or not "Bearer <key>"
     │   ├── AuthorizationFailed    403 / 1002  unknown key, or key not allowed this resource
-    │   └── InvalidPrincipalToken  401 / 1002  signed principal token invalid or expired
+    │   └── InvalidPrincipalToken  401 / 1002  principal token (signed or OIDC) invalid or expired
     ├── KnowledgeBaseNotFound      404 / 2001
     ├── InvalidRequest             400 / 3001  body or filter malformed (with ``path``)
     │   └── UnknownField           400 / 3001  a filter names a field no chunk has
     ├── SearchUnavailable          503 / 5001  Elasticsearch unreachable or failing
+    ├── IdentityProviderUnavailable 503 / 5003 no keys from the OIDC provider (never fetched)
     └── DeadlineExceeded           504 / 5002  the request deadline ran out
 
 Other HTTP errors raised by the framework (unknown route, wrong method, oversized body) use
@@ -84,6 +85,13 @@ class UnknownField(InvalidRequest):
 class SearchUnavailable(ServiceError):
     status_code = 503
     error_code = 5001
+
+
+class IdentityProviderUnavailable(ServiceError):
+    """No signing keys from the OpenID Connect provider: its tokens cannot be checked now."""
+
+    status_code = 503
+    error_code = 5003
 
 
 class DeadlineExceeded(ServiceError):

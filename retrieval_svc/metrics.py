@@ -68,6 +68,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.oidc_key_fetches = Counter(
+            "rsvc_oidc_key_fetches_total",
+            "Fetches of the OpenID Connect provider's signing keys, by outcome (ok, error).",
+            ["outcome"],
+            registry=r,
+        )
         self.auth_failures = Counter(
             "rsvc_auth_failures_total",
             "Requests refused for authentication or authorization, by reason.",

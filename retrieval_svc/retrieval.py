@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from retrieval_svc.access import authorize
-from retrieval_svc.auth.identity import Claims, resolve_principal
+from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.embedding import EmbeddingError
@@ -72,7 +72,7 @@ async def retrieve(
     started = time.perf_counter()
     log_fields(knowledge_ids=list(q.knowledge_ids), top_k=q.top_k, filtered=q.filter is not None)
     try:
-        principal = resolve_principal(key, q.claims, state.acl)
+        principal = await principal_for(key, q.claims, state.acl, state.oidc)
         authorize(state.acl, key, principal, q.knowledge_ids)
     except AuthError as exc:
         state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()

@@ -21,6 +21,11 @@ from retrieval_svc.web.client import WebConfig
 
 log = logging.getLogger(__name__)
 
+# Asymmetric JWS algorithms an OIDC token may use (auth/oidc.py accepts no others).
+OIDC_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
+)
+
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 
 
@@ -119,6 +124,16 @@ class Settings(IndexSettings):
     identity_user_names: list[str] = Field(default_factory=lambda: ["user_id"])
     identity_role_names: list[str] = Field(default_factory=lambda: ["user_roles", "access_roles"])
     identity_token_names: list[str] = Field(default_factory=lambda: ["principal_token"])
+    # OpenID Connect provider for ``oidc`` keys (design.md §6)
+    oidc_issuer: str | None = None
+    oidc_audience: list[str] = Field(default_factory=list)
+    oidc_jwks_url: str | None = None  # default: discovered from the issuer
+    oidc_user_claim: str = Field("sub", min_length=1)
+    oidc_roles_claim: str = Field("groups", min_length=1)
+    oidc_algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "PS256"])
+    oidc_leeway_s: float = Field(30.0, ge=0, le=300)
+    oidc_jwks_max_age_s: float = Field(600.0, ge=0)
+    oidc_jwks_min_refresh_s: float = Field(30.0, ge=0)
 
     # Web search (design.md §10)
     web_provider: Literal["bocha", "tavily", "baidu"] | None = None
@@ -152,6 +167,17 @@ class Settings(IndexSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
 
+    @field_validator("oidc_algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        refused = sorted(set(value) - OIDC_ALGORITHMS)
+        if refused or not value:
+            raise ValueError(
+                f"not accepted: {refused or 'an empty list'}; choose among "
+                f"{', '.join(sorted(OIDC_ALGORITHMS))} (never HS* or none)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _load_keys(self) -> Self:
         if self.api_keys_file is not None:
@@ -160,6 +186,13 @@ class Settings(IndexSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"API key names must be unique; repeated: {duplicates}")
+        oidc_keys = [k.name for k in self.api_keys if k.mode == "oidc"]
+        if oidc_keys and not self.oidc_issuer:
+            raise ValueError(f"API keys {oidc_keys} have mode oidc: set RSVC_OIDC_ISSUER")
+        if self.oidc_issuer and not self.oidc_audience:
+            raise ValueError(
+                "RSVC_OIDC_ISSUER needs RSVC_OIDC_AUDIENCE: the client id(s) tokens must be for"
+            )
         if self.web_provider and not self.web_api_key:
             raise ValueError(f"RSVC_WEB_PROVIDER={self.web_provider} needs RSVC_WEB_API_KEY")
         if not self.api_keys and not self.auth_disabled:

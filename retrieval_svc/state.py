@@ -12,6 +12,7 @@ from elasticsearch import AsyncElasticsearch, OrjsonSerializer
 
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.auth.keys import KeyStore
+from retrieval_svc.auth.oidc import OidcVerifier
 from retrieval_svc.embedding import Embedder, QueryCache
 from retrieval_svc.filters.dify import IdentityNames
 from retrieval_svc.metrics import Metrics
@@ -38,6 +39,7 @@ class AppState:
     embedder: Embedder | None = None
     query_vectors: QueryCache | None = None
     reranker: Reranker | None = None
+    oidc: OidcVerifier | None = None
 
     @property
     def identity_names(self) -> IdentityNames:

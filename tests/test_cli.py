@@ -47,6 +47,7 @@ def test_a_fixed_key_without_roles_is_refused() -> None:
     [
         ({"mode": "signed"}, "'broken' has mode signed but no token_secret"),
         ({"mode": "fixed"}, "'broken' has mode fixed but no roles"),
+        ({"mode": "oidc"}, "['broken'] have mode oidc: set RSVC_OIDC_ISSUER"),
     ],
 )
 def test_serve_refuses_a_key_that_cannot_work(

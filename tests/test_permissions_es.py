@@ -30,7 +30,8 @@ g, user:li, 运维工程师, acme
 g, user:zhao, 保洁主管, acme
 g, 物业经理, 运维工程师, acme
 """
-SECRETS = {m: f"perm-key-{m.value}-0123456789" for m in IdentityMode}
+# oidc keys need a provider: tests/test_oidc_es.py
+SECRETS = {m: f"perm-key-{m.value}-0123456789" for m in IdentityMode if m is not IdentityMode.OIDC}
 ADMIN = "perm-key-admin-0123456789"
 
 

@@ -5,6 +5,7 @@
 | `casbin`  | the claim `user_id`       | Casbin only; a role claim is refused        |
 | `trusted` | the claim `user_id`       | the claimed roles + Casbin                  |
 | `signed`  | the token's `sub`         | the token's `roles` + Casbin; plain claims refused |
+| `oidc`    | the OIDC token's user claim | its roles claim + Casbin; plain claims refused |
 | `fixed`   | none                      | the key's roles; caller claims are ignored  |
 
 Every role set is expanded through the Casbin role hierarchy. A claim a mode does not accept
@@ -21,6 +22,7 @@ import jwt
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.values import RoleValueError, parse_roles
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
+from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken
 
@@ -94,22 +96,52 @@ def _refuse(key: ApiKeyConfig, what: str, instead: str) -> AuthorizationFailed:
     )
 
 
-def resolve_principal(key: ApiKeyConfig, claims: Claims, acl: AccessControl) -> Principal:
-    """The principal a request acts for, with effective (hierarchy-expanded) roles."""
+async def principal_for(
+    key: ApiKeyConfig, claims: Claims, acl: AccessControl, oidc: OidcVerifier | None
+) -> Principal:
+    """``resolve_principal``, after verifying an ``oidc`` key's token with the provider."""
+    verified = None
+    if key.mode is IdentityMode.OIDC and claims.token is not None and _only_token(claims):
+        if oidc is None:  # Settings refuse an oidc key without RSVC_OIDC_ISSUER
+            raise AuthorizationFailed(f"API key {key.name!r} needs RSVC_OIDC_ISSUER")
+        verified = await oidc.verify(claims.token)
+    return resolve_principal(key, claims, acl, oidc_user=verified)
+
+
+def _only_token(claims: Claims) -> bool:
+    return claims.user_id is None and claims.roles is None
+
+
+def resolve_principal(
+    key: ApiKeyConfig,
+    claims: Claims,
+    acl: AccessControl,
+    *,
+    oidc_user: VerifiedUser | None = None,
+) -> Principal:
+    """The principal a request acts for, with effective (hierarchy-expanded) roles.
+
+    For an ``oidc`` key, ``oidc_user`` is what its token said (``principal_for`` verifies it).
+    """
     tenant = key.tenant
     if key.mode is IdentityMode.FIXED:
         return Principal(tenant=tenant, roles=acl.expand(key.roles, tenant), key_name=key.name)
 
-    if key.mode is IdentityMode.SIGNED:
-        if claims.user_id is not None or claims.roles is not None:
+    if key.mode in (IdentityMode.SIGNED, IdentityMode.OIDC):
+        if not _only_token(claims):
             raise _refuse(key, "plain user_id or role claims", "send a principal_token instead")
         if claims.token is None:
             return Principal(tenant=tenant, key_name=key.name)  # anonymous: public only
-        verified = verify_token(claims.token, key)
-        user_id, asserted = _check_user_id(verified.subject), verified.roles
+        if key.mode is IdentityMode.OIDC:
+            if oidc_user is None:
+                raise InvalidPrincipalToken("the identity token was not verified")
+            user_id, asserted = _check_user_id(oidc_user.user_id), oidc_user.roles
+        else:
+            verified = verify_token(claims.token, key)
+            user_id, asserted = _check_user_id(verified.subject), verified.roles
     else:
         if claims.token is not None:
-            raise _refuse(key, "a principal_token", "use a signed-mode key for tokens")
+            raise _refuse(key, "a principal_token", "use a signed- or oidc-mode key for tokens")
         if key.mode is IdentityMode.CASBIN and claims.roles is not None:
             raise _refuse(key, "role claims", "roles come from the Casbin policy; send user_id")
         user_id, asserted = _check_user_id(claims.user_id), claims.roles or ()

@@ -24,6 +24,7 @@ class IdentityMode(StrEnum):
     CASBIN = "casbin"
     TRUSTED = "trusted"
     SIGNED = "signed"
+    OIDC = "oidc"
     FIXED = "fixed"
 
 

@@ -28,7 +28,8 @@ from bench.measure import Run, drive
 from bench.scenarios import Prepared, Scenarios, prepare, recall_at_k
 from indexer.pipeline import IndexOptions, index_source, load_document
 from indexer.sources import LocalSource
-from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.filters import FieldCatalog
 from retrieval_svc.search.index import ensure_index, template_name

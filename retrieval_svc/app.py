@@ -18,7 +18,8 @@ from prometheus_client import start_http_server
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval_svc import __version__
-from retrieval_svc.acl.casbin_acl import AccessControl, PolicyError
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError, PolicyFiles, PolicySource
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
 from retrieval_svc.embedding import (
@@ -103,8 +104,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     """
     try:
         acl = AccessControl(
-            settings.casbin_model,
-            settings.casbin_policy,
+            source=policy_source(settings),
             check_interval_s=settings.policy_check_interval_s,
             on_reload=lambda outcome: metrics.policy_reloads.labels(outcome=outcome).inc(),
         )
@@ -172,6 +172,13 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         if settings.oidc_issuer
         else None,
     )
+
+
+def policy_source(settings: Settings) -> PolicySource:
+    """Where the Casbin policy lives: the database if a URL is set, else the file."""
+    if settings.casbin_db_url is not None:
+        return PolicyDatabase(settings.casbin_model, settings.casbin_db_url.get_secret_value())
+    return PolicyFiles(settings.casbin_model, settings.casbin_policy)
 
 
 def oidc_config(settings: Settings) -> OidcConfig:

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
+from retrieval_svc.acl.policy_store import (
+    DEFAULT_MODEL,
+    PolicyAdmin,
+    PolicyDatabase,
+    PolicyError,
+)
+from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
 from retrieval_svc.settings import Settings
 
@@ -112,3 +121,168 @@ def new_key_command(
             err=True,
         )
     typer.echo(json.dumps(entry, ensure_ascii=False))
+
+
+policy_app = typer.Typer(
+    help="Administer a Casbin policy kept in a database (RSVC_CASBIN_DB_URL). Every command "
+    "validates its input and is idempotent; a running service picks changes up within "
+    "RSVC_POLICY_CHECK_INTERVAL_S.",
+    no_args_is_help=True,
+)
+app.add_typer(policy_app, name="policy")
+
+DbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="RSVC_CASBIN_DB_URL",
+        help="SQLAlchemy URL of the policy database (sqlite:///policy.db, "
+        "postgresql+psycopg://user:pass@host/db).",
+        show_default=False,
+    ),
+]
+ModelOption = Annotated[
+    Path,
+    typer.Option("--model", envvar="RSVC_CASBIN_MODEL", help="Casbin model file."),
+]
+TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant the rule applies in.")]
+
+
+def _admin(db: str, model: Path) -> PolicyAdmin:
+    try:
+        return PolicyAdmin(PolicyDatabase(model, db))
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _change(what: str, change: Callable[[], bool]) -> None:
+    try:
+        changed = change()
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{'done' if changed else 'unchanged (already so)'}: {what}")
+
+
+@policy_app.command("grant-role")
+def grant_role(
+    user: str,
+    role: str,
+    db: DbOption,
+    tenant: TenantOption = DEFAULT_TENANT,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """USER holds ROLE in the tenant (USER is the user id, without "user:")."""
+    admin = _admin(db, model)
+    _change(f"{user} holds {role} in {tenant}", lambda: admin.grant_role(user, role, tenant))
+
+
+@policy_app.command("revoke-role")
+def revoke_role(
+    user: str,
+    role: str,
+    db: DbOption,
+    tenant: TenantOption = DEFAULT_TENANT,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """USER no longer holds ROLE in the tenant."""
+    admin = _admin(db, model)
+    _change(
+        f"{user} no longer holds {role} in {tenant}", lambda: admin.revoke_role(user, role, tenant)
+    )
+
+
+@policy_app.command()
+def inherit(
+    role: str,
+    parent: str,
+    db: DbOption,
+    tenant: TenantOption = DEFAULT_TENANT,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """Holders of ROLE also hold PARENT in the tenant."""
+    admin = _admin(db, model)
+    _change(f"{role} inherits {parent} in {tenant}", lambda: admin.inherit(role, parent, tenant))
+
+
+@policy_app.command()
+def disinherit(
+    role: str,
+    parent: str,
+    db: DbOption,
+    tenant: TenantOption = DEFAULT_TENANT,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """Undo `inherit`."""
+    admin = _admin(db, model)
+    _change(
+        f"{role} no longer inherits {parent} in {tenant}",
+        lambda: admin.disinherit(role, parent, tenant),
+    )
+
+
+@policy_app.command()
+def allow(
+    subject: str,
+    knowledge_ids: str,
+    db: DbOption,
+    tenant: TenantOption = DEFAULT_TENANT,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """SUBJECT (a role, user:ID or anyone) may read knowledge bases matching KNOWLEDGE_IDS
+    (a keyMatch pattern: building-*, *) in the tenant."""
+    admin = _admin(db, model)
+    _change(
+        f"{subject} may read {knowledge_ids} in {tenant}",
+        lambda: admin.allow(subject, knowledge_ids, tenant),
+    )
+
+
+@policy_app.command()
+def disallow(
+    subject: str,
+    knowledge_ids: str,
+    db: DbOption,
+    tenant: TenantOption = DEFAULT_TENANT,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """Undo `allow`."""
+    admin = _admin(db, model)
+    _change(
+        f"{subject} may no longer read {knowledge_ids} in {tenant}",
+        lambda: admin.disallow(subject, knowledge_ids, tenant),
+    )
+
+
+@policy_app.command("list")
+def list_rules(
+    db: DbOption,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's rules.")] = None,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """The rules, as Casbin CSV lines."""
+    for row in _admin(db, model).rules(tenant):
+        typer.echo(", ".join(row))
+
+
+@policy_app.command("export")
+def export_policy(db: DbOption, model: ModelOption = DEFAULT_MODEL) -> None:
+    """The whole policy as a Casbin CSV file on standard output (`import` reads it back)."""
+    typer.echo(_admin(db, model).export_csv(), nl=False)
+
+
+@policy_app.command("import")
+def import_policy(
+    file: Annotated[Path, typer.Argument(help="A Casbin CSV policy file.")],
+    db: DbOption,
+    model: ModelOption = DEFAULT_MODEL,
+) -> None:
+    """Replace the whole policy in the database by FILE (validated first; one transaction)."""
+    admin = _admin(db, model)
+    try:
+        count = admin.import_csv(file)
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}; the database is unchanged", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"imported {count} rules from {file}")

@@ -15,7 +15,7 @@ import yaml
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, DEFAULT_POLICY
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, DEFAULT_POLICY
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.web.client import WebConfig
 
@@ -120,6 +120,8 @@ class Settings(IndexSettings):
     # Access control (Casbin) and identity
     casbin_model: Path = DEFAULT_MODEL
     casbin_policy: Path = DEFAULT_POLICY
+    # The policy in a database instead of the file (SQLAlchemy URL; may hold a password)
+    casbin_db_url: SecretStr | None = None
     policy_check_interval_s: float = Field(2.0, ge=0)
     identity_user_names: list[str] = Field(default_factory=lambda: ["user_id"])
     identity_role_names: list[str] = Field(default_factory=lambda: ["user_roles", "access_roles"])
@@ -186,6 +188,11 @@ class Settings(IndexSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"API key names must be unique; repeated: {duplicates}")
+        if self.casbin_db_url is not None and "casbin_policy" in self.model_fields_set:
+            raise ValueError(
+                "RSVC_CASBIN_DB_URL and RSVC_CASBIN_POLICY are both set: the policy lives in "
+                "one place (`retrieval-svc policy import FILE` moves a file into the database)"
+            )
         oidc_keys = [k.name for k in self.api_keys if k.mode == "oidc"]
         if oidc_keys and not self.oidc_issuer:
             raise ValueError(f"API keys {oidc_keys} have mode oidc: set RSVC_OIDC_ISSUER")

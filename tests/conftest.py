@@ -8,6 +8,7 @@ An unreachable Elasticsearch fails the run: integration tests are never skipped.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -128,3 +129,40 @@ def s3_server() -> Iterator[str]:
     server.start()
     yield f"http://127.0.0.1:{port}"
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL the suite starts (scripts/pg.sh: Debian's package, initdb into a
+    fresh folder, a free loopback port); its SQLAlchemy URL. Failing to start fails the tests
+    that need it — never a skip."""
+    from tests.fake_provider import free_port
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "pg.sh"
+    port = str(free_port())
+    started = subprocess.run(
+        [str(script), "start", port], capture_output=True, text=True, timeout=600, check=False
+    )
+    if started.returncode != 0:
+        pytest.fail(f"could not start PostgreSQL with {script}:\n{started.stderr}", pytrace=False)
+    try:
+        yield started.stdout.strip()
+    finally:
+        subprocess.run([str(script), "stop", port], capture_output=True, timeout=120, check=False)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def policy_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty policy database: a SQLite file, or a new database in the suite's
+    PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'policy.db'}"
+    import sqlalchemy
+
+    server: str = request.getfixturevalue("postgres_url")
+    name = f"policy_{uuid.uuid4().hex[:12]}"
+    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return server.rsplit("/", 1)[0] + f"/{name}"

@@ -10,14 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_svc.acl.casbin_acl import (
-    DEFAULT_MODEL,
-    AccessControl,
-    PolicyError,
-    _Compiler,
-    _Loaded,
-    load_enforcer,
-)
+from retrieval_svc.acl.casbin_acl import AccessControl, _Compiler, _Loaded
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyError, load_enforcer
 
 POLICY = """\
 p, anyone, acme, public-*, read

@@ -9,7 +9,8 @@ from typing import Any
 import jwt
 import pytest
 
-from retrieval_svc.acl.casbin_acl import DEFAULT_MODEL, AccessControl
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken

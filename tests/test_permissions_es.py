@@ -345,3 +345,47 @@ async def test_explain(client: httpx.AsyncClient, corpus: str) -> None:
     assert not_admin.status_code == 403
     missing = await client.post("/v1/explain", json={"chunk_id": "nope"}, headers=hdr("admin"))
     assert missing.json()["found"] is False
+
+
+async def test_a_role_granted_in_postgresql_reaches_retrieval_without_restart(
+    corpus: str, postgres_url: str, tmp_path: Path
+) -> None:
+    # The policy in the suite's PostgreSQL, changed with the `retrieval-svc policy` commands
+    # while the service runs: the watcher's stamp query notices, a child process reloads.
+    import sqlalchemy
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as cli
+
+    name = f"policy_e2e_{os.getpid()}_{time.time_ns()}"
+    engine = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    source = tmp_path / "policy.csv"
+    source.write_text(POLICY, encoding="utf-8")
+
+    def command(*args: str) -> str:
+        result = CliRunner().invoke(cli, ["policy", *args, "--db", url])
+        assert result.exit_code == 0, result.stderr
+        return result.stdout
+
+    assert command("import", str(source)).startswith("imported 7 rules")
+    settings = make_settings(corpus, api_keys=keys(), casbin_db_url=url, policy_check_interval_s=0)
+    body = dify_body(QUERY, cond("user_id", "zhao", "is"))
+    async with app_client(settings) as client:
+        assert POWER not in await titles(client, IdentityMode.CASBIN, body)
+        assert command("grant-role", "zhao", "运维工程师", "--tenant", "acme").startswith("done")
+
+        async def granted() -> bool:
+            return POWER in await titles(client, IdentityMode.CASBIN, body)
+
+        await until(granted, "the role granted in PostgreSQL never reached /retrieval")
+        command("revoke-role", "zhao", "运维工程师", "--tenant", "acme")
+
+        async def revoked() -> bool:
+            return POWER not in await titles(client, IdentityMode.CASBIN, body)
+
+        await until(revoked, "the revoked role stayed in force")
+        assert postcheck_drops(client) == 0

@@ -24,8 +24,19 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-import casbin
 from casbin.util import key_match
+
+from retrieval_svc.acl.policy_store import (
+    ANYONE,
+    DEFAULT_MODEL,
+    DEFAULT_POLICY,
+    READ,
+    PolicyError,
+    PolicyFiles,
+    PolicySource,
+    Rule,
+    user_subject,
+)
 
 log = logging.getLogger(__name__)
 # pycasbin logs its model and every policy line (user ids and their roles) at INFO while it
@@ -33,55 +44,8 @@ log = logging.getLogger(__name__)
 # data in the log. Its warnings and errors still come through.
 logging.getLogger("casbin").setLevel(logging.WARNING)
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-DEFAULT_MODEL = PACKAGE_DIR / "model.conf"
-DEFAULT_POLICY = PACKAGE_DIR / "default_policy.csv"
-
-ANYONE = "anyone"
 MIN_CHECK_INTERVAL_S = 0.05  # the watcher's fastest poll (RSVC_POLICY_CHECK_INTERVAL_S=0)
-USER_PREFIX = "user:"
-READ = "read"
 PIECE_SIZE = 2000  # index entries per pickled piece handed back by the compiling child
-
-
-class PolicyError(ValueError):
-    """A model or policy that cannot be used."""
-
-
-def user_subject(user_id: str) -> str:
-    """The Casbin subject of a user (kept apart from role names)."""
-    return USER_PREFIX + user_id
-
-
-Rule = tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyFiles:
-    """Where a policy lives: a Casbin model and a CSV policy file (picklable, so a child
-    process can load it)."""
-
-    model: Path
-    policy: Path
-
-    def stamp(self) -> tuple[tuple[int, int], ...]:
-        """Cheap change detection: modification time and size of both files."""
-        stamps = []
-        for path in (self.model, self.policy):
-            try:
-                st = path.stat()
-                stamps.append((st.st_mtime_ns, st.st_size))
-            except OSError:
-                stamps.append((-1, -1))
-        return tuple(stamps)
-
-    def rules(self) -> tuple[list[Rule], list[Rule]]:
-        """The validated ``p`` and ``g`` lines; raises PolicyError."""
-        enforcer = load_enforcer(self.model, self.policy)
-        return enforcer.get_policy(), enforcer.get_grouping_policy()
-
-    def describe(self) -> str:
-        return str(self.policy)
 
 
 @dataclass(slots=True)
@@ -178,34 +142,7 @@ class KbDecision:
     granted_by: str | None
 
 
-def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
-    """Raise PolicyError for a line the model cannot mean."""
-    for rule in policy:
-        if len(rule) != 4 or not all(rule):
-            raise PolicyError(f"policy line {rule} must be: p, subject, tenant, knowledge_id, read")
-        if rule[3] != READ:
-            raise PolicyError(f"policy line {rule}: the only action is 'read'")
-    for rule in grouping:
-        if len(rule) != 3 or not all(rule):
-            raise PolicyError(f"role line {rule} must be: g, member, role, tenant")
-        if rule[1].startswith(USER_PREFIX):
-            raise PolicyError(f"role line {rule}: a user cannot be a role")
-
-
-def load_enforcer(model: Path, policy: Path) -> casbin.Enforcer:
-    """A validated enforcer from files; raises PolicyError."""
-    for path in (model, policy):
-        if not path.is_file():
-            raise PolicyError(f"{path} does not exist")
-    try:
-        enforcer = casbin.Enforcer(str(model), str(policy))
-    except Exception as exc:  # pycasbin raises assorted errors for bad files
-        raise PolicyError(f"cannot load {model.name} / {policy.name}: {exc}") from exc
-    validate_rules(enforcer.get_policy(), enforcer.get_grouping_policy())
-    return enforcer
-
-
-def compile_pieces(source: PolicyFiles) -> list[bytes]:
+def compile_pieces(source: PolicySource) -> list[bytes]:
     """Load, validate and index ``source``; the index in pickled pieces (runs in a child
     process: pycasbin's parsing is pure Python and would hold the service's interpreter)."""
     return _Loaded.of(*source.rules()).pieces()
@@ -222,7 +159,7 @@ class _Compiler:
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
 
-    async def compile(self, source: PolicyFiles) -> _Loaded:
+    async def compile(self, source: PolicySource) -> _Loaded:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
@@ -250,10 +187,11 @@ class AccessControl:
         model: Path = DEFAULT_MODEL,
         policy: Path = DEFAULT_POLICY,
         *,
+        source: PolicySource | None = None,
         check_interval_s: float = 2.0,
         on_reload: Callable[[str], None] | None = None,
     ) -> None:
-        self.source = PolicyFiles(model, policy)
+        self.source = source or PolicyFiles(model, policy)
         self._interval = check_interval_s
         self._on_reload = on_reload or (lambda _outcome: None)
         self._lock = threading.Lock()
@@ -277,8 +215,8 @@ class AccessControl:
         """Load the policy now, in this thread; keep the current one if it is invalid.
         True if swapped. (The service's watcher compiles in a child process instead.)"""
         with self._lock:
-            self._stamp = self.source.stamp()
             try:
+                self._stamp = self.source.stamp()
                 loaded: _Loaded | PolicyError = _Loaded.of(*self.source.rules())
             except PolicyError as exc:
                 loaded = exc
@@ -287,8 +225,11 @@ class AccessControl:
     def reload_if_changed(self) -> bool:
         """Reload in this thread if the policy changed since the last load. True if a new
         policy is in force."""
-        if self.source.stamp() == self._stamp:
-            return False
+        try:
+            if self.source.stamp() == self._stamp:
+                return False
+        except PolicyError as exc:
+            return self._swap(exc)
         return self.reload()
 
     async def watch(self) -> None:
@@ -313,7 +254,12 @@ class AccessControl:
 
     async def refresh(self, compiler: _Compiler) -> bool:
         """One watcher tick: compile and swap if the policy changed. True if swapped."""
-        stamp = await asyncio.to_thread(self.source.stamp)
+        try:
+            stamp = await asyncio.to_thread(self.source.stamp)
+        except PolicyError as exc:  # the database is unreachable: say so once, keep the policy
+            if str(exc) != self.last_error:
+                self._swap(exc)
+            return False
         if stamp == self._stamp:
             return False
         self._stamp = stamp

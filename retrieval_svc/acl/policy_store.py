@@ -1,0 +1,288 @@
+"""Where the Casbin policy lives, how it is read, and how it is administered.
+
+Two stores, one shape: ``PolicyFiles`` (a CSV file, hand-edited or from a ConfigMap) and
+``PolicyDatabase`` (pycasbin's SQLAlchemy adapter: SQLite for one machine, PostgreSQL for
+production). Both are small picklable values, so the policy watcher can hand one to a child
+process to load; both answer a cheap ``stamp`` that changes when the policy does.
+``PolicyAdmin`` is what ``retrieval-svc policy`` uses to change a database policy: every
+change validated, every command idempotent.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+# pycasbin, SQLAlchemy and the adapter are imported where used: Settings import this module's
+# paths, and importing Settings must not load them.
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_MODEL = PACKAGE_DIR / "model.conf"
+DEFAULT_POLICY = PACKAGE_DIR / "default_policy.csv"
+
+ANYONE = "anyone"
+USER_PREFIX = "user:"
+READ = "read"
+TABLE = "casbin_rule"  # the SQLAlchemy adapter's table
+MAX_NAME = 255  # the adapter's column width
+
+Rule = tuple[str, ...]
+
+
+class PolicyError(ValueError):
+    """A model or policy that cannot be used."""
+
+
+def user_subject(user_id: str) -> str:
+    """The Casbin subject of a user (kept apart from role names)."""
+    return USER_PREFIX + user_id
+
+
+def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
+    """Raise PolicyError for a line the model cannot mean."""
+    for rule in policy:
+        if len(rule) != 4 or not all(rule):
+            raise PolicyError(f"policy line {rule} must be: p, subject, tenant, knowledge_id, read")
+        if rule[3] != READ:
+            raise PolicyError(f"policy line {rule}: the only action is 'read'")
+    for rule in grouping:
+        if len(rule) != 3 or not all(rule):
+            raise PolicyError(f"role line {rule} must be: g, member, role, tenant")
+        if rule[1].startswith(USER_PREFIX):
+            raise PolicyError(f"role line {rule}: a user cannot be a role")
+
+
+def _rules(enforcer: Any) -> tuple[list[Rule], list[Rule]]:
+    policy, grouping = enforcer.get_policy(), enforcer.get_grouping_policy()
+    validate_rules(policy, grouping)
+    return policy, grouping
+
+
+def load_enforcer(model: Path, policy: Path) -> Any:
+    """A validated ``casbin.Enforcer`` from files; raises PolicyError."""
+    import casbin
+
+    for path in (model, policy):
+        if not path.is_file():
+            raise PolicyError(f"{path} does not exist")
+    try:
+        enforcer = casbin.Enforcer(str(model), str(policy))
+    except Exception as exc:  # pycasbin raises assorted errors for bad files
+        raise PolicyError(f"cannot load {model.name} / {policy.name}: {exc}") from exc
+    _rules(enforcer)
+    return enforcer
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFiles:
+    """A Casbin model and a CSV policy file."""
+
+    model: Path
+    policy: Path
+
+    def stamp(self) -> tuple[tuple[int, int], ...]:
+        """Cheap change detection: modification time and size of both files."""
+        stamps = []
+        for path in (self.model, self.policy):
+            try:
+                st = path.stat()
+                stamps.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamps.append((-1, -1))
+        return tuple(stamps)
+
+    def rules(self) -> tuple[list[Rule], list[Rule]]:
+        """The validated ``p`` and ``g`` lines; raises PolicyError."""
+        return _rules(load_enforcer(self.model, self.policy))
+
+    def describe(self) -> str:
+        return str(self.policy)
+
+
+@functools.cache
+def _engine(url: str) -> Engine:
+    """One engine (connection pool) per database URL and process."""
+    import sqlalchemy
+
+    return sqlalchemy.create_engine(url, pool_pre_ping=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDatabase:
+    """A Casbin model and a policy in a database (``RSVC_CASBIN_DB_URL``, a SQLAlchemy URL:
+    ``sqlite:///policy.db``, ``postgresql+psycopg://user:pass@host/db``)."""
+
+    model: Path
+    url: str
+
+    def describe(self) -> str:
+        """The URL without its password (safe to log)."""
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def _failure(self, exc: Exception) -> PolicyError:
+        return PolicyError(f"policy database {self.describe()}: {type(exc).__name__}: {exc}"[:500])
+
+    def adapter(self) -> Any:
+        """pycasbin's SQLAlchemy adapter on this database (creates the table if missing)."""
+        from sqlalchemy_adapter import Adapter  # type: ignore[import-untyped]
+
+        try:
+            return Adapter(_engine(self.url), table_name=TABLE)
+        except Exception as exc:  # unreachable server, bad credentials, bad URL
+            raise self._failure(exc) from exc
+
+    def enforcer(self) -> Any:
+        """A ``casbin.Enforcer`` loaded from the database; raises PolicyError."""
+        import casbin
+
+        if not self.model.is_file():
+            raise PolicyError(f"{self.model} does not exist")
+        adapter = self.adapter()
+        try:
+            return casbin.Enforcer(str(self.model), adapter)
+        except Exception as exc:
+            raise self._failure(exc) from exc
+
+    def stamp(self) -> tuple[Any, ...]:
+        """Cheap change detection in one query: row count, highest id and total length of
+        the rules (an added, removed or edited rule changes at least one). Raises
+        PolicyError when the database cannot be reached."""
+        import sqlalchemy
+
+        lengths = " + ".join(
+            f"LENGTH(COALESCE({c}, ''))" for c in ("ptype", "v0", "v1", "v2", "v3", "v4", "v5")
+        )
+        query = sqlalchemy.text(f"SELECT COUNT(*), MAX(id), SUM({lengths}) FROM {TABLE}")
+        try:
+            with _engine(self.url).connect() as conn:
+                row = conn.execute(query).one()
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        model = self.model.stat()
+        return (model.st_mtime_ns, *row)
+
+    def rules(self) -> tuple[list[Rule], list[Rule]]:
+        """The validated ``p`` and ``g`` lines; raises PolicyError."""
+        return _rules(self.enforcer())
+
+
+PolicySource = PolicyFiles | PolicyDatabase
+
+
+def _name(what: str, value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise PolicyError(f"{what} is empty")
+    if len(value) > MAX_NAME:
+        raise PolicyError(f"{what} is longer than {MAX_NAME} characters")
+    if any(c in value for c in ',\n\r"'):
+        raise PolicyError(f"{what} {value!r} may not contain commas, quotes or line breaks")
+    return value
+
+
+def _role(what: str, value: str) -> str:
+    value = _name(what, value)
+    if value.startswith(USER_PREFIX):
+        raise PolicyError(f"{what} {value!r} is a user, not a role (user: names users)")
+    return value
+
+
+def _user(value: str) -> str:
+    value = _name("user id", value)
+    if value.startswith(USER_PREFIX):
+        raise PolicyError(
+            f"give the user id without {USER_PREFIX!r} (the policy adds it): "
+            f"{value.removeprefix(USER_PREFIX)!r}"
+        )
+    return value
+
+
+def _subject(value: str) -> str:
+    value = _name("subject", value)
+    if value.startswith(USER_PREFIX):
+        _user(value.removeprefix(USER_PREFIX))
+    return value
+
+
+class PolicyAdmin:
+    """Changes to a policy database; each returns whether anything changed (idempotent)."""
+
+    def __init__(self, store: PolicyDatabase) -> None:
+        self.store = store
+        self._enforcer = store.enforcer()
+
+    def grant_role(self, user: str, role: str, tenant: str) -> bool:
+        """``user`` holds ``role`` in ``tenant``."""
+        rule = [user_subject(_user(user)), _role("role", role), _name("tenant", tenant)]
+        return bool(self._enforcer.add_grouping_policy(*rule))
+
+    def revoke_role(self, user: str, role: str, tenant: str) -> bool:
+        """``user`` no longer holds ``role`` in ``tenant``."""
+        rule = [user_subject(_user(user)), _role("role", role), _name("tenant", tenant)]
+        return bool(self._enforcer.remove_grouping_policy(*rule))
+
+    def inherit(self, role: str, parent: str, tenant: str) -> bool:
+        """Holders of ``role`` also hold ``parent`` in ``tenant``."""
+        role, parent = _role("role", role), _role("parent role", parent)
+        if role == parent:
+            raise PolicyError(f"role {role!r} cannot inherit itself")
+        return bool(self._enforcer.add_grouping_policy(role, parent, _name("tenant", tenant)))
+
+    def disinherit(self, role: str, parent: str, tenant: str) -> bool:
+        """Undo ``inherit``."""
+        rule = [_role("role", role), _role("parent role", parent), _name("tenant", tenant)]
+        return bool(self._enforcer.remove_grouping_policy(*rule))
+
+    def allow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
+        """``subject`` (a role, ``user:<id>`` or ``anyone``) may read the knowledge bases
+        matching ``knowledge_ids`` (a keyMatch pattern) in ``tenant`` (may be a pattern)."""
+        rule = [_subject(subject), _name("tenant", tenant), _name("knowledge ids", knowledge_ids)]
+        return bool(self._enforcer.add_policy(*rule, READ))
+
+    def disallow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
+        """Undo ``allow``."""
+        rule = [_subject(subject), _name("tenant", tenant), _name("knowledge ids", knowledge_ids)]
+        return bool(self._enforcer.remove_policy(*rule, READ))
+
+    def rules(self, tenant: str | None = None) -> list[tuple[str, ...]]:
+        """Every rule as a CSV row (``p, …`` then ``g, …``), optionally of one tenant."""
+        policy, grouping = _rules(self._enforcer)
+        rows = [("p", *r) for r in policy if tenant is None or r[1] == tenant]
+        rows += [("g", *r) for r in grouping if tenant is None or r[2] == tenant]
+        return rows
+
+    def export_csv(self) -> str:
+        """The whole policy in Casbin's CSV format (``import`` reads it back)."""
+        out = io.StringIO()
+        for row in self.rules():
+            out.write(", ".join(row) + "\n")
+        return out.getvalue()
+
+    def import_csv(self, path: Path) -> int:
+        """Replace the whole policy by a CSV policy file, in one transaction, after
+        validating it. Returns the number of rules."""
+        loaded = load_enforcer(self.store.model, path)
+        for row in _csv_rows(path):
+            for value in row[1:]:
+                _name("value", value)
+        loaded.set_adapter(self._enforcer.get_adapter())
+        loaded.save_policy()  # the adapter deletes and inserts in one transaction
+        self._enforcer.load_policy()
+        policy, grouping = _rules(self._enforcer)
+        return len(policy) + len(grouping)
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    text = path.read_text(encoding="utf-8")
+    rows = csv.reader(io.StringIO(text), skipinitialspace=True)
+    return [[v.strip() for v in row] for row in rows if row and not row[0].startswith("#")]

@@ -32,9 +32,9 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.filters import FieldCatalog
+from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.settings import ElasticsearchSettings
-from retrieval_svc.state import make_es_client
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench"

@@ -22,8 +22,8 @@ import httpx
 from bench import corpus
 from bench.measure import drive
 from bench.run import CACHE, Processes, drop_alias, index_corpus, service_client
+from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
-from retrieval_svc.state import make_es_client
 
 
 def rss_mb(pid: int) -> float:

@@ -34,9 +34,9 @@ from retrieval_svc.embedding import (
     embedder_config,
     make_embedder,
 )
+from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.settings import IndexSettings
-from retrieval_svc.state import make_es_client
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",

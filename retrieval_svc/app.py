@@ -37,12 +37,13 @@ from retrieval_svc.metrics import Metrics
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
+from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.engine import HybridConfig, SearchEngine
 from retrieval_svc.search.index import check_index_model, ensure_index
 from retrieval_svc.search.rerank import RerankConfig, Reranker
-from retrieval_svc.settings import Settings, web_config
-from retrieval_svc.state import AppState, make_es_client
-from retrieval_svc.web.client import WebSearch
+from retrieval_svc.settings import Settings
+from retrieval_svc.state import AppState
+from retrieval_svc.web.client import WebConfig, WebSearch
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,20 @@ def serve_metrics(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
         thread.join(timeout=5)
 
     return stop
+
+
+def web_config(settings: Settings) -> WebConfig:
+    """The web search configuration in ``settings``."""
+    return WebConfig(
+        provider=settings.web_provider,
+        api_key=settings.web_api_key.get_secret_value() if settings.web_api_key else None,
+        base_url=settings.web_base_url,
+        timeout_s=settings.web_timeout_s,
+        max_results=settings.web_max_results,
+        freshness=settings.web_freshness,
+        cache_ttl_s=settings.web_cache_ttl_s,
+        cache_size=settings.web_cache_size,
+    )
 
 
 def rerank_config(settings: Settings) -> RerankConfig:

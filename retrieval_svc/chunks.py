@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field
 
@@ -32,32 +33,103 @@ class UnifiedChunk(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-def _text(value: object) -> str:
+def text(value: object) -> str:
+    """A stored or received value as text: stripped if a string, else empty."""
     return value.strip() if isinstance(value, str) else ""
 
 
-def chunk_from_source(source: dict[str, Any], score: float) -> UnifiedChunk:
-    """A knowledge-base chunk from its stored document (design.md §9 rule 1)."""
-    document_name = _text(source.get("document_name"))
-    dataset_name = _text(source.get("dataset_name"))
-    url = _text(source.get("source_file_url"))
-    position = source.get("segment_position")
-    metadata = source.get("metadata")
+def rag_chunk(
+    *,
+    content: str,
+    document_title: str,
+    document_name: str,
+    dataset_name: str,
+    url: str,
+    score: float,
+    segment_position: int = 0,
+    chunk_id: str | None = None,
+    document_id: str | None = None,
+    knowledge_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> UnifiedChunk:
+    """A knowledge-base chunk (design.md §9 rule 1): the title falls back to the document
+    name, the subtitle is the dataset's name, the URL is the source file's."""
     return UnifiedChunk(
-        content=_text(source.get("content")),
+        content=content,
         source_type="rag",
-        document_title=_text(source.get("document_title")) or document_name,
+        document_title=document_title or document_name,
         url=url,
         score=score,
         display_subtitle=dataset_name,
         document_name=document_name,
         dataset_name=dataset_name,
         source_file_url=url,
+        segment_position=segment_position,
+        chunk_id=chunk_id,
+        document_id=document_id,
+        knowledge_id=knowledge_id,
+        metadata=metadata or {},
+    )
+
+
+def site_host(url: str) -> str:
+    """The URL's host without a leading ``www.`` (empty when there is none)."""
+    if not url:
+        return ""
+    try:
+        host = urlparse(url).netloc
+    except ValueError:
+        return ""
+    return host[4:] if host.startswith("www.") else host
+
+
+def web_subtitle(site_name: str, host: str, date: str) -> str:
+    """``site · date`` → ``site`` → ``date`` → ``""``; site is the site name, else the host."""
+    site = site_name.strip() or host
+    date = date.strip()
+    if site and date:
+        return f"{site} · {date}"
+    return site or date
+
+
+def web_chunk_of(
+    *, content: str, title: str, url: str, score: float, site_name: str, date: str
+) -> UnifiedChunk:
+    """A web chunk (design.md §9 rule 2): the subtitle is ``site · date`` with the fallback
+    chain, the document name is the URL, the date is a day (``YYYY-MM-DD``)."""
+    host = site_host(url)
+    date = date[:10]
+    return UnifiedChunk(
+        content=content,
+        source_type="web",
+        document_title=title,
+        url=url,
+        score=score,
+        display_subtitle=web_subtitle(site_name, host, date),
+        document_name=url,
+        site_name=site_name,
+        site_host=host,
+        source_file_url=url,
+        published_date=date,
+    )
+
+
+def chunk_from_source(source: dict[str, Any], score: float) -> UnifiedChunk:
+    """A knowledge-base chunk from its stored document."""
+    position = source.get("segment_position")
+    metadata = source.get("metadata")
+    return rag_chunk(
+        content=text(source.get("content")),
+        document_title=text(source.get("document_title")),
+        document_name=text(source.get("document_name")),
+        dataset_name=text(source.get("dataset_name")),
+        url=text(source.get("source_file_url")),
+        score=score,
         segment_position=position if isinstance(position, int) else 0,
         chunk_id=source.get("chunk_id"),
         document_id=source.get("document_id"),
         knowledge_id=source.get("knowledge_id"),
-        metadata=metadata if isinstance(metadata, dict) else {},
+        metadata=metadata if isinstance(metadata, dict) else None,
     )
 
 

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlparse
 
-from retrieval_svc.chunks import UnifiedChunk, number_chunks
+from retrieval_svc.chunks import (
+    UnifiedChunk,
+    number_chunks,
+    rag_chunk,
+    site_host,
+    web_chunk_of,
+    web_subtitle,
+)
+from retrieval_svc.chunks import text as _text
 
 __all__ = [
     "ShapeError",
     "extract_web_items",
     "format_chunks",
     "merge",
+    "merge_within_top_k",
     "number_chunks",
     "numbered_output",
     "ordered",
@@ -29,10 +37,6 @@ __all__ = [
     "web_chunks",
     "web_subtitle",
 ]
-
-
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -46,26 +50,6 @@ def _number(value: Any) -> float:
         return float(value or 0)
     except (TypeError, ValueError):
         return 0.0
-
-
-def site_host(url: str) -> str:
-    """The URL's host without a leading ``www.`` (empty when there is none)."""
-    if not url:
-        return ""
-    try:
-        host = urlparse(url).netloc
-    except ValueError:
-        return ""
-    return host[4:] if host.startswith("www.") else host
-
-
-def web_subtitle(site_name: str, host: str, date: str) -> str:
-    """``site · date`` → ``site`` → ``date`` → ``""``; site is the site name, else the host."""
-    site = site_name.strip() or host
-    date = date.strip()
-    if site and date:
-        return f"{site} · {date}"
-    return site or date
 
 
 def rag_items(raw: Any, path: str = "rag_chunks") -> list[Mapping[str, Any]]:
@@ -97,20 +81,14 @@ def rag_from_dify(items: Iterable[Any]) -> list[UnifiedChunk]:
             continue
         meta = _mapping(item.get("metadata"))
         doc = _mapping(meta.get("doc_metadata"))
-        name = _text(doc.get("document_name")) or _text(meta.get("document_name"))
-        dataset = _text(meta.get("dataset_name"))
-        url = _text(doc.get("source_file_url"))
         out.append(
-            UnifiedChunk(
+            rag_chunk(
                 content=content,
-                source_type="rag",
-                document_title=_text(doc.get("document_title")) or name,
-                url=url,
+                document_title=_text(doc.get("document_title")),
+                document_name=_text(doc.get("document_name")) or _text(meta.get("document_name")),
+                dataset_name=_text(meta.get("dataset_name")),
+                url=_text(doc.get("source_file_url")),
                 score=_number(meta.get("score")),
-                display_subtitle=dataset,
-                document_name=name,
-                dataset_name=dataset,
-                source_file_url=url,
                 segment_position=int(_number(meta.get("segment_position"))),
             )
         )
@@ -190,27 +168,22 @@ def web_chunk(item: Mapping[str, Any]) -> UnifiedChunk | None:
     content = _text(item.get("content")) or _text(item.get("summary")) or _text(item.get("snippet"))
     if not content:
         return None
-    url = _text(item.get("url"))
-    host = site_host(url)
-    site = _text(item.get("website")) or _text(item.get("site_name")) or _text(item.get("siteName"))
-    date = (
-        _text(item.get("date"))
-        or _text(item.get("published_date"))
-        or _text(item.get("datePublished"))
-        or _text(item.get("dateLastCrawled"))
-    )[:10]
-    return UnifiedChunk(
+    return web_chunk_of(
         content=content,
-        source_type="web",
-        document_title=_text(item.get("title")) or _text(item.get("name")),
-        url=url,
+        title=_text(item.get("title")) or _text(item.get("name")),
+        url=_text(item.get("url")),
         score=_number(item.get("authority_score") or item.get("score")),
-        display_subtitle=web_subtitle(site, host, date),
-        document_name=url,
-        site_name=site,
-        site_host=host,
-        source_file_url=url,
-        published_date=date,
+        site_name=(
+            _text(item.get("website"))
+            or _text(item.get("site_name"))
+            or _text(item.get("siteName"))
+        ),
+        date=(
+            _text(item.get("date"))
+            or _text(item.get("published_date"))
+            or _text(item.get("datePublished"))
+            or _text(item.get("dateLastCrawled"))
+        ),
     )
 
 
@@ -219,6 +192,29 @@ def merge(
 ) -> list[UnifiedChunk]:
     """RAG chunks and the first ``max_web_results`` web items, sorted and numbered."""
     return number_chunks(ordered([*rag, *web_chunks(web_items, max_web_results)]))
+
+
+def merge_within_top_k(
+    rag: list[UnifiedChunk],
+    web: list[UnifiedChunk],
+    *,
+    top_k: int,
+    score_threshold: float,
+) -> list[UnifiedChunk]:
+    """At most ``top_k`` chunks, knowledge base first, web after, numbered (Dify's records).
+
+    Web chunks must meet the threshold like any record (a provider without scores, such as
+    Bocha, scores 0), and get at most half the slots when the knowledge base can fill the
+    rest, so neither source crowds the other out.
+    """
+    web = [
+        c.model_copy(update={"score": min(max(c.score, 0.0), 1.0)})
+        for c in web
+        if min(max(c.score, 0.0), 1.0) >= score_threshold
+    ]
+    reserve = min(len(web), max(1, top_k // 2)) if web else 0
+    rag_kept = rag[: top_k - reserve]
+    return number_chunks(ordered([*rag_kept, *web[: top_k - len(rag_kept)]]))
 
 
 def web_chunks(items: Iterable[Mapping[str, Any]], max_results: int) -> list[UnifiedChunk]:
@@ -246,11 +242,10 @@ def chunk_dict(chunk: UnifiedChunk) -> dict[str, Any]:
 
 
 def numbered_output(chunks: list[UnifiedChunk]) -> dict[str, Any]:
-    """The code node's output: ``formatted_chunks``, ``chunk_count``, ``chunk_metadata``,
-    for chunks in their final order (numbered here, 1 to n)."""
-    numbered = number_chunks(chunks)
+    """The code node's output for numbered chunks: ``formatted_chunks``, ``chunk_count``,
+    ``chunk_metadata``."""
     return {
-        "formatted_chunks": format_chunks(numbered),
-        "chunk_count": len(numbered),
-        "chunk_metadata": [chunk_dict(c) for c in numbered],
+        "formatted_chunks": format_chunks(chunks),
+        "chunk_count": len(chunks),
+        "chunk_metadata": [chunk_dict(c) for c in chunks],
     }

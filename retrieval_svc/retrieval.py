@@ -1,4 +1,7 @@
-"""One retrieval, whatever route it came through: principal, permission, filter, search, web."""
+"""One retrieval, whatever route it came through: principal, permission, filter, search, web,
+then the merged and numbered chunks. Routes translate their request shapes into a
+``RetrievalQuery`` and call ``answer``; they do nothing else with the results but render them.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,13 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 
 from retrieval_svc.access import authorize
 from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
+from retrieval_svc.chunks import UnifiedChunk, number_chunks
 from retrieval_svc.embedding import EmbeddingError
 from retrieval_svc.errors import (
     AuthError,
@@ -21,6 +26,7 @@ from retrieval_svc.errors import (
 )
 from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.tree import And, Condition, Not, Or
+from retrieval_svc.merge import merge_within_top_k, ordered, web_chunks
 from retrieval_svc.observability import log_fields
 from retrieval_svc.search.engine import Mode, SearchResult
 from retrieval_svc.search.rerank import RerankStatus
@@ -48,10 +54,32 @@ class RetrievalQuery:
 
 @dataclass(frozen=True, slots=True)
 class WebRequest:
-    """Web results wanted alongside the knowledge-base search."""
+    """Web results wanted alongside the knowledge-base search.
+
+    ``within_top_k``: the answer holds at most ``top_k`` chunks, web ones included, and web
+    chunks meet the score threshold (Dify's records); otherwise the knowledge base's
+    ``top_k`` plus up to ``max_results`` web chunks (the G-Cite context).
+    """
 
     max_results: int
     freshness: Freshness | None = None
+    within_top_k: bool = False
+
+
+def configured_web(state: AppState, knowledge_id: str) -> WebRequest | None:
+    """Web records for a Dify request: Dify's request has no web switch, so the knowledge
+    bases listed in ``RSVC_WEB_KNOWLEDGE_IDS`` get them (when a provider is configured)."""
+    settings = state.settings
+    if state.web.enabled and any(fnmatchcase(knowledge_id, p) for p in settings.web_knowledge_ids):
+        return WebRequest(max_results=settings.web_max_results, within_top_k=True)
+    return None
+
+
+def knowledge_base_mode(modes: dict[str, Mode], knowledge_id: str) -> Mode | None:
+    """The mode configured for a knowledge base (``RSVC_RETRIEVAL_MODES``, glob patterns; the
+    longest matching pattern wins); None: the service default. Dify's request has no mode."""
+    matching = [p for p in modes if fnmatchcase(knowledge_id, p)]
+    return modes[max(matching, key=len)] if matching else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +140,35 @@ async def retrieve(
         web_ms=outcome.took_ms,
     )
     return Retrieval(principal=principal, result=result, web=outcome, rerank=reranked)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The chunks a caller gets, merged and numbered (``[C:1]`` …), and what happened."""
+
+    chunks: list[UnifiedChunk]
+    retrieval: Retrieval
+    took_ms: int
+
+
+async def answer(
+    state: AppState, key: ApiKeyConfig, q: RetrievalQuery, web: WebRequest | None = None
+) -> Answer:
+    """``retrieve``, then knowledge-base and web chunks merged, numbered once and counted."""
+    started = time.perf_counter()
+    done = await retrieve(state, key, q, web)
+    found = web_chunks(done.web.items, web.max_results) if web is not None else []
+    if web is not None and web.within_top_k:
+        chunks = merge_within_top_k(
+            done.result.chunks,
+            found,
+            top_k=min(q.top_k, state.settings.max_top_k),
+            score_threshold=q.score_threshold,
+        )
+    else:
+        chunks = number_chunks(ordered([*done.result.chunks, *found]))
+    state.metrics.count_chunks(chunks)
+    return Answer(chunks, done, int((time.perf_counter() - started) * 1000))
 
 
 def cut_query(query: str, max_chars: int) -> str:

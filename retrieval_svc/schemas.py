@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval_svc.auth.identity import Claims, make_claims
+
 RetrievalMode = Literal["hybrid", "bm25", "vector"]
 SET_BY_APP = " Set by the application, never by the model."
 
@@ -20,8 +22,15 @@ class PrincipalClaims(BaseModel):
         None, description="Roles (trusted keys only): a list, JSON-array text or comma text."
     )
     token: str | None = Field(
-        None, max_length=8192, description="Signed principal token (signed keys only)."
+        None,
+        max_length=8192,
+        description="Principal token: signed by your backend (signed keys) or the user's "
+        "token from your OpenID Connect provider (oidc keys).",
     )
+
+    def claims(self, path: str = "principal") -> Claims:
+        """These claims, parsed (roles as a list, JSON-array text or comma text)."""
+        return make_claims(self.user_id, self.roles, self.token, path=path)
 
 
 class WebOptions(BaseModel):
@@ -134,7 +143,10 @@ class ToolRequest(BaseModel):
         description="The end user's roles, comma-separated (trusted keys only)." + SET_BY_APP,
     )
     principal_token: str | None = Field(
-        None, max_length=8192, description="Signed identity token." + SET_BY_APP
+        None,
+        max_length=8192,
+        description="Principal token: signed by your backend, or the user's OIDC token."
+        + SET_BY_APP,
     )
     filter: str | dict[str, Any] | None = Field(
         None, description="Optional filter tree as JSON text."

@@ -5,21 +5,25 @@ Every setting, its default and its meaning is listed in ``docs/configuration.md`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+from enum import StrEnum
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from retrieval_svc.acl.policy_store import DEFAULT_MODEL, DEFAULT_POLICY
-from retrieval_svc.auth.keys import ApiKeyConfig
-from retrieval_svc.web.client import WebConfig
-
 log = logging.getLogger(__name__)
+
+# The Casbin model and default policy shipped with the package (retrieval_svc/acl/).
+_ACL_DIR = Path(__file__).resolve().parent / "acl"
+DEFAULT_MODEL = _ACL_DIR / "model.conf"
+DEFAULT_POLICY = _ACL_DIR / "default_policy.csv"
 
 # Asymmetric JWS algorithms an OIDC token may use (auth/oidc.py accepts no others).
 OIDC_ALGORITHMS = frozenset(
@@ -27,6 +31,68 @@ OIDC_ALGORITHMS = frozenset(
 )
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
+
+# Keys that documentation, tutorials or lazy configuration tend to use.
+_PLACEHOLDERS = ("", "changethis", "changeme", "secret", "password", "test", "dev", "your-api-key")
+_PLACEHOLDER_HASHES = frozenset(hashlib.sha256(p.encode()).hexdigest() for p in _PLACEHOLDERS)
+
+
+class IdentityMode(StrEnum):
+    """Where a key's principal gets its roles."""
+
+    CASBIN = "casbin"
+    TRUSTED = "trusted"
+    SIGNED = "signed"
+    OIDC = "oidc"
+    FIXED = "fixed"
+
+
+class ApiKeyConfig(BaseModel):
+    """One configured API key."""
+
+    # Configuration errors must never echo a secret back into a log.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tenant: str = Field("default", min_length=1, max_length=128)
+    knowledge_ids: tuple[str, ...] = ("*",)
+    mode: IdentityMode = IdentityMode.CASBIN
+    roles: tuple[str, ...] = ()
+    token_secret: SecretStr | None = Field(None, min_length=32)  # HS256 wants >= 256 bits
+    admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
+
+    @field_validator("sha256", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("sha256")
+    @classmethod
+    def _not_placeholder(cls, value: str) -> str:
+        if value in _PLACEHOLDER_HASHES:
+            raise ValueError("this is the hash of a placeholder key; generate a real one")
+        return value
+
+    @model_validator(mode="after")
+    def _mode_has_what_it_needs(self) -> Self:
+        # Refused at start, naming the key: at request time these would fail every request
+        # (signed without a secret) or act anonymous without a word (fixed without roles).
+        if self.mode is IdentityMode.SIGNED and self.token_secret is None:
+            raise ValueError(
+                f"API key {self.name!r} has mode signed but no token_secret: set one "
+                "(`retrieval-svc new-key --mode signed` generates a strong one)"
+            )
+        if self.mode is IdentityMode.FIXED and not self.roles:
+            raise ValueError(
+                f"API key {self.name!r} has mode fixed but no roles: set the roles it carries "
+                "(`retrieval-svc new-key --mode fixed --roles 巡检员,…`)"
+            )
+        return self
+
+    def may_read(self, knowledge_id: str) -> bool:
+        """Whether this key is scoped to ``knowledge_id`` (``*`` patterns allowed)."""
+        return any(fnmatchcase(knowledge_id, pattern) for pattern in self.knowledge_ids)
 
 
 class ElasticsearchSettings(BaseSettings):
@@ -222,17 +288,3 @@ def load_api_keys(path: Path) -> list[ApiKeyConfig]:
     if not isinstance(data, list):
         raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
     return [ApiKeyConfig.model_validate(entry) for entry in data]
-
-
-def web_config(settings: Settings) -> WebConfig:
-    """The web search configuration in ``settings``."""
-    return WebConfig(
-        provider=settings.web_provider,
-        api_key=settings.web_api_key.get_secret_value() if settings.web_api_key else None,
-        base_url=settings.web_base_url,
-        timeout_s=settings.web_timeout_s,
-        max_results=settings.web_max_results,
-        freshness=settings.web_freshness,
-        cache_ttl_s=settings.web_cache_ttl_s,
-        cache_size=settings.web_cache_size,
-    )

@@ -18,15 +18,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
+
+__all__ = [
+    "ANYONE",
+    "DEFAULT_MODEL",  # defined in settings (the ground floor), re-exported for the acl package
+    "DEFAULT_POLICY",
+    "READ",
+    "USER_PREFIX",
+    "PolicyAdmin",
+    "PolicyDatabase",
+    "PolicyError",
+    "PolicyFiles",
+    "PolicySource",
+    "Rule",
+    "load_enforcer",
+    "user_subject",
+    "validate_rules",
+]
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 # pycasbin, SQLAlchemy and the adapter are imported where used: Settings import this module's
 # paths, and importing Settings must not load them.
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-DEFAULT_MODEL = PACKAGE_DIR / "model.conf"
-DEFAULT_POLICY = PACKAGE_DIR / "default_policy.csv"
 
 ANYONE = "anyone"
 USER_PREFIX = "user:"

@@ -24,7 +24,7 @@ from retrieval_svc.acl.values import RoleValueError, parse_roles
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
-from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken
+from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken, InvalidRequest
 
 MAX_USER_ID_LENGTH = 256
 TOKEN_LEEWAY_S = 5
@@ -77,6 +77,18 @@ def verify_token(token: str, key: ApiKeyConfig) -> TokenClaims:
     except RoleValueError as exc:
         raise InvalidPrincipalToken(f"the principal token's roles are invalid: {exc}") from exc
     return TokenClaims(subject=subject, roles=roles)
+
+
+def make_claims(user_id: str | None, roles: object, token: str | None, *, path: str) -> Claims:
+    """Claims from a request's loose parts (empty strings mean "not sent"); roles may be a
+    list, JSON-array text or comma text. ``path`` names the request field for errors."""
+    parsed = None
+    if roles is not None and roles != "":
+        try:
+            parsed = tuple(parse_roles(roles))
+        except RoleValueError as exc:
+            raise InvalidRequest(f"{path}.roles: {exc}", path=f"{path}.roles") from None
+    return Claims(user_id=user_id or None, roles=parsed, token=token or None)
 
 
 def _check_user_id(user_id: str | None) -> str | None:

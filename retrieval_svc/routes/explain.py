@@ -7,11 +7,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from retrieval_svc.access import explain_chunk, kb_access
-from retrieval_svc.auth.identity import resolve_principal
+from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import IdentityMode
 from retrieval_svc.deps import ApiKeyDep, StateDep
 from retrieval_svc.errors import AuthorizationFailed, InvalidRequest
-from retrieval_svc.routes.search import claims_from
 from retrieval_svc.schemas import ExplainRequest
 
 router = APIRouter(prefix="/v1", tags=["operations"])
@@ -26,7 +25,8 @@ async def explain(body: ExplainRequest, key: ApiKeyDep, state: StateDep) -> dict
         raise InvalidRequest("send exactly one of chunk_id and document_id", path="chunk_id")
     # An admin key describes any principal of its tenant, as a trusted backend would.
     as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
-    principal = resolve_principal(as_trusted, claims_from(body.principal), state.acl)
+    claims = body.principal.claims() if body.principal else Claims()
+    principal = resolve_principal(as_trusted, claims, state.acl)
     sources = await state.engine.get_chunks(
         tenant=principal.tenant, chunk_id=body.chunk_id, document_id=body.document_id
     )

@@ -8,11 +8,12 @@ from typing import Any
 from fastapi import APIRouter
 
 from retrieval_svc.acl.values import ListValueError, parse_list
+from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.deps import ApiKeyDep, SettingsDep, StateDep
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import parse_filter
-from retrieval_svc.retrieval import RetrievalQuery, WebRequest, cut_query, retrieve
-from retrieval_svc.routes.search import make_claims, merged_output
+from retrieval_svc.merge import numbered_output
+from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
 from retrieval_svc.schemas import ToolRequest, ToolSearchOutput
 from retrieval_svc.tool_openapi import tool_openapi
 
@@ -50,7 +51,7 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
     max_web = body.web_max_results or state.settings.web_max_results
     if body.web:
         web = WebRequest(max_results=max_web)
-    done = await retrieve(
+    done = await answer(
         state,
         key,
         RetrievalQuery(
@@ -59,16 +60,17 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
             top_k=body.top_k,
             score_threshold=body.score_threshold,
             filter=_filter(body.filter),
-            claims=make_claims(body.user_id, body.user_roles, body.principal_token, "body"),
+            claims=make_claims(body.user_id, body.user_roles, body.principal_token, path="body"),
             mode=body.mode,
         ),
         web,
     )
+    found = done.retrieval
     return {
-        **merged_output(state, done, max_web if web else 0),
+        **numbered_output(done.chunks),
         "meta": {
-            "mode": done.result.mode,
-            "web": {"status": done.web.status, "detail": done.web.detail if web else ""},
+            "mode": found.result.mode,
+            "web": {"status": found.web.status, "detail": found.web.detail if web else ""},
         },
     }
 

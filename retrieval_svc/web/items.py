@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypedDict
 
+from retrieval_svc.chunks import text
+
 
 class WebItem(TypedDict):
     """One web result in the standard form."""
@@ -24,10 +26,6 @@ class WebItem(TypedDict):
 
 class ProviderResponseError(ValueError):
     """The provider answered, but not with results."""
-
-
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
 
 
 def _score(value: Any) -> float:
@@ -62,11 +60,11 @@ def bocha_items(body: Any) -> list[WebItem]:
         raise ProviderResponseError("Bocha data.webPages is not an object")
     return [
         WebItem(
-            title=_text(v.get("name")),
-            url=_text(v.get("url")),
-            content=_text(v.get("summary")) or _text(v.get("snippet")),
-            site_name=_text(v.get("siteName")),
-            published_date=_text(v.get("datePublished")) or _text(v.get("dateLastCrawled")),
+            title=text(v.get("name")),
+            url=text(v.get("url")),
+            content=text(v.get("summary")) or text(v.get("snippet")),
+            site_name=text(v.get("siteName")),
+            published_date=text(v.get("datePublished")) or text(v.get("dateLastCrawled")),
             score=_score(v.get("score")),
         )
         for v in _list(pages.get("value"), "Bocha data.webPages.value")
@@ -80,11 +78,11 @@ def tavily_items(body: Any) -> list[WebItem]:
         raise ProviderResponseError(f"Tavily response has no results: {detail or 'bad format'}")
     return [
         WebItem(
-            title=_text(v.get("title")),
-            url=_text(v.get("url")),
-            content=_text(v.get("content")),
+            title=text(v.get("title")),
+            url=text(v.get("url")),
+            content=text(v.get("content")),
             site_name="",
-            published_date=_text(v.get("published_date")),
+            published_date=text(v.get("published_date")),
             score=_score(v.get("score")),
         )
         for v in _list(body.get("results"), "Tavily results")
@@ -102,11 +100,11 @@ def baidu_items(body: Any) -> list[WebItem]:
         raise ProviderResponseError("Baidu response has no references")
     return [
         WebItem(
-            title=_text(v.get("title")),
-            url=_text(v.get("url")),
-            content=_text(v.get("content")),
-            site_name=_text(v.get("website")),
-            published_date=_text(v.get("date")),
+            title=text(v.get("title")),
+            url=text(v.get("url")),
+            content=text(v.get("content")),
+            site_name=text(v.get("website")),
+            published_date=text(v.get("date")),
             score=_score(v.get("authority_score")),
         )
         for v in _list(body.get("references"), "Baidu references")

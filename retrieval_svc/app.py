@@ -30,8 +30,7 @@ from retrieval_svc.embedding import (
     embedder_config,
     make_embedder,
 )
-from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError
-from retrieval_svc.filters.tree import join_path
+from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError, join_path
 from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware, NoStoreMiddleware
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.observability import ObservabilityMiddleware

@@ -101,3 +101,14 @@ class DeadlineExceeded(ServiceError):
 
 class ConfigurationError(Exception):
     """The service cannot start with this configuration."""
+
+
+def join_path(root: str, loc: tuple[int | str, ...]) -> str:
+    """``root`` plus a pydantic location, as ``filter.or[1].and[0].op``."""
+    out = root
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not part.startswith("~"):
+            out += f".{part}" if out else part
+    return out

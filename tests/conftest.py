@@ -1,26 +1,19 @@
-"""Shared fixtures: the real Elasticsearch the suite started, a private index, the app.
+"""Fixtures and checks for every test: a clean environment, the hypothesis profile for a
+shared machine, and no token minted at collection. Services live in tests/integration/.
 
-``RSVC_ES_URL`` (set by scripts/test) names the cluster. It is read once at import, before
-the autouse fixture clears every ``RSVC_`` variable so tests build ``Settings`` explicitly.
-An unreachable Elasticsearch fails the run: integration tests are never skipped.
+tests/unit/ needs no service and runs in seconds (`scripts/test --unit`); tests/integration/
+uses the real Elasticsearch the suite started, and the servers its conftest starts.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import hypothesis
 import pytest
-from elasticsearch import AsyncElasticsearch, Elasticsearch
 
-from retrieval_svc.search.index import template_name
-from tests.corpus import load_corpus
-from tests.fake_provider import FakeProvider, ServerThread
-from tests.support import ES_URL, time_bound_tokens
+from tests.support import time_bound_tokens
 
 # No per-example time limit: a shared CI machine may be slow at any moment (issue #18).
 hypothesis.settings.register_profile(
@@ -60,109 +53,3 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def es_sync() -> Iterator[Elasticsearch]:
-    """A plain client for setup and inspection; fails the run if Elasticsearch is down."""
-    client = Elasticsearch(ES_URL, request_timeout=30)
-    try:
-        health = client.cluster.health(wait_for_status="yellow", timeout="30s")
-    except Exception as exc:
-        pytest.fail(
-            f"Elasticsearch at {ES_URL} is unreachable ({exc}). Start it with "
-            "`scripts/es.sh start` or run the suite with `scripts/test`.",
-            pytrace=False,
-        )
-    assert health["status"] in ("yellow", "green")
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="session")
-def alias(es_sync: Elasticsearch) -> Iterator[str]:
-    """An index alias private to this test session; removed afterwards."""
-    name = f"rsvc-test-{uuid.uuid4().hex[:8]}"
-    yield name
-    es_sync.options(ignore_status=404).indices.delete(index=f"{name}-*")
-    es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(name))
-
-
-@pytest.fixture
-async def es(es_sync: Elasticsearch) -> AsyncIterator[AsyncElasticsearch]:
-    client = AsyncElasticsearch(ES_URL, request_timeout=30)
-    yield client
-    await client.close()
-
-
-@pytest.fixture(scope="session")
-def corpus(es_sync: Elasticsearch, alias: str) -> str:
-    """The alias, loaded with the test corpus (see tests/corpus.py)."""
-    load_corpus(es_sync, alias)
-    return alias
-
-
-@pytest.fixture(scope="session")
-def provider_server() -> Iterator[FakeProvider]:
-    """A local server speaking Bocha's, Tavily's and Baidu's formats (tests/fake_provider.py)."""
-    fake = FakeProvider()
-    with ServerThread(fake.app()) as server:
-        fake.url = f"http://127.0.0.1:{server.port}"
-        yield fake
-
-
-@pytest.fixture
-def provider(provider_server: FakeProvider) -> FakeProvider:
-    provider_server.reset()
-    return provider_server
-
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[str]:
-    """A real S3-protocol server (moto in server mode) on loopback; its endpoint URL."""
-    from moto.server import ThreadedMotoServer
-
-    from tests.fake_provider import free_port
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A real PostgreSQL the suite starts (scripts/pg.sh: Debian's package, initdb into a
-    fresh folder, a free loopback port); its SQLAlchemy URL. Failing to start fails the tests
-    that need it — never a skip."""
-    from tests.fake_provider import free_port
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "pg.sh"
-    port = str(free_port())
-    started = subprocess.run(
-        [str(script), "start", port], capture_output=True, text=True, timeout=600, check=False
-    )
-    if started.returncode != 0:
-        pytest.fail(f"could not start PostgreSQL with {script}:\n{started.stderr}", pytrace=False)
-    try:
-        yield started.stdout.strip()
-    finally:
-        subprocess.run([str(script), "stop", port], capture_output=True, timeout=120, check=False)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def policy_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty policy database: a SQLite file, or a new database in the suite's
-    PostgreSQL."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'policy.db'}"
-    import sqlalchemy
-
-    server: str = request.getfixturevalue("postgres_url")
-    name = f"policy_{uuid.uuid4().hex[:12]}"
-    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
-    engine.dispose()
-    return server.rsplit("/", 1)[0] + f"/{name}"

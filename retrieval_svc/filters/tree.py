@@ -20,7 +20,7 @@ from pydantic import (
     field_validator,
 )
 
-from retrieval_svc.errors import InvalidRequest
+from retrieval_svc.errors import InvalidRequest, join_path
 from retrieval_svc.filters.operators import OPERATORS, Arity, Op
 
 MAX_DEPTH = 10
@@ -114,17 +114,6 @@ And.model_rebuild()
 Or.model_rebuild()
 Not.model_rebuild()
 _ADAPTER: TypeAdapter[And | Or | Not | Condition] = TypeAdapter(FilterNode)
-
-
-def join_path(root: str, loc: tuple[int | str, ...]) -> str:
-    """``root`` plus a pydantic location, as ``filter.or[1].and[0].op``."""
-    out = root
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not part.startswith("~"):
-            out += f".{part}" if out else part
-    return out
 
 
 def check_bounds(raw: Any, root: str) -> None:

@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tests.corpus import SAMPLES_KB
-from tests.fake_provider import SLOW_S, ServerThread
 from tests.support import app_client, auth, make_settings, postcheck_drops
+from tests.support.corpus import SAMPLES_KB
+from tests.support.fake_provider import SLOW_S, ServerThread
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 
 from retrieval_svc.web.client import WebConfig, WebSearch
 from retrieval_svc.web.providers import ProviderName
-from tests.fake_provider import SLOW_S, FakeProvider
+from tests.support.fake_provider import SLOW_S, FakeProvider
 
 pytestmark = pytest.mark.anyio
 

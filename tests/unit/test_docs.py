@@ -13,7 +13,7 @@ from pydantic_core import PydanticUndefined
 
 from retrieval_svc.settings import Settings
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 SCRIPT_ONLY = {"RSVC_ES_VERSION", "RSVC_ES_PORT", "RSVC_ES_HEAP", "RSVC_ES_CACHE", "RSVC_KEEP_ES"}
 
 

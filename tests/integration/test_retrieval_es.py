@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.corpus import ACL_KB, SAMPLES_KB
 from tests.support import app_client, auth, make_settings, postcheck_drops
+from tests.support.corpus import ACL_KB, SAMPLES_KB
 
 pytestmark = pytest.mark.anyio
 

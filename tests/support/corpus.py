@@ -11,7 +11,7 @@ from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index
 from tests.support import ES_URL, SAMPLES
 
-TENANT = "acme"  # the test keys' tenant (tests/support.py)
+TENANT = "acme"  # the test keys' tenant (tests/support/__init__.py)
 SAMPLES_KB = "building-ops"
 ACL_KB = "acl-forms"
 

@@ -27,7 +27,6 @@ from elasticsearch import AsyncElasticsearch
 
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
-from tests.corpus import TENANT
 from tests.support import (
     DIFY_DESIGN_OPERATORS,
     ES_URL,
@@ -36,6 +35,7 @@ from tests.support import (
     make_settings,
     postcheck_drops,
 )
+from tests.support.corpus import TENANT
 
 pytestmark = pytest.mark.anyio
 

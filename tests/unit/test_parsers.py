@@ -6,7 +6,7 @@ import pytest
 
 from indexer.documents import DocumentError
 from indexer.parsers import parse, supported
-from tests import doc_factory
+from tests.support import doc_factory
 
 
 def test_markdown_front_matter_and_body() -> None:

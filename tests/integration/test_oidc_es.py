@@ -32,10 +32,9 @@ from starlette.routing import Route
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.auth.oidc import claim_at
-from tests import reference
-from tests.corpus import ACL_DOCS, ACL_KB
-from tests.fake_provider import ServerThread
-from tests.support import app_client, make_settings, postcheck_drops
+from tests.support import app_client, make_settings, postcheck_drops, reference
+from tests.support.corpus import ACL_DOCS, ACL_KB
+from tests.support.fake_provider import ServerThread
 
 pytestmark = pytest.mark.anyio
 

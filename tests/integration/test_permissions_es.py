@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
-from tests.corpus import SAMPLES_KB
 from tests.support import EXPIRED_AT, Token, app_client, make_settings, minted, postcheck_drops
+from tests.support.corpus import SAMPLES_KB
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ g, user:li, 运维工程师, acme
 g, user:zhao, 保洁主管, acme
 g, 物业经理, 运维工程师, acme
 """
-# oidc keys need a provider: tests/test_oidc_es.py
+# oidc keys need a provider: tests/integration/test_oidc_es.py
 SECRETS = {m: f"perm-key-{m.value}-0123456789" for m in IdentityMode if m is not IdentityMode.OIDC}
 ADMIN = "perm-key-admin-0123456789"
 

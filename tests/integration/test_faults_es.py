@@ -25,11 +25,11 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.errors import InvalidPrincipalToken
-from tests.corpus import SAMPLES_KB
 from tests.support import ES_URL, app_client, auth, make_settings
-from tests.tcp_proxy import TcpProxy
+from tests.support.corpus import SAMPLES_KB
+from tests.support.tcp_proxy import TcpProxy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.anyio

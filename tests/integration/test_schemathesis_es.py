@@ -11,8 +11,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from retrieval_svc.app import create_app
-from tests.fake_provider import ServerThread
 from tests.support import auth, make_settings
+from tests.support.fake_provider import ServerThread
 
 
 @pytest.fixture(scope="module")

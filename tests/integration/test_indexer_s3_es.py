@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 from indexer.cli import app as indexer_cli
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectStoreOptions, ObjectStoreSource
-from tests import doc_factory
-from tests.support import ES_URL
+from tests.support import ES_URL, doc_factory
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,8 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
-from tests.corpus import ACL_KB, FILTER_KB, SAMPLES_KB
 from tests.support import app_client, make_settings, postcheck_drops
+from tests.support.corpus import ACL_KB, FILTER_KB, SAMPLES_KB
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from retrieval_svc.merge import (
     web_chunks,
     web_subtitle,
 )
-from tests.fake_provider import BAIDU_OK, BOCHA_OK, TAVILY_OK
 from tests.support import SEED_FIELDS
+from tests.support.fake_provider import BAIDU_OK, BOCHA_OK, TAVILY_OK
 
 DATASET = "测试知识库20260610"
 

@@ -22,8 +22,15 @@ from hypothesis import strategies as st
 
 from indexer.documents import SourceObject, build_chunks
 from retrieval_svc.auth.keys import IdentityMode
-from tests import reference
-from tests.support import KEYS, app_client, auth, key_entry, make_settings, postcheck_drops
+from tests.support import (
+    KEYS,
+    app_client,
+    auth,
+    key_entry,
+    make_settings,
+    postcheck_drops,
+    reference,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -163,7 +163,7 @@ def test_payload_tampering_breaks_the_signature(acl: AccessControl) -> None:
 def test_example_token_minter_is_accepted(acl: AccessControl) -> None:
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "dify" / "mint_token.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "dify" / "mint_token.py"
     spec = importlib.util.spec_from_file_location("mint_token", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

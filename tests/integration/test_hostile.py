@@ -20,8 +20,8 @@ from retrieval_svc.errors import AuthorizationFailed, InvalidRequest
 from retrieval_svc.filters import FieldCatalog, Kind, compile_filter, parse_filter
 from retrieval_svc.filters.dify import translate
 from retrieval_svc.filters.dify_compiler import compile_dify
-from tests.corpus import FILTER_KB, SAMPLES_KB
 from tests.support import DIFY_DESIGN_OPERATORS, app_client, auth, make_settings, postcheck_drops
+from tests.support.corpus import FILTER_KB, SAMPLES_KB
 
 CATALOG = FieldCatalog(
     {

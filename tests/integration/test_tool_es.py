@@ -13,9 +13,9 @@ from openapi_spec_validator import validate
 from retrieval_svc.auth.keys import IdentityMode
 from retrieval_svc.chunks import UnifiedChunk
 from retrieval_svc.schemas import ToolRequest
-from tests.corpus import SAMPLES_KB
-from tests.fake_provider import SLOW_S, FakeProvider
 from tests.support import SEED_FIELDS, app_client, auth, key_entry, make_settings, postcheck_drops
+from tests.support.corpus import SAMPLES_KB
+from tests.support.fake_provider import SLOW_S, FakeProvider
 
 pytestmark = pytest.mark.anyio
 

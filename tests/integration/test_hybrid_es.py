@@ -25,9 +25,9 @@ from retrieval_svc.embedding.openai import OpenAIConfig, OpenAIEmbedder
 from retrieval_svc.errors import ConfigurationError
 from retrieval_svc.search.index import check_index_model, ensure_index, template_name
 from retrieval_svc.search.segment import segment
-from tests.corpus import TENANT
-from tests.fake_provider import free_port
 from tests.support import ES_URL, SAMPLES, app_client, auth, make_settings, postcheck_drops
+from tests.support.corpus import TENANT
+from tests.support.fake_provider import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from retrieval_svc.settings import Settings
 
 # Read once at import, before the autouse fixture clears RSVC_* variables.
 ES_URL = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "building-ops"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "building-ops"
 
 # The fields of a chunk in the customer's code-node output (seed appendix A).
 SEED_FIELDS = frozenset(

@@ -17,8 +17,7 @@ from indexer.cli import app as indexer_cli
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index
-from tests import doc_factory
-from tests.support import ES_URL, SAMPLES
+from tests.support import ES_URL, SAMPLES, doc_factory
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ import asyncio
 import threading
 from urllib.parse import urlparse
 
-from tests.fake_provider import free_port
+from tests.support.fake_provider import free_port
 
 
 class TcpProxy:

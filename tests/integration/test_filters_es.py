@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.corpus import FILTER_KB
 from tests.support import app_client, auth, make_settings, postcheck_drops
+from tests.support.corpus import FILTER_KB
 
 pytestmark = pytest.mark.anyio
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import jwt
@@ -16,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.errors import ConfigurationError
-from tests.corpus import SAMPLES_KB
-from tests.fake_provider import FakeProvider, free_port
 from tests.support import ES_URL, KEYS, app_client, auth, key_entry, make_settings
-from tests.tcp_proxy import TcpProxy
+from tests.support.corpus import SAMPLES_KB
+from tests.support.fake_provider import FakeProvider, free_port
+from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.anyio
 
@@ -279,3 +283,37 @@ async def test_metrics_port_in_use_refuses_to_start(corpus: str) -> None:
         with pytest.raises(ConfigurationError, match="RSVC_METRICS_PORT"):
             async with app_client(make_settings(corpus, metrics="port", metrics_port=port)):
                 pass
+
+
+def test_serve_sends_no_server_banner(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"name": "k", "sha256": hash_key("banner-key-0123456789")}]))
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+        "RSVC_ES_URL": f"http://127.0.0.1:{free_port()}",  # not needed for /healthz
+        "RSVC_PORT": str(port),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert child.poll() is None and time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.2)
+        assert resp.status_code == 200
+        assert "server" not in resp.headers
+        assert resp.headers["cache-control"] == "no-store"
+    finally:
+        child.terminate()
+        child.wait(timeout=20)

@@ -23,10 +23,10 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from retrieval_svc.search.index import template_name
-from tests.fake_provider import free_port
 from tests.support import ES_URL
+from tests.support.fake_provider import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def script_env(**extra: str) -> dict[str, str]:

@@ -64,7 +64,7 @@ def test_serve_refuses_a_key_that_cannot_work(
 @pytest.mark.parametrize("command", [["stats"], ["index", ".", "--knowledge-id", "x"], ["init"]])
 def test_an_unreachable_cluster_is_one_line_with_a_hint(command: list[str]) -> None:
     from indexer.cli import app as indexer_app
-    from tests.fake_provider import free_port
+    from tests.support.fake_provider import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     env = {"RSVC_ES_URL": url, "RSVC_EMBEDDER": "none", "RSVC_ES_TIMEOUT_S": "2"}
@@ -98,46 +98,3 @@ def test_the_indexer_summary_is_short_unbroken_lines(capsys: pytest.CaptureFixtu
     assert len(lines) == 3 and all(len(line) <= 100 for line in lines)
     assert any("skipped 0 unchanged, 0 failed, 0 pruned" in line for line in lines)
     assert lines[0].startswith("indexed 12000 documents (98765 chunks, 98765 embedded)")
-
-
-def test_serve_sends_no_server_banner(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
-    from tests.fake_provider import free_port
-
-    keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps([{"name": "k", "sha256": hash_key("banner-key-0123456789")}]))
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_EMBEDDER": "none",
-        "RSVC_ES_URL": f"http://127.0.0.1:{free_port()}",  # not needed for /healthz
-        "RSVC_PORT": str(port),
-    }
-    child = subprocess.Popen(
-        [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.HTTPError:
-                assert child.poll() is None and time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.2)
-        assert resp.status_code == 200
-        assert "server" not in resp.headers
-        assert resp.headers["cache-control"] == "no-store"
-    finally:
-        child.terminate()
-        child.wait(timeout=20)

@@ -275,106 +275,135 @@ async def index_source(
 
     Parsing, embedding (when ``embedder``) and writing run as overlapping stages.
     """
-    started = time.perf_counter()
-    report = Report(
-        source=source.description, knowledge_id=options.knowledge_id, dry_run=options.dry_run
-    )
-    kb, alias, tenant = options.knowledge_id, options.alias, options.tenant
-    seen: set[str] = set()
-    listing = iter(source.list())
-    ready: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
-    # A first load into an empty knowledge base has no versions to compare with.
-    kb_has_chunks = bool((await es.count(index=alias, query=kb_query(tenant, kb)))["count"])
+    run = _IndexRun(es, source, options, progress, embedder, embed_progress)
+    return await run.run()
 
-    def next_batch() -> list[ObjectRef]:
-        """Up to ``batch_size`` objects or ``batch_bytes`` of them, whichever comes first."""
-        batch: list[ObjectRef] = []
-        size = 0
-        for ref in listing:
-            batch.append(ref)
-            size += ref.size
-            if len(batch) >= options.batch_size or size >= options.batch_bytes:
-                break
-        return batch
 
-    def load_slice(refs: list[ObjectRef]) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
-        """Read and parse some objects (in a worker thread); failures become their reason."""
-        out: list[tuple[ObjectRef, list[dict[str, Any]] | str]] = []
-        for ref in refs:
-            try:
-                out.append((ref, load_document(source, ref, options)))
-            except DocumentError as exc:
-                out.append((ref, str(exc)))
-            except Exception as exc:  # a read error: report it, keep going
-                out.append((ref, f"{type(exc).__name__}: {exc}"))
-        return out
+class _IndexRun:
+    """One ``index_source`` call: three stages joined by one-slot queues, so a batch is
+    parsed while the previous one is embedded and the one before it written.
 
-    async def load_all(refs: list[ObjectRef]) -> list[tuple[ObjectRef, Any]]:
-        """``concurrency`` threads, each taking every n-th object (one hop per thread)."""
-        n = max(1, min(options.concurrency, len(refs)))
-        parts = await asyncio.gather(*(asyncio.to_thread(load_slice, refs[i::n]) for i in range(n)))
-        return [item for part in parts for item in part]
+    ``read`` lists and parses batches (skipping unchanged documents), ``embed`` adds vectors,
+    and ``run`` writes; the ``Report`` is the only state they share.
+    """
 
-    async def produce() -> None:
+    def __init__(
+        self,
+        es: AsyncElasticsearch,
+        source: Source,
+        options: IndexOptions,
+        progress: Progress | None,
+        embedder: Embedder | None,
+        embed_progress: EmbedProgress | None,
+    ) -> None:
+        self.es, self.source, self.options = es, source, options
+        self.progress = progress or (lambda _key: None)
+        self.embedder, self.embed_progress = embedder, embed_progress
+        self.report = Report(
+            source=source.description, knowledge_id=options.knowledge_id, dry_run=options.dry_run
+        )
+        self.seen: set[str] = set()  # document ids in the source (for --prune)
+        self._listing = iter(source.list())
+        self._read: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
+        self._embedded: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
+
+    async def run(self) -> Report:
+        started = time.perf_counter()
+        options, report = self.options, self.report
+        kb, alias, tenant = options.knowledge_id, options.alias, options.tenant
+        # A first load into an empty knowledge base has no versions to compare with.
+        has_chunks = bool((await self.es.count(index=alias, query=kb_query(tenant, kb)))["count"])
+        stages = [asyncio.create_task(self.read(has_chunks)), asyncio.create_task(self.embed())]
         try:
-            while batch := await asyncio.to_thread(next_batch):
+            while (batch := await self._embedded.get()) is not None:
+                await _write(self.es, alias, batch, options, report)
+            for stage in stages:
+                await stage  # re-raises a stage's failure
+        finally:
+            for stage in stages:
+                if not stage.done():
+                    stage.cancel()
+        if options.prune and not options.dry_run:
+            report.documents_pruned = await prune(self.es, alias, tenant, kb, self.seen)
+        if not options.dry_run:
+            await self.es.indices.refresh(index=alias)
+        report.duration_s = round(time.perf_counter() - started, 3)
+        return report
+
+    async def read(self, has_chunks: bool) -> None:
+        """Stage 1: batches of changed documents, parsed, onto the next stage's queue."""
+        options, report = self.options, self.report
+        kb, tenant = options.knowledge_id, options.tenant
+        try:
+            while batch := await asyncio.to_thread(self._next_refs):
                 ids = {ref.key: document_id(kb, ref.identity, tenant) for ref in batch}
-                seen.update(ids.values())
+                self.seen.update(ids.values())
                 report.documents_seen += len(batch)
                 versions = (
-                    await current_versions(es, alias, tenant, kb, list(ids.values()))
-                    if kb_has_chunks
+                    await current_versions(self.es, options.alias, tenant, kb, list(ids.values()))
+                    if has_chunks
                     else {}
                 )
                 todo = []
                 for ref in batch:
                     if not options.force and versions.get(ids[ref.key]) == {ref.etag}:
                         report.documents_skipped += 1
-                        if progress:
-                            progress(ref.key)
+                        self.progress(ref.key)
                     else:
                         todo.append(ref)
                 docs: dict[str, list[dict[str, Any]]] = {}
-                for ref, result in await load_all(todo):
-                    if progress:
-                        progress(ref.key)
+                for ref, result in await self._load(todo):
+                    self.progress(ref.key)
                     if isinstance(result, str):
                         report.fail(ref.key, result)
                         continue
                     report.bytes_read += ref.size
                     docs[ids[ref.key]] = result
                 names = {ids[ref.key]: ref.key for ref in todo}
-                await ready.put(_Batch(docs, names, {d for d in docs if d in versions}))
+                await self._read.put(_Batch(docs, names, {d for d in docs if d in versions}))
         finally:
-            await ready.put(None)
+            await self._read.put(None)
 
-    embedded: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
-
-    async def embed() -> None:
+    async def embed(self) -> None:
+        """Stage 2: vectors for every chunk of a batch (when an embedder is configured)."""
         try:
-            while (batch := await ready.get()) is not None:
-                if embedder is not None and not options.dry_run and batch.docs:
-                    await embed_batch(embedder, batch, report, embed_progress)
-                await embedded.put(batch)
+            while (batch := await self._read.get()) is not None:
+                if self.embedder is not None and not self.options.dry_run and batch.docs:
+                    await embed_batch(self.embedder, batch, self.report, self.embed_progress)
+                await self._embedded.put(batch)
         finally:
-            await embedded.put(None)
+            await self._embedded.put(None)
 
-    stages = [asyncio.create_task(produce()), asyncio.create_task(embed())]
-    try:
-        while (batch := await embedded.get()) is not None:
-            await _write(es, alias, batch, options, report)
-        for stage in stages:
-            await stage  # re-raises a stage's failure
-    finally:
-        for stage in stages:
-            if not stage.done():
-                stage.cancel()
-    if options.prune and not options.dry_run:
-        report.documents_pruned = await prune(es, alias, tenant, kb, seen)
-    if not options.dry_run:
-        await es.indices.refresh(index=alias)
-    report.duration_s = round(time.perf_counter() - started, 3)
-    return report
+    def _next_refs(self) -> list[ObjectRef]:
+        """Up to ``batch_size`` objects or ``batch_bytes`` of them, whichever comes first."""
+        batch: list[ObjectRef] = []
+        size = 0
+        for ref in self._listing:
+            batch.append(ref)
+            size += ref.size
+            if len(batch) >= self.options.batch_size or size >= self.options.batch_bytes:
+                break
+        return batch
+
+    async def _load(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, Any]]:
+        """Parse ``refs`` in ``concurrency`` threads, each taking every n-th object."""
+        n = max(1, min(self.options.concurrency, len(refs)))
+        parts = await asyncio.gather(
+            *(asyncio.to_thread(self._parse, refs[i::n]) for i in range(n))
+        )
+        return [item for part in parts for item in part]
+
+    def _parse(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
+        """Read and parse some objects (in a worker thread); failures become their reason."""
+        out: list[tuple[ObjectRef, list[dict[str, Any]] | str]] = []
+        for ref in refs:
+            try:
+                out.append((ref, load_document(self.source, ref, self.options)))
+            except DocumentError as exc:
+                out.append((ref, str(exc)))
+            except Exception as exc:  # a read error: report it, keep going
+                out.append((ref, f"{type(exc).__name__}: {exc}"))
+        return out
 
 
 async def _write(

@@ -200,7 +200,12 @@ def init() -> None:
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> str:
         async with open_embedder(settings) as (_, model):
             return await ensure_index(
-                es, settings.index_alias, model, vector_index_type=settings.vector_index_type
+                es,
+                settings.index_alias,
+                model,
+                vector_index_type=settings.vector_index_type,
+                shards=settings.index_shards,
+                replicas=settings.index_replicas,
             )
 
     typer.echo(f"index alias ready (analysis: {run(work)})")
@@ -295,6 +300,8 @@ def index(
                         settings.index_alias,
                         model,
                         vector_index_type=settings.vector_index_type,
+                        shards=settings.index_shards,
+                        replicas=settings.index_replicas,
                     )
                 embedding = (
                     bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")
@@ -381,6 +388,8 @@ def rebuild(
                 embedder=embedder,
                 model=model,
                 vector_index_type=settings.vector_index_type,
+                shards=settings.index_shards,
+                replicas=settings.index_replicas,
             )
 
     out = run(work)

@@ -8,7 +8,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_scan, async_streaming_bulk
 
-from indexer.pipeline import EMBED_SLICE, delete_matching, kb_query
+from indexer.pipeline import EMBED_SLICE, delete_matching, kb_query, refresh
 from retrieval_svc.acl import DEFAULT_TENANT, TENANT_FIELD
 from retrieval_svc.embedding import Embedder, EmbeddingModel
 from retrieval_svc.search.index import ensure_index, index_models, index_name, template_name
@@ -77,7 +77,7 @@ async def delete(
 ) -> int:
     """Delete a tenant's knowledge base's chunks (or some documents'); how many."""
     deleted = await delete_matching(es, alias, delete_query(tenant, knowledge_id, document_ids))
-    await es.indices.refresh(index=alias)
+    await refresh(es, alias)
     return deleted
 
 
@@ -90,6 +90,8 @@ async def rebuild(
     embedder: Embedder | None = None,
     model: EmbeddingModel | None = None,
     vector_index_type: str = "int8_hnsw",
+    shards: int = 1,
+    replicas: str = "0-1",
 ) -> dict[str, Any]:
     """Copy every chunk into a new index made from the current template, then swap the alias.
 
@@ -99,7 +101,15 @@ async def rebuild(
     index moves to another embedding model. Chunks written by an indexer during the copy may
     miss the new index: re-run the indexer afterwards (it is incremental) or pause it.
     """
-    await ensure_index(es, alias, model, vector_index_type=vector_index_type, check_model=False)
+    await ensure_index(
+        es,
+        alias,
+        model,
+        vector_index_type=vector_index_type,
+        check_model=False,
+        shards=shards,
+        replicas=replicas,
+    )
     stored = await index_models(es, alias)
     reembed = embedder is not None and any(m != model for m in stored.values())
     old = sorted((await es.indices.get_alias(name=alias)).keys())

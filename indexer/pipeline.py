@@ -23,7 +23,7 @@ from string import Formatter
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from elasticsearch import AsyncElasticsearch
+from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
 
 from indexer.chunking import ChunkOptions
@@ -326,7 +326,7 @@ class _IndexRun:
         if options.prune and not options.dry_run:
             report.documents_pruned = await prune(self.es, alias, tenant, kb, self.seen)
         if not options.dry_run:
-            await self.es.indices.refresh(index=alias)
+            await refresh(self.es, alias)
         report.duration_s = round(time.perf_counter() - started, 3)
         return report
 
@@ -425,8 +425,26 @@ async def _write(
     report.documents_indexed += len(written)
     replaced = [w for w in written if w[0] in batch.existed]
     if replaced:
-        await es.indices.refresh(index=alias)  # the overwritten chunks must be visible
+        await refresh(es, alias)  # the overwritten chunks must be visible
         report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))
+
+
+async def refresh(es: AsyncElasticsearch, index: str, attempts: int = 20) -> None:
+    """Refresh ``index``, riding out a node that was just lost.
+
+    Right after a node dies, a refresh still addresses its shard copies and fails with 503
+    until the cluster has noticed (seconds); the chunks are written on the surviving copies.
+    Each retry waits a second; after ``attempts`` the error is raised.
+    """
+    for attempt in range(attempts):
+        try:
+            await es.indices.refresh(index=index)
+            return
+        except ApiError as exc:
+            if exc.meta.status != 503 or attempt == attempts - 1:
+                raise
+            log.warning("refresh of %s: a shard copy is unavailable; retrying", index)
+            await asyncio.sleep(1.0)
 
 
 async def prune(

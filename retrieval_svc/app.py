@@ -135,7 +135,12 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     try:
         if settings.manage_index:
             await ensure_index(
-                es, settings.index_alias, model, vector_index_type=settings.vector_index_type
+                es,
+                settings.index_alias,
+                model,
+                vector_index_type=settings.vector_index_type,
+                shards=settings.index_shards,
+                replicas=settings.index_replicas,
             )
         else:
             await check_index_model(es, settings.index_alias, model)

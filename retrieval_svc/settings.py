@@ -106,13 +106,23 @@ class ElasticsearchSettings(BaseSettings):
         hide_input_in_errors=True,  # errors must never echo a password or key
     )
 
-    es_url: str = "http://127.0.0.1:9200"
+    es_url: str = "http://127.0.0.1:9200"  # or several, comma-separated: one per node
+    es_sniff: bool = False  # discover the cluster's other nodes (at start and on a failure)
     es_username: str | None = None
     es_password: SecretStr | None = None
     es_api_key: SecretStr | None = None
     es_ca_certs: Path | None = None
     es_timeout_s: float = Field(30.0, gt=0)
     index_alias: str = Field("rsvc-chunks", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    # Layout of new indices: primary shards, and replicas as a count or an auto-expand range
+    # ("0-1": none on a one-node cluster, one as soon as there is a second node).
+    index_shards: int = Field(1, ge=1, le=64)
+    index_replicas: str = Field("0-1", pattern=r"^(\d+|\d+-(\d+|all))$")
+
+    @property
+    def es_hosts(self) -> list[str]:
+        """The node URLs in ``es_url``."""
+        return [u.strip() for u in self.es_url.split(",") if u.strip()]
 
 
 class IndexSettings(ElasticsearchSettings):

@@ -210,10 +210,13 @@ cmd_status() {
   echo "not running"; return 1
 }
 
-case "${1:-}" in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  url) if [ -n "${RSVC_ES_URL:-}" ]; then echo "$RSVC_ES_URL"; else url; fi ;;
-  *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
-esac
+# Sourced by scripts/es-cluster.sh for the functions above; run, it takes a command.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  case "${1:-}" in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    status) cmd_status ;;
+    url) if [ -n "${RSVC_ES_URL:-}" ]; then echo "$RSVC_ES_URL"; else url; fi ;;
+    *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+  esac
+fi

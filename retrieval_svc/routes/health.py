@@ -19,14 +19,31 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=None)
 async def readyz(state: StateDep) -> JSONResponse:
-    """Elasticsearch answers and the index alias exists."""
+    """Elasticsearch answers, the index alias exists, and every primary shard behind it is
+    assigned: a yellow cluster (a replica missing, e.g. a node lost) is ready, a red one is
+    not, with the reason."""
     alias = state.settings.index_alias
+    es = state.es.options(request_timeout=2)
+    status = None
     try:
-        ready = bool(await state.es.options(request_timeout=2).indices.exists_alias(name=alias))
-        reason = "ok" if ready else f"index alias {alias!r} is missing"
+        if not await es.indices.exists_alias(name=alias):
+            ready, reason = False, f"index alias {alias!r} is missing"
+        else:
+            health = await es.cluster.health(index=alias, timeout="1s")
+            status = str(health["status"])
+            ready = status != "red"
+            if ready:
+                reason = "ok" if status == "green" else "ok (yellow: a replica is unassigned)"
+            else:
+                reason = (
+                    f"cluster red: a primary shard behind {alias!r} is unassigned "
+                    f"({health['unassigned_shards']} unassigned shards, "
+                    f"{health['number_of_nodes']} nodes)"
+                )
     except Exception as exc:  # any failure to reach Elasticsearch means not ready
         ready, reason = False, f"Elasticsearch unreachable: {type(exc).__name__}"
-    return JSONResponse({"ready": ready, "reason": reason}, status_code=200 if ready else 503)
+    body = {"ready": ready, "reason": reason, "cluster_status": status}
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 def _metrics(state: StateDep) -> Response:

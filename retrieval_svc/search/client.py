@@ -37,8 +37,20 @@ def _serializers() -> dict[str, Any]:
 def make_es_client(
     settings: ElasticsearchSettings, *, timeout_s: float | None = None
 ) -> AsyncElasticsearch:
-    """The one Elasticsearch client of a process."""
+    """The one Elasticsearch client of a process.
+
+    It holds every node in ``es_url`` (and, with ``es_sniff``, the ones it discovers) and
+    spreads requests over them; a request whose node dies or answers 502/503/504/429 is
+    retried once on another node (``max_retries=1``), never twice, so the request deadline
+    still holds. A dead node rests and is tried again later.
+    """
     options: dict[str, Any] = {}
+    if settings.es_sniff:
+        options |= {
+            "sniff_on_start": True,
+            "sniff_on_node_failure": True,
+            "min_delay_between_sniffing": 10,
+        }
     if settings.es_username and settings.es_password:
         options["basic_auth"] = (settings.es_username, settings.es_password.get_secret_value())
     if settings.es_api_key:
@@ -46,7 +58,7 @@ def make_es_client(
     if settings.es_ca_certs:
         options["ca_certs"] = str(settings.es_ca_certs)
     return AsyncElasticsearch(
-        settings.es_url,
+        settings.es_hosts,
         request_timeout=timeout_s or settings.es_timeout_s,
         max_retries=1,
         retry_on_timeout=False,

@@ -65,8 +65,20 @@ def index_template(
     flavour: str,
     embedding: EmbeddingModel | None = None,
     vector_index_type: str = "int8_hnsw",
+    *,
+    shards: int = 1,
+    replicas: str = "0-1",
 ) -> dict[str, Any]:
-    """The body of the index template for ``alias`` (with a vector field when ``embedding``)."""
+    """The body of the index template for ``alias`` (with a vector field when ``embedding``).
+
+    ``replicas`` is a count ("1") or an auto-expand range ("0-1": none while the cluster has
+    one node, one as soon as it has two).
+    """
+    layout: dict[str, Any] = {"number_of_shards": shards}
+    if replicas.isdigit():
+        layout["number_of_replicas"] = int(replicas)
+    else:
+        layout["auto_expand_replicas"] = replicas
     mappings = dict(load_mapping_file("chunk-mappings.json"))
     mappings["_meta"] = {**mappings.get("_meta", {}), "analysis": flavour}
     if embedding is not None:
@@ -83,7 +95,7 @@ def index_template(
         "priority": 100 + len(alias),
         "template": {
             "settings": {
-                "index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"},
+                "index": layout,
                 "analysis": load_mapping_file(f"analysis-{flavour}.json"),
             },
             "mappings": mappings,
@@ -135,8 +147,13 @@ async def ensure_index(
     *,
     vector_index_type: str = "int8_hnsw",
     check_model: bool = True,
+    shards: int = 1,
+    replicas: str = "0-1",
 ) -> str:
     """Apply the template and, if the alias is missing, create its first index. Idempotent.
+
+    ``shards`` and ``replicas`` shape indices created from now on (the alias's first, and each
+    ``rebuild``); an existing index keeps its shards.
 
     Refuses (``ModelMismatch``) an existing index built for another embedding model, unless
     ``check_model`` is false (``rebuild`` replaces such an index). Returns the analysis
@@ -145,7 +162,9 @@ async def ensure_index(
     if check_model:
         await check_index_model(es, alias, embedding)
     flavour = await analysis_flavour(es)
-    body = index_template(alias, flavour, embedding, vector_index_type)
+    body = index_template(
+        alias, flavour, embedding, vector_index_type, shards=shards, replicas=replicas
+    )
     await es.indices.put_index_template(name=template_name(alias), **body)
     if not await es.indices.exists_alias(name=alias):
         first = index_name(alias, 1)

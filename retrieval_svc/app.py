@@ -14,7 +14,7 @@ from elasticsearch import ApiError, TransportError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval_svc import __version__
@@ -32,7 +32,7 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError, join_path
 from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware, NoStoreMiddleware
-from retrieval_svc.metrics import Metrics
+from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
@@ -51,6 +51,12 @@ log = logging.getLogger(__name__)
 # credentials). They stay at WARNING whatever level the root logger is set to, so turning on
 # debug logging can never leak content or secrets.
 _QUIET_LIBRARIES = ("elastic_transport", "elasticsearch", "httpx", "httpcore")
+
+
+def app_from_environment() -> FastAPI:
+    """The app with settings from the environment: what each worker of
+    ``retrieval-svc serve --workers N`` builds (``uvicorn --factory``)."""
+    return create_app(Settings())
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -118,8 +124,8 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             await watcher
 
     stack.push_async_callback(stop_watcher)
-    if settings.metrics == "port":
-        stack.callback(serve_metrics(metrics, settings.host, settings.metrics_port))
+    if settings.metrics == "port" and not multiprocess():  # (with workers: `serve` does)
+        stack.callback(serve_metrics(metrics.registry, settings.host, settings.metrics_port))
     es = make_es_client(settings, timeout_s=settings.request_deadline_s)
     stack.push_async_callback(es.close)
     http = httpx.AsyncClient(timeout=settings.request_deadline_s)
@@ -203,10 +209,11 @@ def oidc_config(settings: Settings) -> OidcConfig:
     )
 
 
-def serve_metrics(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
-    """Serve ``metrics`` on ``host:port`` from a thread; returns the function that stops it."""
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> Callable[[], None]:
+    """Serve ``registry`` (every worker's values in multiprocess mode) on ``host:port`` from a
+    thread; returns the function that stops it."""
     try:
-        server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+        server, thread = start_http_server(port, addr=host, registry=exposition_registry(registry))
     except OSError as exc:
         raise ConfigurationError(
             f"cannot serve metrics on {host}:{port} ({exc.strerror}); "

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -46,8 +50,17 @@ def load_settings() -> Settings:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address [RSVC_HOST].")] = None,
     port: Annotated[int | None, typer.Option(help="Port [RSVC_PORT].")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Worker processes, one per core you give the service [RSVC_WORKERS]."),
+    ] = None,
 ) -> None:
-    """Run the HTTP service."""
+    """Run the HTTP service.
+
+    With several workers, each is a full service process (its own clients, policy watcher and
+    model) behind one socket; metrics are added up across them (prometheus-client's
+    multiprocess mode, in a fresh folder unless PROMETHEUS_MULTIPROC_DIR names one).
+    """
     import uvicorn
 
     from retrieval_svc.app import create_app
@@ -55,14 +68,50 @@ def serve(
 
     configure_logging()
     settings = load_settings()
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_config=None,  # keep the JSON logging configured above
-        access_log=False,
-        server_header=False,  # no "server: uvicorn" banner
-    )
+    count = workers or settings.workers
+    options: dict[str, Any] = {
+        "host": host or settings.host,
+        "port": port or settings.port,
+        "log_config": None,  # keep the JSON logging configured above
+        "access_log": False,
+        "server_header": False,  # no "server: uvicorn" banner
+    }
+    if count <= 1:
+        uvicorn.run(create_app(settings), **options)
+        return
+    with _multiprocess_metrics(settings) as stop_metrics:
+        try:
+            uvicorn.run(
+                "retrieval_svc.app:app_from_environment", factory=True, workers=count, **options
+            )
+        finally:
+            stop_metrics()
+
+
+@contextlib.contextmanager
+def _multiprocess_metrics(settings: Settings) -> Iterator[Callable[[], None]]:
+    """Metrics shared by worker processes: a folder for their values (emptied first), and,
+    with RSVC_METRICS=port, the one metrics server, here in the parent."""
+    from retrieval_svc.metrics import MULTIPROCESS_ENV
+
+    given = os.environ.get(MULTIPROCESS_ENV)
+    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="rsvc-metrics-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.db"):  # values of a previous run must not add up with ours
+        old.unlink()
+    os.environ[MULTIPROCESS_ENV] = str(folder)  # before any worker imports prometheus_client
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    if settings.metrics == "port":
+        from prometheus_client import CollectorRegistry
+
+        from retrieval_svc.app import serve_metrics
+
+        stop = serve_metrics(CollectorRegistry(), settings.host, settings.metrics_port)
+    try:
+        yield stop
+    finally:
+        if not given:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _comma_list(value: str) -> list[str]:

@@ -2,13 +2,19 @@
 
 Labels are bounded: route templates, methods, status codes, providers, outcomes and error
 classes — never a query, a key, a user id or a raw path.
+
+With several worker processes (``retrieval-svc serve --workers N``) prometheus-client's
+multiprocess mode is on (``PROMETHEUS_MULTIPROC_DIR``, set by ``serve``): every process writes
+its values to files there, and an exposition adds them up across processes.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from retrieval_svc import __version__
 from retrieval_svc.chunks import UnifiedChunk
@@ -16,14 +22,35 @@ from retrieval_svc.chunks import UnifiedChunk
 LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess() -> bool:
+    """Whether this process is one of several (prometheus-client's multiprocess mode)."""
+    return bool(os.environ.get(MULTIPROCESS_ENV))
+
+
+def exposition_registry(registry: CollectorRegistry) -> CollectorRegistry:
+    """What an exposition reads: ``registry``, or every process's values in multiprocess mode."""
+    if not multiprocess():
+        return registry
+    merged = CollectorRegistry()
+    MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+    return merged
+
+
 class Metrics:
     """The service's metric families."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
-        Gauge("rsvc_build_info", "Version of the running service.", ["version"], registry=r).labels(
-            version=__version__
-        ).set(1)
+        Gauge(
+            "rsvc_build_info",
+            "Version of the running service.",
+            ["version"],
+            registry=r,
+            multiprocess_mode="max",
+        ).labels(version=__version__).set(1)
         self.requests = Counter(
             "rsvc_http_requests_total",
             "HTTP requests, by route template and status.",
@@ -105,3 +132,7 @@ class Metrics:
         for source, n in counts.items():
             if n:
                 self.chunks_returned.labels(source_type=source).inc(n)
+
+    def exposition(self) -> bytes:
+        """The text exposition of every metric (of all worker processes)."""
+        return bytes(generate_latest(exposition_registry(self.registry)))

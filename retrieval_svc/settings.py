@@ -244,6 +244,7 @@ class Settings(IndexSettings):
     metrics_port: int = Field(9464, ge=1, le=65535)
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    workers: int = Field(1, ge=1, le=64)  # processes of `serve` (one per core it is given)
 
     @field_validator("oidc_algorithms")
     @classmethod

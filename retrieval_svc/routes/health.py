@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from retrieval_svc.deps import ApiKeyDep, StateDep
 
@@ -47,7 +47,7 @@ async def readyz(state: StateDep) -> JSONResponse:
 
 
 def _metrics(state: StateDep) -> Response:
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 # /metrics on the API port, chosen by RSVC_METRICS (the app includes at most one of these).

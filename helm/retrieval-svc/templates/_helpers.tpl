@@ -46,3 +46,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: /etc/rsvc/es-ca/ca.crt
 {{- end }}
 {{- end -}}
+
+{{/* Worker processes: .Values.workers, else one per core of the CPU limit (rounded up). */}}
+{{- define "rsvc.workers" -}}
+{{- $cpu := toString (default "" (dig "limits" "cpu" "" .Values.resources)) -}}
+{{- if .Values.workers -}}
+{{- .Values.workers -}}
+{{- else if not $cpu -}}
+1
+{{- else if hasSuffix "m" $cpu -}}
+{{- max 1 (div (add (atoi (trimSuffix "m" $cpu)) 999) 1000) -}}
+{{- else -}}
+{{- max 1 (int (ceil (float64 $cpu))) -}}
+{{- end -}}
+{{- end -}}

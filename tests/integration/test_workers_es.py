@@ -1,0 +1,132 @@
+"""`retrieval-svc serve --workers 2`: both processes serve, metrics add up across them, and a
+policy change reaches every worker (issue #17)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from retrieval_svc.auth.keys import hash_key
+from tests.support import ES_URL, KEYS
+from tests.support.corpus import SAMPLES_KB
+from tests.support.fake_provider import free_port
+
+POLICY = "p, anyone, acme, *, read\n"
+POWER = "配电房设备参数与操作规程"  # for 运维工程师 and 物业经理
+KEY = KEYS["anon"]
+
+
+def samples(text: str, name: str, labels: dict[str, str]) -> float:
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+class Service:
+    def __init__(self, url: str, folder: Path) -> None:
+        self.url, self.folder = url, folder
+
+    def metrics(self) -> str:
+        resp = httpx.get(f"{self.url}/metrics", timeout=30)
+        assert resp.status_code == 200
+        return resp.text
+
+    def titles(self, user: str) -> set[str]:
+        body = {
+            "knowledge_id": SAMPLES_KB,
+            "query": "配电房倒闸操作",
+            "retrieval_setting": {"top_k": 10, "score_threshold": 0},
+            "metadata_condition": {
+                "conditions": [{"name": "user_id", "comparison_operator": "is", "value": user}]
+            },
+        }
+        # A new connection each time, so the kernel may hand it to either worker.
+        resp = httpx.post(
+            f"{self.url}/retrieval",
+            json=body,
+            headers={"Authorization": f"Bearer {KEY}", "Connection": "close"},
+            timeout=30,
+        )
+        assert resp.status_code == 200, resp.text
+        return {r["title"] for r in resp.json()["records"]}
+
+
+@pytest.fixture
+def service(corpus: str, tmp_path: Path) -> Iterator[Service]:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"name": "anon", "sha256": hash_key(KEY), "tenant": "acme"}]))
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY, encoding="utf-8")
+    folder = tmp_path / "multiproc"
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_ES_URL": ES_URL,
+        "RSVC_INDEX_ALIAS": corpus,
+        "RSVC_MANAGE_INDEX": "false",
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_CASBIN_POLICY": str(policy),
+        "RSVC_POLICY_CHECK_INTERVAL_S": "0.2",
+        "RSVC_EMBEDDER": "none",
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+    }
+    log = (tmp_path / "serve.log").open("w")
+    serve = "from retrieval_svc.cli import app; app()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", serve, "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert child.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline, "serve --workers 2 did not start"
+            time.sleep(0.3)
+        yield Service(url, folder)
+    finally:
+        child.terminate()
+        child.wait(timeout=60)
+        log.close()
+
+
+def test_two_workers_serve_and_their_metrics_add_up(service: Service) -> None:
+    for _ in range(40):
+        assert POWER not in service.titles("li")
+    # Both processes wrote values: one file per process and metric type.
+    pids = {f.stem.rsplit("_", 1)[-1] for f in service.folder.glob("counter_*.db")}
+    assert len(pids) >= 2, sorted(service.folder.iterdir())
+    text = service.metrics()  # one worker answers, for both
+    assert samples(text, "rsvc_http_requests_total", {"route": "/retrieval"}) == 40
+    assert samples(text, "rsvc_chunks_returned_total", {"source_type": "rag"}) > 0
+
+
+def test_a_policy_change_reaches_every_worker(service: Service, tmp_path: Path) -> None:
+    assert POWER not in service.titles("li")
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY + "g, user:li, 运维工程师, acme\n", encoding="utf-8")
+    os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+    deadline = time.monotonic() + 120
+    while samples(service.metrics(), "rsvc_policy_reloads_total", {"outcome": "ok"}) < 2:
+        assert time.monotonic() < deadline, "not every worker reloaded the policy"
+        time.sleep(0.2)
+    assert all(POWER in service.titles("li") for _ in range(20))  # whichever worker answers

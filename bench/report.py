@@ -126,6 +126,33 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {row['chunks']:,} | {row['raw_p50_ms']} | {row['service_p50_ms']} | "
                 f"{row['raw_qps16']} | {row['service_qps16']} |"
             )
+    if "three_nodes" in result:
+        one, three = result["scenarios"], result["three_nodes"]
+        lines += [
+            "",
+            "Three local nodes (3 shards, 1 replica) beside one node, same corpus and queries "
+            "(the three nodes share this machine's CPUs):",
+            "",
+            "| cluster | raw p50 ms | service p50 ms | raw QPS@16 | service QPS@16 | "
+            "service/raw QPS@16 |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, row in [
+            (
+                "1 node",
+                {
+                    "raw_p50_ms": one["raw"]["1"]["p50_ms"],
+                    "service_p50_ms": one["service"]["1"]["p50_ms"],
+                    "raw_qps16": one["raw"]["16"]["qps"],
+                    "service_qps16": one["service"]["16"]["qps"],
+                },
+            ),
+            ("3 nodes", three),
+        ]:
+            lines.append(
+                f"| {name} | {row['raw_p50_ms']} | {row['service_p50_ms']} | {row['raw_qps16']} "
+                f"| {row['service_qps16']} | {row['service_qps16'] / row['raw_qps16']:.2f} |"
+            )
     lines += ["", "| target | measured | limit | met |", "|---|---|---|---|"]
     for t in result["targets"]:
         lines.append(

@@ -4,6 +4,7 @@ and a local 80 ms provider, then measure every scenario side by side.
     python -m bench.run                       # full: 100k chunks, 1,000 queries, RSS on 200 MB
     python -m bench.run --smoke               # CI: 2,000 chunks, 60 queries, < 2 minutes
     python -m bench.run --scales 10000,100000,1000000   # cost growth curve as well
+    python -m bench.run --cluster             # plus raw and service on a local 3-node cluster
 """
 
 from __future__ import annotations
@@ -248,15 +249,19 @@ def took_p50(run: Run) -> float | None:
 
 
 async def measure(
-    scen: Scenarios, prepared: list[Prepared], concurrencies: tuple[int, ...], warmup: int
+    scen: Scenarios,
+    prepared: list[Prepared],
+    concurrencies: tuple[int, ...],
+    warmup: int,
+    names: tuple[str, ...] = SCENARIOS,
 ) -> tuple[dict[str, Any], dict[str, Run]]:
     """Every scenario at every concurrency, interleaved per concurrency level."""
-    results: dict[str, Any] = {k: {} for k in SCENARIOS}
+    results: dict[str, Any] = {k: {} for k in names}
     keep: dict[str, Run] = {}
-    for name in SCENARIOS:  # warm caches and connections
+    for name in names:  # warm caches and connections
         await drive(getattr(scen, name), prepared[:warmup], 4)
     for conc in concurrencies:
-        for name in SCENARIOS:
+        for name in names:
             run = await drive(getattr(scen, name), prepared, conc)
             summary = run.summary()
             summary["es_took_p50_ms"] = took_p50(run)
@@ -325,8 +330,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         ),
                     }
                     result["roles"] = await roles_scaling(acl, prepared, http, es, alias)
+            if chunks == args.chunks:
+                primary_folder, primary_prepared = folder, prepared
         if len(scales) > 1:
             result["scaling"] = scaling
+        if args.cluster:
+            result["three_nodes"] = await three_nodes(args, primary_folder, primary_prepared)
         if args.rss_mb:
             print(f"indexer peak RSS on {args.rss_mb} MB", file=sys.stderr)
             result["rss"] = peak_rss(es_url, alias, args.rss_mb)
@@ -335,6 +344,56 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await drop_alias(es, f"{alias}-rss")
         await es.close()
     return result
+
+
+CLUSTER_SCRIPT = ROOT / "scripts" / "es-cluster.sh"
+
+
+async def three_nodes(
+    args: argparse.Namespace, folder: Path, prepared: list[Prepared]
+) -> dict[str, Any]:
+    """Raw Elasticsearch and the service on a local three-node cluster (one replica, three
+    shards), the same corpus and queries: p50 at concurrency 1, QPS at 16. The cluster is
+    RSVC_ES_CLUSTER_URLS if set, else started here with scripts/es-cluster.sh (and stopped)."""
+    urls = os.environ.get("RSVC_ES_CLUSTER_URLS", "")
+    started = not urls
+    if started:
+        print("three nodes: starting scripts/es-cluster.sh", file=sys.stderr)
+        urls = subprocess.run(
+            [str(CLUSTER_SCRIPT), "start"], capture_output=True, text=True, check=True, timeout=900
+        ).stdout.strip()
+    alias = "rsvc-bench-3n"
+    es = make_es_client(ElasticsearchSettings(es_url=urls), timeout_s=120)
+    try:
+        await es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+        await ensure_index(es, alias, shards=3, replicas="1")
+        options = IndexOptions(
+            knowledge_id=corpus.KNOWLEDGE_ID, alias=alias, tenant=corpus.TENANT, concurrency=2
+        )
+        rep = await index_source(es, LocalSource(folder), options)
+        assert rep.ok, rep.failures[:3]
+        await es.cluster.health(index=alias, wait_for_status="green", timeout="300s")
+        with Processes(urls, alias, CACHE / "run-3n") as procs:
+            async with service_client(procs.port, connections=64) as http:
+                scen = Scenarios(es, http, alias)
+                measured, _ = await measure(
+                    scen, prepared, (1, 16), args.warmup, names=("raw", "service")
+                )
+        return {
+            "nodes": 3,
+            "shards": 3,
+            "replicas": 1,
+            "raw_p50_ms": measured["raw"]["1"]["p50_ms"],
+            "service_p50_ms": measured["service"]["1"]["p50_ms"],
+            "raw_qps16": measured["raw"]["16"]["qps"],
+            "service_qps16": measured["service"]["16"]["qps"],
+            "scenarios": measured,
+        }
+    finally:
+        await drop_alias(es, alias)
+        await es.close()
+        if started:
+            subprocess.run([str(CLUSTER_SCRIPT), "stop"], capture_output=True, timeout=300)
 
 
 def _write_policy(workdir: Path) -> Path:
@@ -385,6 +444,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rss-mb", type=int, default=200, help="0 skips the RSS measurement")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="small and quick, for CI")
+    parser.add_argument(
+        "--cluster", action="store_true", help="also measure raw and service on 3 local nodes"
+    )
     parser.add_argument(
         "--rss-only",
         action="store_true",

@@ -18,7 +18,12 @@ DEV_KEY = ApiKeyConfig(
 )
 
 
-def get_state(request: Request) -> AppState:
+# Dependencies are ``async def`` even when they do not await: FastAPI runs a plain ``def``
+# dependency in its thread pool, a thread hop per dependency per request (the profile of
+# issue #17 found two on every request).
+
+
+async def get_state(request: Request) -> AppState:
     """The app's long-lived state."""
     state: AppState = request.app.state.rsvc
     return state
@@ -27,7 +32,7 @@ def get_state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-def get_settings(state: StateDep) -> Settings:
+async def get_settings(state: StateDep) -> Settings:
     """The app's settings."""
     return state.settings
 

@@ -51,3 +51,36 @@ def test_documented_default_is_the_real_one(name: str) -> None:
         assert cell == f"`{json.dumps(default, ensure_ascii=False).replace(', ', ', ')}`", cell
     else:  # paths of packaged files: described in words
         assert cell, name
+
+
+ROOT = DOC.parents[1]
+
+
+def layout_rows() -> list[str]:
+    """The first cells of the README's Layout table."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    section = readme.split("## Layout", 1)[1]
+    return re.findall(r"^\| (`[^|]+`) \|", section, re.M)
+
+
+def test_the_layout_table_matches_the_tree() -> None:
+    named: set[str] = set()
+    for cell in layout_rows():
+        paths = re.findall(r"`([^`]+)`", cell)
+        base = ""
+        for path in paths:  # `retrieval_svc/app.py`, `state.py`: later names share the folder
+            if "/" in path.rstrip("/"):
+                base = path.rstrip("/").rsplit("/", 1)[0] + "/"
+                full = path
+            else:
+                full = base + path
+            assert (ROOT / full).exists(), f"the Layout table names {full}, which does not exist"
+            named.add(full.rstrip("/"))
+    package = ROOT / "retrieval_svc"
+    modules = {
+        f"retrieval_svc/{p.name}"
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()
+    }
+    missing = sorted(m for m in modules if m not in named)
+    assert not missing, f"README's Layout table does not mention {missing}"

@@ -35,7 +35,7 @@ from retrieval_svc.embedding import (
     make_embedder,
 )
 from retrieval_svc.search.client import make_es_client
-from retrieval_svc.search.index import ensure_index
+from retrieval_svc.search.index import ensure_configured_index
 from retrieval_svc.settings import IndexSettings
 
 app = typer.Typer(
@@ -199,14 +199,7 @@ def init() -> None:
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> str:
         async with open_embedder(settings) as (_, model):
-            return await ensure_index(
-                es,
-                settings.index_alias,
-                model,
-                vector_index_type=settings.vector_index_type,
-                shards=settings.index_shards,
-                replicas=settings.index_replicas,
-            )
+            return await ensure_configured_index(es, settings, model)
 
     typer.echo(f"index alias ready (analysis: {run(work)})")
 
@@ -295,14 +288,7 @@ def index(
         async def work(es: AsyncElasticsearch, settings: IndexSettings) -> Report:
             async with open_embedder(settings) as (embedder, model):
                 if not dry_run:
-                    await ensure_index(
-                        es,
-                        settings.index_alias,
-                        model,
-                        vector_index_type=settings.vector_index_type,
-                        shards=settings.index_shards,
-                        replicas=settings.index_replicas,
-                    )
+                    await ensure_configured_index(es, settings, model)
                 embedding = (
                     bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")
                     if model and not dry_run

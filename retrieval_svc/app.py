@@ -38,7 +38,7 @@ from retrieval_svc.routes import citations, dify, explain, health, merge, search
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.engine import HybridConfig, SearchEngine
-from retrieval_svc.search.index import check_index_model, ensure_index
+from retrieval_svc.search.index import check_index_model, ensure_configured_index
 from retrieval_svc.search.rerank import RerankConfig, Reranker
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
@@ -140,14 +140,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
     try:
         if settings.manage_index:
-            await ensure_index(
-                es,
-                settings.index_alias,
-                model,
-                vector_index_type=settings.vector_index_type,
-                shards=settings.index_shards,
-                replicas=settings.index_replicas,
-            )
+            await ensure_configured_index(es, settings, model)
         else:
             await check_index_model(es, settings.index_alias, model)
     except ModelMismatch as exc:

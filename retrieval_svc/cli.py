@@ -180,26 +180,40 @@ policy_app = typer.Typer(
 )
 app.add_typer(policy_app, name="policy")
 
-DbOption = Annotated[
-    str,
-    typer.Option(
-        "--db",
-        envvar="RSVC_CASBIN_DB_URL",
-        help="SQLAlchemy URL of the policy database (sqlite:///policy.db, "
-        "postgresql+psycopg://user:pass@host/db).",
-        show_default=False,
-    ),
-]
-ModelOption = Annotated[
-    Path,
-    typer.Option("--model", envvar="RSVC_CASBIN_MODEL", help="Casbin model file."),
-]
 TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant the rule applies in.")]
 
 
-def _admin(db: str, model: Path) -> PolicyAdmin:
+@policy_app.callback()
+def policy_database(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            envvar="RSVC_CASBIN_DB_URL",
+            help="SQLAlchemy URL of the policy database (sqlite:///policy.db, "
+            "postgresql+psycopg://user:pass@host/db).",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        Path, typer.Option("--model", envvar="RSVC_CASBIN_MODEL", help="Casbin model file.")
+    ] = DEFAULT_MODEL,
+) -> None:
+    """Where the policy lives, for the command that follows (opened when it runs)."""
+    ctx.obj = PolicyDatabase(model, db) if db else None
+
+
+def _admin(ctx: typer.Context) -> PolicyAdmin:
+    if ctx.obj is None:
+        typer.echo(
+            "error: which policy database? Set RSVC_CASBIN_DB_URL or pass --db "
+            "(e.g. sqlite:///policy.db) before the command",
+            err=True,
+        )
+        raise typer.Exit(2)
     try:
-        return PolicyAdmin(PolicyDatabase(model, db))
+        return PolicyAdmin(ctx.obj)
     except PolicyError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -216,27 +230,19 @@ def _change(what: str, change: Callable[[], bool]) -> None:
 
 @policy_app.command("grant-role")
 def grant_role(
-    user: str,
-    role: str,
-    db: DbOption,
-    tenant: TenantOption = DEFAULT_TENANT,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, user: str, role: str, tenant: TenantOption = DEFAULT_TENANT
 ) -> None:
     """USER holds ROLE in the tenant (USER is the user id, without "user:")."""
-    admin = _admin(db, model)
+    admin = _admin(ctx)
     _change(f"{user} holds {role} in {tenant}", lambda: admin.grant_role(user, role, tenant))
 
 
 @policy_app.command("revoke-role")
 def revoke_role(
-    user: str,
-    role: str,
-    db: DbOption,
-    tenant: TenantOption = DEFAULT_TENANT,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, user: str, role: str, tenant: TenantOption = DEFAULT_TENANT
 ) -> None:
     """USER no longer holds ROLE in the tenant."""
-    admin = _admin(db, model)
+    admin = _admin(ctx)
     _change(
         f"{user} no longer holds {role} in {tenant}", lambda: admin.revoke_role(user, role, tenant)
     )
@@ -244,27 +250,19 @@ def revoke_role(
 
 @policy_app.command()
 def inherit(
-    role: str,
-    parent: str,
-    db: DbOption,
-    tenant: TenantOption = DEFAULT_TENANT,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, role: str, parent: str, tenant: TenantOption = DEFAULT_TENANT
 ) -> None:
     """Holders of ROLE also hold PARENT in the tenant."""
-    admin = _admin(db, model)
+    admin = _admin(ctx)
     _change(f"{role} inherits {parent} in {tenant}", lambda: admin.inherit(role, parent, tenant))
 
 
 @policy_app.command()
 def disinherit(
-    role: str,
-    parent: str,
-    db: DbOption,
-    tenant: TenantOption = DEFAULT_TENANT,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, role: str, parent: str, tenant: TenantOption = DEFAULT_TENANT
 ) -> None:
     """Undo `inherit`."""
-    admin = _admin(db, model)
+    admin = _admin(ctx)
     _change(
         f"{role} no longer inherits {parent} in {tenant}",
         lambda: admin.disinherit(role, parent, tenant),
@@ -273,15 +271,11 @@ def disinherit(
 
 @policy_app.command()
 def allow(
-    subject: str,
-    knowledge_ids: str,
-    db: DbOption,
-    tenant: TenantOption = DEFAULT_TENANT,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, subject: str, knowledge_ids: str, tenant: TenantOption = DEFAULT_TENANT
 ) -> None:
     """SUBJECT (a role, user:ID or anyone) may read knowledge bases matching KNOWLEDGE_IDS
     (a keyMatch pattern: building-*, *) in the tenant."""
-    admin = _admin(db, model)
+    admin = _admin(ctx)
     _change(
         f"{subject} may read {knowledge_ids} in {tenant}",
         lambda: admin.allow(subject, knowledge_ids, tenant),
@@ -290,14 +284,10 @@ def allow(
 
 @policy_app.command()
 def disallow(
-    subject: str,
-    knowledge_ids: str,
-    db: DbOption,
-    tenant: TenantOption = DEFAULT_TENANT,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, subject: str, knowledge_ids: str, tenant: TenantOption = DEFAULT_TENANT
 ) -> None:
     """Undo `allow`."""
-    admin = _admin(db, model)
+    admin = _admin(ctx)
     _change(
         f"{subject} may no longer read {knowledge_ids} in {tenant}",
         lambda: admin.disallow(subject, knowledge_ids, tenant),
@@ -306,31 +296,27 @@ def disallow(
 
 @policy_app.command("list")
 def list_rules(
-    db: DbOption,
+    ctx: typer.Context,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's rules.")] = None,
-    model: ModelOption = DEFAULT_MODEL,
 ) -> None:
     """The rules, as Casbin CSV lines."""
-    for row in _admin(db, model).rules(tenant):
+    for row in _admin(ctx).rules(tenant):
         typer.echo(", ".join(row))
 
 
 @policy_app.command("export")
-def export_policy(db: DbOption, model: ModelOption = DEFAULT_MODEL) -> None:
+def export_policy(ctx: typer.Context) -> None:
     """The whole policy as a Casbin CSV file on standard output (`import` reads it back)."""
-    typer.echo(_admin(db, model).export_csv(), nl=False)
+    typer.echo(_admin(ctx).export_csv(), nl=False)
 
 
 @policy_app.command("import")
 def import_policy(
-    file: Annotated[Path, typer.Argument(help="A Casbin CSV policy file.")],
-    db: DbOption,
-    model: ModelOption = DEFAULT_MODEL,
+    ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A Casbin CSV policy file.")]
 ) -> None:
     """Replace the whole policy in the database by FILE (validated first; one transaction)."""
-    admin = _admin(db, model)
     try:
-        count = admin.import_csv(file)
+        count = _admin(ctx).import_csv(file)
     except PolicyError as exc:
         typer.echo(f"error: {exc}; the database is unchanged", err=True)
         raise typer.Exit(2) from None

@@ -11,6 +11,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch, BadRequestError
 
 from retrieval_svc.embedding.base import EmbeddingModel, ModelMismatch
+from retrieval_svc.settings import IndexSettings
 
 log = logging.getLogger(__name__)
 
@@ -176,3 +177,17 @@ async def ensure_index(
                 raise
         log.info("created index %s behind alias %s (analysis: %s)", first, alias, flavour)
     return flavour
+
+
+async def ensure_configured_index(
+    es: AsyncElasticsearch, settings: IndexSettings, embedding: EmbeddingModel | None
+) -> str:
+    """``ensure_index`` for the alias, vector index type and layout in ``settings``."""
+    return await ensure_index(
+        es,
+        settings.index_alias,
+        embedding,
+        vector_index_type=settings.vector_index_type,
+        shards=settings.index_shards,
+        replicas=settings.index_replicas,
+    )

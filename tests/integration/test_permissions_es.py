@@ -367,7 +367,7 @@ async def test_a_role_granted_in_postgresql_reaches_retrieval_without_restart(
     source.write_text(POLICY, encoding="utf-8")
 
     def command(*args: str) -> str:
-        result = CliRunner().invoke(cli, ["policy", *args, "--db", url])
+        result = CliRunner().invoke(cli, ["policy", "--db", url, *args])
         assert result.exit_code == 0, result.stderr
         return result.stdout
 

@@ -23,7 +23,7 @@ g, 物业经理, 运维工程师, acme
 
 
 def policy(url: str, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["policy", *args, "--db", url])
+    result = CliRunner().invoke(app, ["policy", "--db", url, *args])
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -149,3 +149,8 @@ def test_the_policy_lives_in_one_place(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="both set"):
         make_settings("x", casbin_db_url="sqlite:///p.db", casbin_policy=tmp_path / "p.csv")
     assert make_settings("x", casbin_db_url="sqlite:///p.db").casbin_db_url is not None
+
+
+def test_without_a_database_the_commands_say_how_to_name_one() -> None:
+    result = CliRunner().invoke(app, ["policy", "list"], env={"RSVC_CASBIN_DB_URL": ""})
+    assert result.exit_code == 2 and "Set RSVC_CASBIN_DB_URL or pass --db" in result.stderr

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 from elasticsearch import ApiError, TransportError
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, start_http_server
@@ -22,6 +22,7 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError, PolicyFiles, PolicySource
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
+from retrieval_svc.deps import authenticate
 from retrieval_svc.embedding import (
     EmbeddingError,
     EmbeddingModel,
@@ -89,10 +90,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(NoStoreMiddleware)
     app.add_middleware(CollapseSlashesMiddleware)  # outermost: routes and metrics see /retrieval
     app.include_router(health.router)
-    if settings.metrics == "open":
-        app.include_router(health.open_metrics)
-    elif settings.metrics == "key":
-        app.include_router(health.keyed_metrics)
+    if settings.metrics in ("open", "key"):
+        keyed = [Depends(authenticate)] if settings.metrics == "key" else []
+        app.include_router(health.metrics_router, dependencies=keyed)
     app.include_router(dify.router)
     app.include_router(search.router)
     app.include_router(tools.router)

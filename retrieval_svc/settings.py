@@ -25,10 +25,13 @@ _ACL_DIR = Path(__file__).resolve().parent / "acl"
 DEFAULT_MODEL = _ACL_DIR / "model.conf"
 DEFAULT_POLICY = _ACL_DIR / "default_policy.csv"
 
-# Asymmetric JWS algorithms an OIDC token may use (auth/oidc.py accepts no others).
-OIDC_ALGORITHMS = frozenset(
-    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
-)
+# Asymmetric JWS algorithms an OIDC token may use, by key type (auth/oidc.py accepts no
+# others: a JWKS is public, so an HMAC "key" in it would let anyone sign).
+OIDC_ALGORITHM_FAMILIES: dict[str, frozenset[str]] = {
+    "RSA": frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}),
+    "EC": frozenset({"ES256", "ES384", "ES512"}),
+}
+OIDC_ALGORITHMS = frozenset().union(*OIDC_ALGORITHM_FAMILIES.values())
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 

@@ -262,11 +262,13 @@ class AccessControl:
             return False
         if stamp == self._stamp:
             return False
-        self._stamp = stamp
         try:
             loaded: _Loaded | PolicyError = await compiler.compile(self.source)
         except PolicyError as exc:
             loaded = exc
+        # Recorded only now: if the child died instead (killed, out of memory), the stamp is
+        # unchanged and the next tick compiles again with a new child.
+        self._stamp = stamp
         return self._swap(loaded)
 
     def expand(self, roles: Iterable[str], tenant: str) -> frozenset[str]:

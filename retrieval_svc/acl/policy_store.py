@@ -10,9 +10,7 @@ change validated, every command idempotent.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,26 +276,17 @@ class PolicyAdmin:
 
     def export_csv(self) -> str:
         """The whole policy in Casbin's CSV format (``import`` reads it back)."""
-        out = io.StringIO()
-        for row in self.rules():
-            out.write(", ".join(row) + "\n")
-        return out.getvalue()
+        return "".join(", ".join(row) + "\n" for row in self.rules())
 
     def import_csv(self, path: Path) -> int:
         """Replace the whole policy by a CSV policy file, in one transaction, after
         validating it. Returns the number of rules."""
         loaded = load_enforcer(self.store.model, path)
-        for row in _csv_rows(path):
-            for value in row[1:]:
+        for rule in (*loaded.get_policy(), *loaded.get_grouping_policy()):
+            for value in rule:
                 _name("value", value)
         loaded.set_adapter(self._enforcer.get_adapter())
         loaded.save_policy()  # the adapter deletes and inserts in one transaction
         self._enforcer.load_policy()
         policy, grouping = _rules(self._enforcer)
         return len(policy) + len(grouping)
-
-
-def _csv_rows(path: Path) -> list[list[str]]:
-    text = path.read_text(encoding="utf-8")
-    rows = csv.reader(io.StringIO(text), skipinitialspace=True)
-    return [[v.strip() for v in row] for row in rows if row and not row[0].startswith("#")]

@@ -29,15 +29,9 @@ import jwt
 
 from retrieval_svc.acl.values import RoleValueError, parse_roles
 from retrieval_svc.errors import IdentityProviderUnavailable, InvalidPrincipalToken
+from retrieval_svc.settings import OIDC_ALGORITHM_FAMILIES
 
 log = logging.getLogger(__name__)
-
-# Asymmetric algorithms by key type. HMAC and "none" are never accepted: a JWKS is public, so
-# a symmetric "key" in it (or a public key used as an HMAC secret) would let anyone sign.
-_FAMILIES: dict[str, frozenset[str]] = {
-    "RSA": frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}),
-    "EC": frozenset({"ES256", "ES384", "ES512"}),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +238,7 @@ def _usable_keys(data: Mapping[str, Any]) -> dict[str | None, SigningKey]:
     for entry in data.get("keys") or []:
         if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
             continue
-        family = _FAMILIES.get(str(entry.get("kty")))
+        family = OIDC_ALGORITHM_FAMILIES.get(str(entry.get("kty")))
         if family is None:
             continue
         try:

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from retrieval_svc.deps import ApiKeyDep, StateDep
+from retrieval_svc.deps import StateDep
 
 router = APIRouter(tags=["operations"])
 
@@ -46,22 +46,12 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-def _metrics(state: StateDep) -> Response:
-    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+# /metrics on the API port: the app includes this router when RSVC_METRICS is "open", and
+# with the API-key dependency when it is "key".
+metrics_router = APIRouter(tags=["operations"])
 
 
-# /metrics on the API port, chosen by RSVC_METRICS (the app includes at most one of these).
-open_metrics = APIRouter(tags=["operations"])
-keyed_metrics = APIRouter(tags=["operations"])
-
-
-@open_metrics.get("/metrics", response_model=None)
+@metrics_router.get("/metrics", response_model=None)
 async def metrics(state: StateDep) -> Response:
     """Prometheus metrics."""
-    return _metrics(state)
-
-
-@keyed_metrics.get("/metrics", response_model=None)
-async def metrics_with_key(state: StateDep, _key: ApiKeyDep) -> Response:
-    """Prometheus metrics, for a caller with an API key."""
-    return _metrics(state)
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

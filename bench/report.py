@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 NAMES = {
-    "raw": "a. raw Elasticsearch (service's query, in-process)",
+    "raw": "a. raw Elasticsearch (the service's query, same HTTP client)",
     "service": "b. POST /v1/search (uvicorn, loopback HTTP)",
     "dify": "c. POST /retrieval (Dify route)",
     "service_web": "d. /v1/search + web (provider 80 ms)",
@@ -15,8 +15,14 @@ NAMES = {
 }
 
 
+#: Issue #17's throughput targets: service QPS at concurrency 16 over raw, by corpus size.
+QPS16_TARGETS = {100_000: 0.95, 10_000: 0.8}
+#: Issue #17: at 100k chunks, service p50 (concurrency 1) at most this much over raw.
+P50_EXTRA_MS = 2.0
+
+
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target of issue #7 with its measured value and verdict."""
+    """Each target of issues #7 and #17 with its measured value and verdict."""
     s = result["scenarios"]
     out: list[dict[str, Any]] = []
 
@@ -44,6 +50,37 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     add(
         "service QPS at concurrency 16 ≥ 0.7 × raw", svc16, 0.7 * raw16, svc16 >= 0.7 * raw16, "qps"
     )
+    rows = {r["chunks"]: r for r in result.get("scaling", [])}
+    rows.setdefault(
+        result["chunks"],
+        {
+            "raw_p50_ms": raw1,
+            "service_p50_ms": svc1,
+            "raw_qps16": raw16,
+            "service_qps16": svc16,
+        },
+    )
+    for chunks, share in QPS16_TARGETS.items():
+        if chunks in rows:
+            r = rows[chunks]
+            limit = share * r["raw_qps16"]
+            add(
+                f"service QPS at concurrency 16 ≥ {share} × raw ({chunks:,} chunks)",
+                r["service_qps16"],
+                limit,
+                r["service_qps16"] >= limit,
+                "qps",
+            )
+    if 100_000 in rows:
+        r = rows[100_000]
+        limit = r["raw_p50_ms"] + P50_EXTRA_MS
+        add(
+            f"service p50 ≤ raw p50 + {P50_EXTRA_MS:g} ms, concurrency 1 (100,000 chunks)",
+            r["service_p50_ms"],
+            limit,
+            r["service_p50_ms"] <= limit,
+            "ms",
+        )
     web1 = s["service_web"]["1"]["p50_ms"]
     limit = max(80, svc1) + 10
     add("web-merge p50 ≤ max(80 ms, service p50) + 10 ms", web1, limit, web1 <= limit, "ms")
@@ -91,6 +128,7 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {name} | {conc} | {row['p50_ms']} | {row['p95_ms']} | "
                 f"{row['p99_ms']} | {row['qps']} | {took} |"
             )
+    lines += cpu_table(result["scenarios"])
     lines += [
         "",
         f"Workaround recall@10 against /v1/search: {result['workaround_recall_at_10']}",
@@ -160,6 +198,37 @@ def markdown(result: dict[str, Any]) -> str:
             f"{'yes' if t['met'] else '**no**'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def cpu_table(scenarios: dict[str, Any]) -> list[str]:
+    """CPU milliseconds per request at concurrency 16, by part, and the throughput ratio those
+    costs allow when Elasticsearch, the service and the load generator share the cores."""
+    rows = {k: v["16"]["cpu_ms_per_request"] for k, v in scenarios.items() if "16" in v}
+    rows = {k: v for k, v in rows.items() if v}
+    if not rows:
+        return []
+    lines = [
+        "",
+        "CPU per request at concurrency 16 (ms; Elasticsearch from `_nodes/stats`, the service "
+        "process from `/proc`, the load generator from itself):",
+        "",
+        "| scenario | Elasticsearch | service | load generator | total |",
+        "|---|---|---|---|---|",
+    ]
+    for key, cpu in rows.items():
+        total = sum(cpu.values())
+        lines.append(
+            f"| {NAMES.get(key, key)} | {cpu['elasticsearch']} | {cpu['service']} | "
+            f"{cpu['load_generator']} | {total:.3f} |"
+        )
+    if "raw" in rows and "service" in rows:
+        bound = sum(rows["raw"].values()) / sum(rows["service"].values())
+        lines += [
+            "",
+            f"With every core busy, QPS b/a can be at most about {bound:.2f} "
+            "(raw's total over the service's).",
+        ]
+    return lines
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

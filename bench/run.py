@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_streaming_bulk
 
 from bench import corpus, report
 from bench.measure import Run, drive
-from bench.scenarios import Prepared, Scenarios, prepare, recall_at_k
+from bench.scenarios import TEXT_FIELDS, Prepared, Scenarios, client_session, prepare, recall_at_k
 from indexer.pipeline import IndexOptions, index_source, load_document
 from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -187,7 +188,9 @@ class Processes:
             "RSVC_PORT": str(self.port),
             "RSVC_MANAGE_INDEX": "false",
             "RSVC_EMBEDDER": "none",  # the BM25 cost benchmark (bench.relevance measures hybrid)
+            "RSVC_BM25_FIELDS": TEXT_FIELDS,  # the query the raw scenarios send
         }
+        self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(workdir / "service.log", "w")
         self.children: list[subprocess.Popen[bytes]] = []
 
@@ -220,6 +223,10 @@ class Processes:
         self.__exit__()
         raise RuntimeError(f"the service did not become ready; see {self.log.name}")
 
+    @property
+    def service_pid(self) -> int:
+        return self.children[1].pid
+
     def __exit__(self, *exc: object) -> None:
         for child in self.children:
             child.terminate()
@@ -243,6 +250,48 @@ def service_client(port: int, connections: int) -> httpx.AsyncClient:
     )
 
 
+def scenarios(http: aiohttp.ClientSession, es_url: str, procs: Processes, alias: str) -> Scenarios:
+    """The scenarios against these Elasticsearch nodes (comma-separated) and this service."""
+    nodes = [u.strip() for u in es_url.split(",") if u.strip()]
+    return Scenarios(http, es_urls=nodes, service_url=procs.url, key=KEY, alias=alias)
+
+
+class CpuMeter:
+    """CPU time used by Elasticsearch (every node, from ``_nodes/stats``), the service process
+    (``/proc``) and this load generator between two readings: on a machine whose cores all
+    three share, what each costs per request decides the throughput ratio.
+
+    Elasticsearch caches its process stats for ``monitor.process.refresh_interval`` (1 s), so
+    a reading first waits that long; the idle second after a run is counted against the run
+    (Elasticsearch idles at a few ms of CPU per second).
+    """
+
+    ES_STATS_CACHE_S = 1.1
+
+    def __init__(self, es: AsyncElasticsearch, service_pid: int) -> None:
+        self.es, self.service_pid = es, service_pid
+
+    async def read(self) -> tuple[float, float, float]:
+        """(Elasticsearch, service, load generator) CPU seconds so far."""
+        await asyncio.sleep(self.ES_STATS_CACHE_S)
+        stats = await self.es.nodes.stats(metric="process")
+        es_s = sum(n["process"]["cpu"]["total_in_millis"] for n in stats["nodes"].values()) / 1000
+        fields = Path(f"/proc/{self.service_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        service_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return es_s, service_s, time.process_time()
+
+    @staticmethod
+    def per_request(
+        before: tuple[float, ...], after: tuple[float, ...], n: int
+    ) -> dict[str, float]:
+        """Milliseconds of CPU per request of each part."""
+        parts = ("elasticsearch", "service", "load_generator")
+        return {
+            k: round((b - a) * 1000 / max(n, 1), 3)
+            for k, a, b in zip(parts, before, after, strict=True)
+        }
+
+
 def took_p50(run: Run) -> float | None:
     tooks = sorted(t for _, t in (o for o in run.outputs if o) if t is not None)
     return tooks[len(tooks) // 2] if tooks else None
@@ -253,18 +302,27 @@ async def measure(
     prepared: list[Prepared],
     concurrencies: tuple[int, ...],
     warmup: int,
+    cpu: CpuMeter,
     names: tuple[str, ...] = SCENARIOS,
 ) -> tuple[dict[str, Any], dict[str, Run]]:
-    """Every scenario at every concurrency, interleaved per concurrency level."""
+    """Every scenario at every concurrency, interleaved per concurrency level, with the CPU
+    each part spent per request at the highest concurrency (where every core is busy)."""
     results: dict[str, Any] = {k: {} for k in names}
     keep: dict[str, Run] = {}
     for name in names:  # warm caches and connections
         await drive(getattr(scen, name), prepared[:warmup], 4)
     for conc in concurrencies:
         for name in names:
+            accounted = conc == max(concurrencies)
+            before = await cpu.read() if accounted else None
             run = await drive(getattr(scen, name), prepared, conc)
             summary = run.summary()
             summary["es_took_p50_ms"] = took_p50(run)
+            if before is not None:
+                after = await cpu.read()
+                summary["cpu_ms_per_request"] = cpu.per_request(
+                    before, after, len(run.latencies_ms)
+                )
             results[name][str(conc)] = summary
             keep[f"{name}@{conc}"] = run
             print(f"  {name:12s} c={conc:<3d} {summary}", file=sys.stderr)
@@ -295,11 +353,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             qs = list(corpus.queries(args.queries))
             prepared = prepare(qs, acl, FieldCatalog.from_mappings(dict(mapping)), corpus.TENANT)
             with Processes(es_url, alias, workdir) as procs:
-                async with service_client(procs.port, connections=64) as http:
-                    scen = Scenarios(es, http, alias)
+                async with client_session(connections=64) as http:
+                    scen = scenarios(http, es_url, procs, alias)
                     primary = chunks == args.chunks
                     concs = (1, 16)
-                    measured, runs = await measure(scen, prepared, concs, args.warmup)
+                    cpu = CpuMeter(es, procs.service_pid)
+                    measured, runs = await measure(scen, prepared, concs, args.warmup, cpu)
                     scaling.append(
                         {
                             "chunks": chunks,
@@ -307,6 +366,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             "service_p50_ms": measured["service"]["1"]["p50_ms"],
                             "raw_qps16": measured["raw"]["16"]["qps"],
                             "service_qps16": measured["service"]["16"]["qps"],
+                            "raw_cpu_ms": measured["raw"]["16"]["cpu_ms_per_request"],
+                            "service_cpu_ms": measured["service"]["16"]["cpu_ms_per_request"],
                         }
                     )
                     if not primary:
@@ -329,7 +390,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             3,
                         ),
                     }
-                    result["roles"] = await roles_scaling(acl, prepared, http, es, alias)
+                    result["roles"] = await roles_scaling(acl, prepared, scen)
             if chunks == args.chunks:
                 primary_folder, primary_prepared = folder, prepared
         if len(scales) > 1:
@@ -374,10 +435,11 @@ async def three_nodes(
         assert rep.ok, rep.failures[:3]
         await es.cluster.health(index=alias, wait_for_status="green", timeout="300s")
         with Processes(urls, alias, CACHE / "run-3n") as procs:
-            async with service_client(procs.port, connections=64) as http:
-                scen = Scenarios(es, http, alias)
+            async with client_session(connections=64) as http:
+                scen = scenarios(http, urls, procs, alias)
+                cpu = CpuMeter(es, procs.service_pid)
                 measured, _ = await measure(
-                    scen, prepared, (1, 16), args.warmup, names=("raw", "service")
+                    scen, prepared, (1, 16), args.warmup, cpu, names=("raw", "service")
                 )
         return {
             "nodes": 3,
@@ -404,11 +466,7 @@ def _write_policy(workdir: Path) -> Path:
 
 
 async def roles_scaling(
-    acl: AccessControl,
-    prepared: list[Prepared],
-    http: httpx.AsyncClient,
-    es: AsyncElasticsearch,
-    alias: str,
+    acl: AccessControl, prepared: list[Prepared], scen: Scenarios
 ) -> dict[str, Any]:
     """The same queries asserting 10 and 1,000 roles (most unknown to the corpus)."""
     out: dict[str, Any] = {}
@@ -429,7 +487,6 @@ async def roles_scaling(
             )
             for p in sample
         ]
-        scen = Scenarios(es, http, alias)
         run = await drive(scen.service, runs, 1)
         out[str(count)] = run.summary()
     return out

@@ -1,21 +1,32 @@
-"""The five ways of answering a query, each one call per query (I/O)."""
+"""The five ways of answering a query, each one call per query (I/O).
+
+Every scenario goes through the same HTTP client (one aiohttp session, bodies in and out
+through orjson), whether it calls Elasticsearch or the service: the load generator shares the
+machine's cores with both, so a heavier client on one side would be counted against that side.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-from elasticsearch import AsyncElasticsearch
+import aiohttp
+import orjson
 
 from bench.corpus import KNOWLEDGE_ID, TENANT, Query
 from retrieval_svc.acl import is_visible, stored_roles
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.filters import FieldCatalog, compile_filter, parse_filter
-from retrieval_svc.search.query import search_body
+from retrieval_svc.search.query import TextFields, search_body
+from retrieval_svc.settings import Settings
 
 TOP_K = 10
 WORKAROUND_K = 100
+#: The full-text fields the service queries by default; the bench's service runs with it set
+#: explicitly, and the raw scenarios send the same query.
+TEXT_FIELDS: TextFields = Settings.model_fields["bm25_fields"].default
 
 
 @dataclass(frozen=True)
@@ -27,7 +38,7 @@ class Prepared:
     filters: list[dict[str, Any]]
 
     def body(self, size: int = TOP_K) -> dict[str, Any]:
-        """Exactly the search the service sends (its own compiler)."""
+        """Exactly the search the service sends (its own compiler, its text fields)."""
         return search_body(
             query=self.query.text,
             tenant=TENANT,
@@ -35,6 +46,7 @@ class Prepared:
             roles=self.roles,
             filters=self.filters,
             size=size,
+            text_fields=TEXT_FIELDS,
         )
 
 
@@ -49,13 +61,42 @@ def prepare(
 
 
 class Scenarios:
-    """Calls for each scenario; each returns (chunk ids in order, ES took in ms or None)."""
+    """Calls for each scenario; each returns (chunk ids in order, ES took in ms or None).
 
-    def __init__(self, es: AsyncElasticsearch, http: httpx.AsyncClient, alias: str) -> None:
-        self.es, self.http, self.alias = es, http, alias
+    Raw calls go to the Elasticsearch nodes in turn, as the service's client does.
+    """
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        *,
+        es_urls: Sequence[str],
+        service_url: str,
+        key: str,
+        alias: str,
+    ) -> None:
+        self.http, self.alias, self.service_url = http, alias, service_url.rstrip("/")
+        self._nodes = itertools.cycle([u.rstrip("/") for u in es_urls])
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    async def _post(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+        async with self.http.post(url, data=orjson.dumps(body), headers=headers) as resp:
+            payload = await resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"{url}: {resp.status} {payload[:200]!r}")
+        return orjson.loads(payload)
+
+    async def _search_es(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{next(self._nodes)}/{self.alias}/_search"
+        out: dict[str, Any] = await self._post(url, body, {"Content-Type": "application/json"})
+        return out
+
+    async def _service(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = await self._post(f"{self.service_url}{path}", body, self._headers)
+        return out
 
     async def raw(self, p: Prepared) -> tuple[list[str], int]:
-        resp = await self.es.search(index=self.alias, **p.body())
+        resp = await self._search_es(p.body())
         return [h["_id"] for h in resp["hits"]["hits"]], int(resp["took"])
 
     async def service(self, p: Prepared, web: bool = False) -> tuple[list[str], int]:
@@ -69,9 +110,7 @@ class Scenarios:
             body["filter"] = p.query.filter
         if web:
             body["web"] = {"enabled": True, "max_results": 3}
-        resp = await self.http.post("/v1/search", json=body)
-        resp.raise_for_status()
-        out = resp.json()
+        out = await self._service("/v1/search", body)
         if web and out["meta"]["web"]["status"] != "ok":
             raise RuntimeError(f"web status {out['meta']['web']['status']}")
         ids = [c["chunk_id"] for c in out["chunk_metadata"] if c["source_type"] == "rag"]
@@ -85,30 +124,37 @@ class Scenarios:
             *p.query.dify_conditions,
             {"name": "user_roles", "comparison_operator": "in", "value": p.query.roles},
         ]
-        resp = await self.http.post(
+        out = await self._service(
             "/retrieval",
-            json={
+            {
                 "knowledge_id": KNOWLEDGE_ID,
                 "query": p.query.text,
                 "retrieval_setting": {"top_k": TOP_K, "score_threshold": 0},
                 "metadata_condition": {"logical_operator": "and", "conditions": conditions},
             },
         )
-        resp.raise_for_status()
-        return [r["metadata"]["chunk_id"] for r in resp.json()["records"]], None
+        return [r["metadata"]["chunk_id"] for r in out["records"]], None
 
     async def workaround(self, p: Prepared) -> tuple[list[str], int]:
         """What users write today: top-100 without the ACL, filtered in Python."""
         body = p.body(size=WORKAROUND_K)
         clauses = body["query"]["bool"]["filter"]
         del clauses[1]  # search_body puts the ACL clause second
-        resp = await self.es.search(index=self.alias, **body)
+        resp = await self._search_es(body)
         kept = [
             h["_id"]
             for h in resp["hits"]["hits"]
             if is_visible(stored_roles(h["_source"]), p.roles)
         ]
         return kept[:TOP_K], int(resp["took"])
+
+
+def client_session(connections: int) -> aiohttp.ClientSession:
+    """The load generator's one keep-alive HTTP client."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections),
+        timeout=aiohttp.ClientTimeout(total=30),
+    )
 
 
 def recall_at_k(expected: list[list[str]], got: list[list[str]]) -> float:

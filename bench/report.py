@@ -132,6 +132,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [
         "",
         f"Workaround recall@10 against /v1/search: {result['workaround_recall_at_10']}",
+        "Queries where raw and /v1/search returned the same ids in the same order: "
+        f"{result.get('raw_same_as_service', 'not measured')}",
         f"Ratio b/a p50 (concurrency 1): {result['ratios']['service_over_raw_p50']}; "
         f"QPS b/a (concurrency 16): {result['ratios']['service_over_raw_qps16']}",
         "",
@@ -203,7 +205,7 @@ def markdown(result: dict[str, Any]) -> str:
 def cpu_table(scenarios: dict[str, Any]) -> list[str]:
     """CPU milliseconds per request at concurrency 16, by part, and the throughput ratio those
     costs allow when Elasticsearch, the service and the load generator share the cores."""
-    rows = {k: v["16"]["cpu_ms_per_request"] for k, v in scenarios.items() if "16" in v}
+    rows = {k: v["16"].get("cpu_ms_per_request") for k, v in scenarios.items() if "16" in v}
     rows = {k: v for k, v in rows.items() if v}
     if not rows:
         return []

@@ -250,6 +250,12 @@ def service_client(port: int, connections: int) -> httpx.AsyncClient:
     )
 
 
+def same_share(a: list[list[str]], b: list[list[str]]) -> float:
+    """Share of queries answered with exactly the same chunk ids in the same order: 1.0 when
+    the raw scenario sends the service's query (a check on the comparison itself)."""
+    return round(sum(x == y for x, y in zip(a, b, strict=True)) / max(len(a), 1), 4)
+
+
 def scenarios(http: aiohttp.ClientSession, es_url: str, procs: Processes, alias: str) -> Scenarios:
     """The scenarios against these Elasticsearch nodes (comma-separated) and this service."""
     nodes = [u.strip() for u in es_url.split(",") if u.strip()]
@@ -376,6 +382,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     result["scenarios"] = measured
                     result["workaround_recall_at_10"] = recall_at_k(
                         ids(runs["service@1"]), ids(runs["workaround@1"])
+                    )
+                    result["raw_same_as_service"] = same_share(
+                        ids(runs["raw@1"]), ids(runs["service@1"])
                     )
                     result["ratios"] = {
                         "service_over_raw_p50": round(

@@ -21,7 +21,6 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,6 +32,7 @@ import httpx
 from elasticsearch import AsyncElasticsearch
 
 from bench.measure import drive
+from bench.service import start_service
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.auth.keys import hash_key
@@ -125,23 +125,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "RSVC_PORT": str(port),
     }
     log = open(work / "service.log", "w")
-    child = subprocess.Popen(
-        [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
-        env=env,
-        stdout=log,
-        stderr=log,
-    )
+    child = start_service(env=env, port=port, log=log, timeout_s=300)
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if child.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"service did not start; see {log.name}")
-            time.sleep(0.5)
         quiet = await measure(port, args.requests, args.lines)
         print(f"no reload:     {quiet}", file=sys.stderr)
         stop = threading.Event()

@@ -40,6 +40,7 @@ import httpx
 from elasticsearch import AsyncElasticsearch
 
 from bench.measure import drive
+from bench.service import memory_mb, start_service
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.acl import DEFAULT_TENANT
@@ -164,32 +165,14 @@ class Service:
         self.child: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.child = subprocess.Popen(
-            [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
-            env=self.env,
-            cwd=ROOT,
-            stdout=self.log,
-            stderr=self.log,
+        self.child = start_service(
+            env=self.env, port=self.port, log=self.log, timeout_s=120, cwd=ROOT
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.child.poll() is not None:
-                break
-            time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"the service did not become ready; see {self.log.name}")
 
     def rss_mb(self) -> dict[str, float]:
         """The service's resident memory now and at its peak (MB)."""
         assert self.child is not None
-        status = Path(f"/proc/{self.child.pid}/status").read_text()
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        return {k: round(int(fields[k].split()[0]) / 1024, 1) for k in ("VmRSS", "VmHWM")}
+        return {k: round(v, 1) for k, v in memory_mb(self.child.pid).items()}
 
     def stop(self) -> None:
         if self.child is not None and self.child.poll() is None:

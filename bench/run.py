@@ -28,6 +28,7 @@ from elasticsearch.helpers import async_streaming_bulk
 from bench import corpus, report
 from bench.measure import Run, drive
 from bench.scenarios import TEXT_FIELDS, Prepared, Scenarios, client_session, prepare, recall_at_k
+from bench.service import cpu_seconds, memory_mb, start_service
 from indexer.pipeline import IndexOptions, index_source, load_document
 from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -125,14 +126,11 @@ def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    peak_kb = 0
-    status = Path(f"/proc/{child.pid}/status")
+    peak = 0.0
     while child.poll() is None:
         try:
-            for line in status.read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak_kb = max(peak_kb, int(line.split()[1]))
-        except (FileNotFoundError, ProcessLookupError):
+            peak = max(peak, memory_mb(child.pid)["VmHWM"])
+        except (FileNotFoundError, ProcessLookupError, KeyError):  # exited meanwhile
             break
         time.sleep(0.1)
     stdout, stderr = child.communicate()
@@ -148,7 +146,7 @@ def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
     )
     return {
         "input_mb": round(size / 2**20),
-        "peak_mb": round(peak_kb / 1024),
+        "peak_mb": round(peak),
         "chunks": out["chunks_indexed"],
         "documents": out["documents_indexed"],
         "seconds": round(elapsed, 1),
@@ -203,25 +201,15 @@ class Processes:
                 stderr=self.log,
             )
         )
-        self.children.append(
-            subprocess.Popen(
-                [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"],
-                env=self.env,
-                cwd=ROOT,
-                stdout=self.log,
-                stderr=self.log,
+        try:
+            service = start_service(
+                env=self.env, port=self.port, log=self.log, timeout_s=30, cwd=ROOT
             )
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.__exit__()
-        raise RuntimeError(f"the service did not become ready; see {self.log.name}")
+        except RuntimeError:
+            self.__exit__()
+            raise
+        self.children.append(service)
+        return self
 
     @property
     def service_pid(self) -> int:
@@ -282,9 +270,7 @@ class CpuMeter:
         await asyncio.sleep(self.ES_STATS_CACHE_S)
         stats = await self.es.nodes.stats(metric="process")
         es_s = sum(n["process"]["cpu"]["total_in_millis"] for n in stats["nodes"].values()) / 1000
-        fields = Path(f"/proc/{self.service_pid}/stat").read_text().rsplit(")", 1)[1].split()
-        service_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return es_s, service_s, time.process_time()
+        return es_s, cpu_seconds(self.service_pid), time.process_time()
 
     @staticmethod
     def per_request(

@@ -22,16 +22,14 @@ import httpx
 from bench import corpus
 from bench.measure import drive
 from bench.run import CACHE, Processes, drop_alias, index_corpus, service_client
+from bench.service import memory_mb
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process, from /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    """Resident memory of a process now (MB)."""
+    return memory_mb(pid)["VmRSS"]
 
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
@@ -51,7 +49,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             for q in corpus.queries(500, seed=23)
         ]
         with Processes(es_url, alias, CACHE / "soak") as procs:
-            service_pid = procs.children[1].pid
+            service_pid = procs.service_pid
             async with service_client(procs.port, connections=32) as http:
 
                 async def call(body: dict[str, Any]) -> int:

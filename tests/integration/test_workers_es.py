@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.service import start_service
 from retrieval_svc.auth.keys import hash_key
 from tests.support import ES_URL, KEYS
 from tests.support.corpus import SAMPLES_KB
@@ -83,26 +82,11 @@ def service(corpus: str, tmp_path: Path) -> Iterator[Service]:
         "PROMETHEUS_MULTIPROC_DIR": str(folder),
     }
     log = (tmp_path / "serve.log").open("w")
-    serve = "from retrieval_svc.cli import app; app()"
-    child = subprocess.Popen(
-        [sys.executable, "-c", serve, "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=log,
-        stderr=log,
+    child = start_service(
+        "--port", str(port), "--workers", "2", env=env, port=port, log=log, timeout_s=180
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert child.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.monotonic() < deadline, "serve --workers 2 did not start"
-            time.sleep(0.3)
-        yield Service(url, folder)
+        yield Service(f"http://127.0.0.1:{port}", folder)
     finally:
         child.terminate()
         child.wait(timeout=60)

@@ -1,0 +1,55 @@
+"""Child processes of the harnesses: ``retrieval-svc serve`` started until ready, and what
+``/proc`` says a process costs (memory, CPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+SERVE = [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"]
+
+
+def start_service(
+    *args: str,
+    env: dict[str, str],
+    port: int,
+    log: IO[str],
+    timeout_s: float,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``retrieval-svc serve ARGS`` as a child writing to ``log``, returned once its
+    ``/readyz`` on ``port`` answers 200. A child that exits, or is not ready within
+    ``timeout_s``, is stopped and RuntimeError carries the end of its log."""
+    child = subprocess.Popen([*SERVE, *args], env=env, cwd=cwd, stdout=log, stderr=log)
+    deadline = time.monotonic() + timeout_s
+    while child.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return child
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    child.terminate()
+    child.wait(timeout=10)
+    log.flush()
+    tail = Path(log.name).read_text("utf-8", errors="replace")[-2000:]
+    raise RuntimeError(f"the service did not become ready ({log.name}):\n{tail}")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """A process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in MB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {k: int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -14,6 +14,7 @@ from elasticsearch import ApiError, TransportError
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry, start_http_server
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -23,6 +24,7 @@ from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError, PolicyFi
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
 from retrieval_svc.deps import authenticate
+from retrieval_svc.direct import DirectRoutes
 from retrieval_svc.embedding import (
     EmbeddingError,
     EmbeddingModel,
@@ -31,7 +33,7 @@ from retrieval_svc.embedding import (
     embedder_config,
     make_embedder,
 )
-from retrieval_svc.errors import ConfigurationError, InvalidRequest, ServiceError, join_path
+from retrieval_svc.errors import ConfigurationError, ServiceError, invalid_body
 from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware, NoStoreMiddleware
 from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess
 from retrieval_svc.observability import ObservabilityMiddleware
@@ -85,6 +87,18 @@ def create_app(settings: Settings) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     install_error_handlers(app)
+    # Innermost (added first): the retrieval routes, answered without FastAPI's per-request
+    # work (direct.py); every other route and method goes on to FastAPI.
+    hot = (dify.retrieval, search.search, tools.unified_search)
+    app.add_middleware(
+        DirectRoutes,
+        routes=[
+            route
+            for router in (dify.router, search.router, tools.router)
+            for route in router.routes
+            if isinstance(route, APIRoute) and route.endpoint in hot
+        ],
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
     app.add_middleware(NoStoreMiddleware)
@@ -261,11 +275,6 @@ def hybrid_config(settings: Settings) -> HybridConfig:
     )
 
 
-def validation_path(loc: tuple[int | str, ...]) -> str:
-    """A pydantic error location as ``a.b[1].c``, without the leading ``body``."""
-    return join_path("", loc[1:] if loc and loc[0] == "body" else loc) or "body"
-
-
 def install_error_handlers(app: FastAPI) -> None:
     """Render every error in the one documented shape."""
 
@@ -275,12 +284,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid body"}
-        path = validation_path(tuple(first.get("loc", ("body",))))
-        message = first.get("msg", "invalid request")
-        if first.get("type") == "missing" and path == "body":
-            message = "request body is required"
-        err = InvalidRequest(f"{path}: {message}", path=path)
+        err = invalid_body(exc.errors())
         return JSONResponse(err.body(), status_code=err.status_code)
 
     @app.exception_handler(Exception)

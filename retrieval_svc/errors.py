@@ -1,8 +1,8 @@
 """Every error the service answers with, in one place.
 
 Each error carries the HTTP status and the Dify External Knowledge API error code, and is
-rendered by one exception handler as ``{"error_code": int, "error_msg": str}`` (plus ``path``
-where a request field is to blame).
+rendered as ``{"error_code": int, "error_msg": str}`` (plus ``path`` where a request field is
+to blame) by the app's exception handler, or by ``DirectRoutes`` on the retrieval routes.
 
     ServiceError
     ├── AuthError                  403
@@ -22,6 +22,9 @@ the same shape with their HTTP status as ``error_code``; an unexpected exception
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 class ServiceError(Exception):
@@ -101,6 +104,23 @@ class DeadlineExceeded(ServiceError):
 
 class ConfigurationError(Exception):
     """The service cannot start with this configuration."""
+
+
+def invalid_body(errors: Sequence[Mapping[str, Any]]) -> InvalidRequest:
+    """The 400 for a body that failed validation: its first error (pydantic's ``errors()``),
+    at the path of the field to blame (``a.b[1].c``, no leading ``body``)."""
+    first: Mapping[str, Any] = errors[0] if errors else {"loc": ("body",), "msg": "invalid body"}
+    if first.get("type") == "json_invalid":  # FastAPI's and pydantic's: the position is in ctx
+        detail = (first.get("ctx") or {}).get("error", "")
+        at = [p for p in first.get("loc", ()) if isinstance(p, int)]  # FastAPI's: ("body", pos)
+        detail += f" at character {at[0]}" if at else ""
+        return InvalidRequest(f"body: not valid JSON ({detail})", path="body")
+    loc = tuple(first.get("loc", ()))
+    path = join_path("", loc[1:] if loc and loc[0] == "body" else loc) or "body"
+    message = first.get("msg", "invalid request")
+    if first.get("type") == "missing" and path == "body":
+        message = "request body is required"
+    return InvalidRequest(f"{path}: {message}", path=path)
 
 
 def join_path(root: str, loc: tuple[int | str, ...]) -> str:

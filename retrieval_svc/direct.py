@@ -18,6 +18,7 @@ routes for OpenAPI and ``/docs``. An unexpected exception propagates to the app'
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -49,7 +50,12 @@ class DirectRoute:
     @classmethod
     def of(cls, route: APIRoute) -> DirectRoute:
         """``route``, which must be ``async def f(body: Model, key, state)`` with a response
-        model: the shape of the retrieval endpoints."""
+        model and no other dependencies: the shape of the retrieval endpoints. Anything else
+        is refused at start, so nothing FastAPI would have run is skipped in silence."""
+        if list(inspect.signature(route.endpoint).parameters) != ["body", "key", "state"]:
+            raise TypeError(f"{route.path}: a direct route's endpoint is f(body, key, state)")
+        if route.dependencies:
+            raise TypeError(f"{route.path}: a direct route cannot have extra dependencies")
         body = route.body_field.field_info.annotation if route.body_field else None
         if not (isinstance(body, type) and issubclass(body, BaseModel)):
             raise TypeError(f"{route.path}: a direct route needs a pydantic body model")

@@ -166,6 +166,21 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {row['chunks']:,} | {row['raw_p50_ms']} | {row['service_p50_ms']} | "
                 f"{row['raw_qps16']} | {row['service_qps16']} |"
             )
+    if result.get("separate_cores"):
+        lines += [
+            "",
+            "Elasticsearch on a core of its own (CPU 0; the service and the load generator on "
+            "CPU 1), concurrency 16:",
+            "",
+            "| chunks | raw QPS | service QPS | Dify route QPS | service/raw | Dify/raw |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in result["separate_cores"]:
+            raw, svc, dify = (row[k]["qps"] for k in ("raw", "service", "dify"))
+            lines.append(
+                f"| {row['chunks']:,} | {raw} | {svc} | {dify} | {svc / raw:.2f} | "
+                f"{dify / raw:.2f} |"
+            )
     if "three_nodes" in result:
         one, three = result["scenarios"], result["three_nodes"]
         lines += [

@@ -88,3 +88,47 @@ def test_raw_sends_the_services_default_text_fields() -> None:
     should = body["query"]["bool"]["must"][0]["bool"]["should"]
     fields = {next(iter(clause["match"])) for clause in should}
     assert fields == {"content", "content_seg", "document_title"}  # "both"
+
+
+def test_separate_cores_table() -> None:
+    result = _result(100_000, raw=(17.0, 100.0), service=(18.0, 96.0))
+    result.update(
+        machine="test",
+        workaround_recall_at_10=1.0,
+        ratios={"service_over_raw_p50": 1.06, "service_over_raw_qps16": 0.96},
+        separate_cores=[
+            {
+                "chunks": 10_000,
+                "raw": {"qps": 300.0},
+                "service": {"qps": 270.0},
+                "dify": {"qps": 297.0},
+            }
+        ],
+    )
+    result["targets"] = report.targets(result)
+    assert "| 10,000 | 300.0 | 270.0 | 297.0 | 0.90 | 0.99 |" in report.markdown(result)
+
+
+def test_separate_cores_pins_every_thread_and_restores() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from bench.run import SeparateCores
+
+    es, service = (
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)
+    )
+    before = os.sched_getaffinity(0)
+    try:
+        with SeparateCores(es.pid, [service.pid]):
+            assert os.sched_getaffinity(es.pid) == {0}
+            assert os.sched_getaffinity(service.pid) == {1}
+            assert os.sched_getaffinity(0) == {1}
+        assert os.sched_getaffinity(es.pid) == before
+        assert os.sched_getaffinity(service.pid) == before
+        assert os.sched_getaffinity(0) == before
+    finally:
+        for child in (es, service):
+            child.kill()
+            child.wait()

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
 
 from retrieval_svc.app import create_app
 from retrieval_svc.direct import DirectRoutes
 from retrieval_svc.settings import Settings
-from tests.support import auth, make_settings
+from tests.support import app_client, auth, make_settings
 from tests.support.corpus import FILTER_KB, SAMPLES_KB
 
 pytestmark = pytest.mark.anyio
@@ -23,25 +22,20 @@ pytestmark = pytest.mark.anyio
 ROUTES = ("/retrieval", "/v1/search", "/v1/tools/unified-search")
 
 
-@asynccontextmanager
-async def served(settings: Settings, *, direct: bool) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of the app; ``direct=False``: without DirectRoutes, so FastAPI answers the
-    retrieval routes as it does every other one (the reference for the comparison)."""
+def reference_app(settings: Settings) -> FastAPI:
+    """The app without DirectRoutes: FastAPI answers the retrieval routes as it does every
+    other one (the reference for the comparison)."""
     app = create_app(settings)
-    if not direct:
-        before = len(app.user_middleware)
-        app.user_middleware = [m for m in app.user_middleware if m.cls is not DirectRoutes]
-        assert len(app.user_middleware) == before - 1
-    async with LifespanManager(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # as a server does
-        async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
-            yield client
+    before = len(app.user_middleware)
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not DirectRoutes]
+    assert len(app.user_middleware) == before - 1
+    return app
 
 
 @pytest.fixture
 async def pair(corpus: str) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     settings = make_settings(corpus)
-    async with served(settings, direct=True) as direct, served(settings, direct=False) as ref:
+    async with app_client(settings) as direct, app_client(reference_app(settings)) as ref:
         yield direct, ref
 
 
@@ -226,8 +220,11 @@ async def test_an_unexpected_error_is_a_logged_5000(
 
     monkeypatch.setattr(SearchEngine, "search", boom)
     for client in pair:
+        app = client._transport.app  # type: ignore[attr-defined]
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # as a server does
         with caplog.at_level(logging.ERROR):
-            resp = await client.post("/retrieval", json=DIFY, headers=auth("anon"))
+            async with httpx.AsyncClient(transport=transport, base_url="http://svc") as raw:
+                resp = await raw.post("/retrieval", json=DIFY, headers=auth("anon"))
         assert resp.status_code == 500
         assert resp.json() == {"error_code": 5000, "error_msg": "internal error"}
         assert "secret internals" not in resp.text

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import jwt
 from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
 
 from retrieval_svc.app import create_app
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
@@ -164,9 +165,10 @@ def auth(name: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client driving the app in-process, with its lifespan run."""
-    app = create_app(settings)
+async def app_client(app: Settings | FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client driving the app (or the app for these settings) in-process, with its
+    lifespan run."""
+    app = create_app(app) if isinstance(app, Settings) else app
     async with LifespanManager(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:

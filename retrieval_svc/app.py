@@ -122,14 +122,22 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     Raises ConfigurationError when the service must not start (unreadable policy, model
     server unreachable, an index built for another embedding model).
     """
+
+    def reloaded(outcome: str) -> None:
+        metrics.policy_reloads.labels(outcome=outcome).inc()
+        if outcome == "ok":
+            metrics.policy_loaded.set_to_current_time()
+
     try:
         acl = AccessControl(
             source=policy_source(settings),
             check_interval_s=settings.policy_check_interval_s,
-            on_reload=lambda outcome: metrics.policy_reloads.labels(outcome=outcome).inc(),
+            on_reload=reloaded,
         )
     except PolicyError as exc:
         raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
+    metrics.policy_loaded.set_to_current_time()
+    stack.callback(metrics.forget_process)
     watcher = asyncio.create_task(acl.watch(), name="policy-watcher")
 
     async def stop_watcher() -> None:

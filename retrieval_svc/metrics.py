@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from retrieval_svc import __version__
 from retrieval_svc.chunks import UnifiedChunk
@@ -95,6 +95,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.policy_loaded = Gauge(
+            "rsvc_policy_loaded_timestamp_seconds",
+            "When the access policy in force was loaded, in Unix time (with --workers, one "
+            "series per worker process, labelled pid).",
+            registry=r,
+            multiprocess_mode="liveall",
+        )
         self.oidc_key_fetches = Counter(
             "rsvc_oidc_key_fetches_total",
             "Fetches of the OpenID Connect provider's signing keys, by outcome (ok, error).",
@@ -132,6 +139,12 @@ class Metrics:
         for source, n in counts.items():
             if n:
                 self.chunks_returned.labels(source_type=source).inc(n)
+
+    def forget_process(self) -> None:
+        """Drop this process's per-process gauges from a multiprocess exposition (at exit),
+        so a worker that is gone does not look like one that never reloaded."""
+        if multiprocess():
+            mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
     def exposition(self) -> bytes:
         """The text exposition of every metric (of all worker processes)."""

@@ -31,7 +31,7 @@ async def client(corpus: str, provider: FakeProvider) -> AsyncIterator[httpx.Asy
         web_provider="bocha",
         web_api_key="sk-provider-secret-value",
         web_base_url=provider.url,
-        web_timeout_s=0.5,
+        web_timeout_s=2.0,  # loopback, but the machine may be busy
         web_max_results=2,
         web_cache_ttl_s=0,
         web_knowledge_ids=["building-*"],

@@ -29,7 +29,7 @@ def web(
         provider=name,
         api_key="sk-secret-provider-key",
         base_url=provider.url,
-        **{"timeout_s": 0.5, "cache_ttl_s": 0, **kw},  # type: ignore[arg-type]
+        **{"timeout_s": 2.0, "cache_ttl_s": 0, **kw},  # type: ignore[arg-type]
     )
     return WebSearch(http, config)
 

@@ -33,6 +33,16 @@ def samples(text: str, name: str, labels: dict[str, str]) -> float:
     )
 
 
+def policy_loaded(text: str) -> dict[str, float]:
+    """pid → when that worker loaded the policy in force."""
+    return {
+        s.labels["pid"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "rsvc_policy_loaded_timestamp_seconds"
+    }
+
+
 class Service:
     def __init__(self, url: str, folder: Path) -> None:
         self.url, self.folder = url, folder
@@ -41,6 +51,19 @@ class Service:
         resp = httpx.get(f"{self.url}/metrics", timeout=30)
         assert resp.status_code == 200
         return resp.text
+
+    def wait_for_workers(self, count: int, *, loaded_after: float = 0.0) -> dict[str, float]:
+        """Wait (on a slow machine, long) until ``count`` workers have loaded the policy, each
+        after ``loaded_after``. The service answers once one worker is up; the other may still
+        be starting, and one that starts after a policy change loads the new policy without a
+        reload, so counting reloads alone would wait for ever."""
+        deadline = time.monotonic() + 180
+        while True:
+            loaded = policy_loaded(self.metrics())
+            if len(loaded) == count and all(t >= loaded_after for t in loaded.values()):
+                return loaded
+            assert time.monotonic() < deadline, f"workers' policies loaded at: {loaded}"
+            time.sleep(0.2)
 
     def titles(self, user: str) -> set[str]:
         body = {
@@ -86,7 +109,9 @@ def service(corpus: str, tmp_path: Path) -> Iterator[Service]:
         "--port", str(port), "--workers", "2", env=env, port=port, log=log, timeout_s=180
     )
     try:
-        yield Service(f"http://127.0.0.1:{port}", folder)
+        service = Service(f"http://127.0.0.1:{port}", folder)
+        service.wait_for_workers(2)
+        yield service
     finally:
         child.terminate()
         child.wait(timeout=60)
@@ -106,11 +131,10 @@ def test_two_workers_serve_and_their_metrics_add_up(service: Service) -> None:
 
 def test_a_policy_change_reaches_every_worker(service: Service, tmp_path: Path) -> None:
     assert POWER not in service.titles("li")
+    changed = time.time()
     policy = tmp_path / "policy.csv"
     policy.write_text(POLICY + "g, user:li, 运维工程师, acme\n", encoding="utf-8")
     os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
-    deadline = time.monotonic() + 120
-    while samples(service.metrics(), "rsvc_policy_reloads_total", {"outcome": "ok"}) < 2:
-        assert time.monotonic() < deadline, "not every worker reloaded the policy"
-        time.sleep(0.2)
+    service.wait_for_workers(2, loaded_after=changed)  # the same two, each reloaded
+    assert samples(service.metrics(), "rsvc_policy_reloads_total", {"outcome": "ok"}) >= 2
     assert all(POWER in service.titles("li") for _ in range(20))  # whichever worker answers

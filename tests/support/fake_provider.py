@@ -201,7 +201,7 @@ class FakeProvider:
 
 # How long a ``slow`` provider takes to answer: far beyond any timeout a test sets, so "it did
 # not wait for the provider" can be asserted with a bound of half this, whatever the load.
-SLOW_S = 10.0
+SLOW_S = 20.0
 
 
 def free_port() -> int:
@@ -232,4 +232,5 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
+        self.server.force_exit = True  # a ``slow`` answer still sleeping is not waited for
         self.thread.join(timeout=10)

@@ -181,6 +181,7 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {row['chunks']:,} | {raw} | {svc} | {dify} | {svc / raw:.2f} | "
                 f"{dify / raw:.2f} |"
             )
+    lines += hop_table(result.get("hop") or [])
     if "three_nodes" in result:
         one, three = result["scenarios"], result["three_nodes"]
         lines += [
@@ -215,6 +216,30 @@ def markdown(result: dict[str, Any]) -> str:
             f"{'yes' if t['met'] else '**no**'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def hop_table(rows: list[dict[str, Any]]) -> list[str]:
+    """``--hop``: raw, an HTTP hop that only forwards, and the service, on the shared cores."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "The floor: `bench/hop.py`, an HTTP hop that only forwards the raw query (uvicorn and "
+        "the service's Elasticsearch client; no auth, ACL, chunks, log or metrics), "
+        "concurrency 16, the cores shared as above:",
+        "",
+        "| chunks | raw QPS | hop QPS | service QPS | hop/raw | service/raw | "
+        "hop CPU ms/req | service CPU ms/req |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        raw, hop, svc = (row[k] for k in ("raw", "hop", "service"))
+        lines.append(
+            f"| {row['chunks']:,} | {raw['qps']} | {hop['qps']} | {svc['qps']} | "
+            f"{hop['qps'] / raw['qps']:.2f} | {svc['qps'] / raw['qps']:.2f} | "
+            f"{hop['cpu_ms_per_request']['service']} | {svc['cpu_ms_per_request']['service']} |"
+        )
+    return lines
 
 
 def cpu_table(scenarios: dict[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ and a local 80 ms provider, then measure every scenario side by side.
     python -m bench.run --scales 10000,100000,1000000   # cost growth curve as well
     python -m bench.run --cluster             # plus raw and service on a local 3-node cluster
     python -m bench.run --separate-cores      # plus QPS with Elasticsearch on a core of its own
+    python -m bench.run --hop                 # plus an HTTP hop that only forwards (the floor)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from elasticsearch.helpers import async_streaming_bulk
 from bench import corpus, report
 from bench.measure import Run, drive
 from bench.scenarios import TEXT_FIELDS, Prepared, Scenarios, client_session, prepare, recall_at_k
-from bench.service import cpu_seconds, memory_mb, start_service
+from bench.service import cpu_seconds, memory_mb, start_server, start_service
 from indexer.pipeline import IndexOptions, index_source, load_document
 from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -155,10 +156,12 @@ def peak_rss(es_url: str, alias: str, megabytes: int) -> dict[str, Any]:
 
 
 class Processes:
-    """The service and the fake provider as child processes on loopback."""
+    """The service and the fake provider (and, with ``hop``, bench/hop.py) as child processes
+    on loopback."""
 
-    def __init__(self, es_url: str, alias: str, workdir: Path) -> None:
-        self.port, self.provider_port = 18080, 18099
+    def __init__(self, es_url: str, alias: str, workdir: Path, *, hop: bool = False) -> None:
+        self.port, self.provider_port, self.hop_port = 18080, 18099, 18081
+        self.hop, self.alias = hop, alias
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "policy.csv").write_text(corpus.policy_text(), "utf-8")
         (workdir / "keys.json").write_text(
@@ -190,6 +193,7 @@ class Processes:
             "RSVC_BM25_FIELDS": TEXT_FIELDS,  # the query the raw scenarios send
         }
         self.url = f"http://127.0.0.1:{self.port}"
+        self.hop_url = f"http://127.0.0.1:{self.hop_port}" if hop else None
         self.log = open(workdir / "service.log", "w")
         self.children: list[subprocess.Popen[bytes]] = []
 
@@ -203,18 +207,35 @@ class Processes:
             )
         )
         try:
-            service = start_service(
-                env=self.env, port=self.port, log=self.log, timeout_s=30, cwd=ROOT
+            self.children.append(
+                start_service(env=self.env, port=self.port, log=self.log, timeout_s=30, cwd=ROOT)
             )
+            if self.hop:
+                hop = [sys.executable, "-m", "bench.hop", "--port", str(self.hop_port)]
+                self.children.append(
+                    start_server(
+                        "bench.hop",
+                        [*hop, "--alias", self.alias],
+                        env=self.env,
+                        port=self.hop_port,
+                        log=self.log,
+                        timeout_s=30,
+                        cwd=ROOT,
+                    )
+                )
         except RuntimeError:
             self.__exit__()
             raise
-        self.children.append(service)
         return self
 
     @property
     def service_pid(self) -> int:
         return self.children[1].pid
+
+    @property
+    def hop_pid(self) -> int:
+        assert self.hop, "started without the hop"
+        return self.children[2].pid
 
     def __exit__(self, *exc: object) -> None:
         for child in self.children:
@@ -248,7 +269,9 @@ def same_share(a: list[list[str]], b: list[list[str]]) -> float:
 def scenarios(http: aiohttp.ClientSession, es_url: str, procs: Processes, alias: str) -> Scenarios:
     """The scenarios against these Elasticsearch nodes (comma-separated) and this service."""
     nodes = [u.strip() for u in es_url.split(",") if u.strip()]
-    return Scenarios(http, es_urls=nodes, service_url=procs.url, key=KEY, alias=alias)
+    return Scenarios(
+        http, es_urls=nodes, service_url=procs.url, key=KEY, alias=alias, hop_url=procs.hop_url
+    )
 
 
 class CpuMeter:
@@ -344,6 +367,29 @@ async def on_separate_cores(
     return out
 
 
+async def hop_floor(
+    es: AsyncElasticsearch, scen: Scenarios, prepared: list[Prepared], procs: Processes
+) -> dict[str, Any]:
+    """Raw, bench/hop.py and the service at concurrency 16 on the shared cores, each with the
+    CPU per request of the process in between (none for raw): what forwarding alone costs."""
+    out: dict[str, Any] = {}
+    runs: dict[str, Run] = {}
+    between = {"raw": procs.service_pid, "hop": procs.hop_pid, "service": procs.service_pid}
+    for name in between:
+        await drive(getattr(scen, name), prepared[:50], 4)  # warm its connections
+    for name, pid in between.items():
+        cpu = CpuMeter(es, pid)
+        before = await cpu.read()
+        runs[name] = await drive(getattr(scen, name), prepared, 16)
+        out[name] = runs[name].summary()
+        out[name]["cpu_ms_per_request"] = cpu.per_request(
+            before, await cpu.read(), len(runs[name].latencies_ms)
+        )
+        print(f"  {name:12s} c=16  hop floor {out[name]}", file=sys.stderr)
+    out["hop_same_as_raw"] = same_share(ids(runs["raw"]), ids(runs["hop"]))
+    return out
+
+
 def took_p50(run: Run) -> float | None:
     tooks = sorted(t for _, t in (o for o in run.outputs if o) if t is not None)
     return tooks[len(tooks) // 2] if tooks else None
@@ -404,7 +450,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             acl = AccessControl(DEFAULT_MODEL, _write_policy(workdir))
             qs = list(corpus.queries(args.queries))
             prepared = prepare(qs, acl, FieldCatalog.from_mappings(dict(mapping)), corpus.TENANT)
-            with Processes(es_url, alias, workdir) as procs:
+            with Processes(es_url, alias, workdir, hop=args.hop) as procs:
                 async with client_session(connections=64) as http:
                     scen = scenarios(http, es_url, procs, alias)
                     primary = chunks == args.chunks
@@ -416,6 +462,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         result.setdefault("separate_cores", []).append(
                             {"chunks": chunks, **separate}
                         )
+                    if args.hop:
+                        floor = await hop_floor(es, scen, prepared, procs)
+                        result.setdefault("hop", []).append({"chunks": chunks, **floor})
                     scaling.append(
                         {
                             "chunks": chunks,
@@ -569,6 +618,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also measure raw, service and Dify route at concurrency 16 with Elasticsearch "
         "on CPU 0 and the service and load generator on CPU 1",
+    )
+    parser.add_argument(
+        "--hop",
+        action="store_true",
+        help="also measure bench/hop.py, an HTTP hop that only forwards the raw query: the "
+        "most QPS any service in front of Elasticsearch reaches on these cores",
     )
     parser.add_argument(
         "--rss-only",

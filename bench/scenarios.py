@@ -74,8 +74,10 @@ class Scenarios:
         service_url: str,
         key: str,
         alias: str,
+        hop_url: str | None = None,
     ) -> None:
         self.http, self.alias, self.service_url = http, alias, service_url.rstrip("/")
+        self.hop_url = hop_url
         self._nodes = itertools.cycle([u.rstrip("/") for u in es_urls])
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
@@ -97,6 +99,14 @@ class Scenarios:
 
     async def raw(self, p: Prepared) -> tuple[list[str], int]:
         resp = await self._search_es(p.body())
+        return [h["_id"] for h in resp["hits"]["hits"]], int(resp["took"])
+
+    async def hop(self, p: Prepared) -> tuple[list[str], int]:
+        """The raw query through bench/hop.py, which only forwards it."""
+        assert self.hop_url is not None, "no hop running"
+        resp = await self._post(
+            f"{self.hop_url}/search", p.body(), {"Content-Type": "application/json"}
+        )
         return [h["_id"] for h in resp["hits"]["hits"]], int(resp["took"])
 
     async def service(self, p: Prepared, web: bool = False) -> tuple[list[str], int]:

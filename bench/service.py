@@ -26,7 +26,24 @@ def start_service(
     """``retrieval-svc serve ARGS`` as a child writing to ``log``, returned once its
     ``/readyz`` on ``port`` answers 200. A child that exits, or is not ready within
     ``timeout_s``, is stopped and RuntimeError carries the end of its log."""
-    child = subprocess.Popen([*SERVE, *args], env=env, cwd=cwd, stdout=log, stderr=log)
+    return start_server(
+        "the service", [*SERVE, *args], env=env, port=port, log=log, timeout_s=timeout_s, cwd=cwd
+    )
+
+
+def start_server(
+    name: str,
+    command: list[str],
+    *,
+    env: dict[str, str],
+    port: int,
+    log: IO[str],
+    timeout_s: float,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``command`` as a child writing to ``log``, returned once ``/readyz`` on ``port``
+    answers 200 (see :func:`start_service`)."""
+    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=log)
     deadline = time.monotonic() + timeout_s
     while child.poll() is None and time.monotonic() < deadline:
         try:
@@ -39,7 +56,7 @@ def start_service(
     child.wait(timeout=10)
     log.flush()
     tail = Path(log.name).read_text("utf-8", errors="replace")[-2000:]
-    raise RuntimeError(f"the service did not become ready ({log.name}):\n{tail}")
+    raise RuntimeError(f"{name} did not become ready ({log.name}):\n{tail}")
 
 
 def memory_mb(pid: int) -> dict[str, float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -34,9 +35,33 @@ def exposition_registry(registry: CollectorRegistry) -> CollectorRegistry:
     """What an exposition reads: ``registry``, or every process's values in multiprocess mode."""
     if not multiprocess():
         return registry
+    forget_dead_processes(Path(os.environ[MULTIPROCESS_ENV]))
     merged = CollectorRegistry()
     MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
     return merged
+
+
+def forget_dead_processes(folder: Path) -> None:
+    """Drop the per-process gauges of processes that are gone.
+
+    A worker that exits cleanly drops its own (:meth:`Metrics.forget_process`); one that
+    was killed — uvicorn's supervisor kills a worker that misses its health checks and starts
+    a new one — cannot, and would go on being shown beside its replacement.
+    """
+    for path in folder.glob("gauge_live*_*.db"):
+        pid = path.stem.rsplit("_", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            mark_process_dead(int(pid), str(folder))  # type: ignore[no-untyped-call]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
 
 
 class Metrics:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,10 +54,11 @@ class Service:
         return resp.text
 
     def wait_for_workers(self, count: int, *, loaded_after: float = 0.0) -> dict[str, float]:
-        """Wait (on a slow machine, long) until ``count`` workers have loaded the policy, each
-        after ``loaded_after``. The service answers once one worker is up; the other may still
-        be starting, and one that starts after a policy change loads the new policy without a
-        reload, so counting reloads alone would wait for ever."""
+        """Wait (on a slow machine, long) until ``count`` live workers have loaded the policy,
+        each after ``loaded_after``. The service answers once one worker is up; the other may
+        still be starting, or be replaced (uvicorn's supervisor kills a worker that misses its
+        health checks), and a worker that starts after a policy change loads the new policy
+        without a reload: counting reloads alone could wait for ever."""
         deadline = time.monotonic() + 180
         while True:
             loaded = policy_loaded(self.metrics())
@@ -138,3 +140,16 @@ def test_a_policy_change_reaches_every_worker(service: Service, tmp_path: Path) 
     service.wait_for_workers(2, loaded_after=changed)  # the same two, each reloaded
     assert samples(service.metrics(), "rsvc_policy_reloads_total", {"outcome": "ok"}) >= 2
     assert all(POWER in service.titles("li") for _ in range(20))  # whichever worker answers
+
+
+def test_a_killed_worker_is_replaced_and_its_series_dropped(service: Service) -> None:
+    before = service.wait_for_workers(2)
+    victim = int(min(before))
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 180
+    while str(victim) in policy_loaded(service.metrics()):
+        assert time.monotonic() < deadline, "the killed worker is still listed"
+        time.sleep(0.2)
+    after = service.wait_for_workers(2)  # its replacement, with the policy loaded
+    assert str(victim) not in after and set(before) & set(after)
+    assert all(POWER not in service.titles("li") for _ in range(10))

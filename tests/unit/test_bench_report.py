@@ -90,44 +90,35 @@ def test_raw_sends_the_services_default_text_fields() -> None:
     assert fields == {"content", "content_seg", "document_title"}  # "both"
 
 
-def test_separate_cores_table() -> None:
+def _markdown(**extra: Any) -> str:
+    """The report of a 100k run (service at 0.96x raw) with ``extra`` sections."""
     result = _result(100_000, raw=(17.0, 100.0), service=(18.0, 96.0))
     result.update(
         machine="test",
         workaround_recall_at_10=1.0,
         ratios={"service_over_raw_p50": 1.06, "service_over_raw_qps16": 0.96},
-        separate_cores=[
-            {
-                "chunks": 10_000,
-                "raw": {"qps": 300.0},
-                "service": {"qps": 270.0},
-                "dify": {"qps": 297.0},
-            }
-        ],
+        **extra,
     )
     result["targets"] = report.targets(result)
-    assert "| 10,000 | 300.0 | 270.0 | 297.0 | 0.90 | 0.99 |" in report.markdown(result)
+    return report.markdown(result)
+
+
+def test_separate_cores_table() -> None:
+    separate = {"raw": {"qps": 300.0}, "service": {"qps": 270.0}, "dify": {"qps": 297.0}}
+    text = _markdown(separate_cores=[{"chunks": 10_000, **separate}])
+    assert "| 10,000 | 300.0 | 270.0 | 297.0 | 0.90 | 0.99 |" in text
 
 
 def test_hop_table() -> None:
-    result = _result(100_000, raw=(17.0, 100.0), service=(18.0, 90.0))
-    result.update(
-        machine="test",
-        workaround_recall_at_10=1.0,
-        ratios={"service_over_raw_p50": 1.06, "service_over_raw_qps16": 0.9},
-        hop=[
-            {
-                "chunks": 10_000,
-                "raw": {"qps": 500.0, "cpu_ms_per_request": {"service": 0.01}},
-                "hop": {"qps": 420.0, "cpu_ms_per_request": {"service": 0.61}},
-                "service": {"qps": 350.0, "cpu_ms_per_request": {"service": 1.2}},
-                "hop_same_as_raw": 1.0,
-            }
-        ],
-    )
-    result["targets"] = report.targets(result)
-    text = report.markdown(result)
+    floor = {
+        "raw": {"qps": 500.0, "cpu_ms_per_request": {"service": 0.01}},
+        "hop": {"qps": 420.0, "cpu_ms_per_request": {"service": 0.61}},
+        "service": {"qps": 350.0, "cpu_ms_per_request": {"service": 1.2}},
+        "hop_same_as_raw": 1.0,
+    }
+    text = _markdown(hop=[{"chunks": 10_000, **floor}])
     assert "| 10,000 | 500.0 | 420.0 | 350.0 | 0.84 | 0.70 | 0.61 | 1.2 |" in text
+    assert "| 10,000 | 500.0 |" not in _markdown()  # no --hop, no table
 
 
 def test_separate_cores_pins_every_thread_and_restores() -> None:

@@ -22,12 +22,12 @@ from typing import Any
 import orjson
 import uvicorn
 from elasticsearch import AsyncElasticsearch
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from retrieval_svc.direct import read_body
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
-
-JSON = [(b"content-type", b"application/json")]
 
 
 class Hop:
@@ -40,29 +40,23 @@ class Hop:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if scope["method"] == "GET" and scope["path"] == "/readyz":
-            await self._answer(send, 200, b'{"ready": true}')
-            return
-        if scope["method"] != "POST" or scope["path"] != "/search":
-            await self._answer(send, 404, b'{"error": "POST /search"}')
-            return
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        route = (scope["method"], scope["path"])
+        if route == ("GET", "/readyz"):
+            response = Response(b'{"ready": true}', media_type="application/json")
+        elif route == ("POST", "/search"):
+            response = Response(
+                await self._search(await read_body(receive)), media_type="application/json"
+            )
+        else:
+            response = Response(b'{"error": "POST /search"}', 404, media_type="application/json")
+        await response(scope, receive, send)
+
+    async def _search(self, body: bytes) -> bytes:
         if self._es is None:
             self._es = make_es_client(ElasticsearchSettings(es_url=self.es_url))
         query: dict[str, Any] = orjson.loads(body)
         response = await self._es.search(index=self.alias, **query)
-        await self._answer(send, 200, orjson.dumps(response.body))
-
-    @staticmethod
-    async def _answer(send: Send, status: int, payload: bytes) -> None:
-        headers = [*JSON, (b"content-length", str(len(payload)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+        return orjson.dumps(response.body)
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from elasticsearch.helpers import async_streaming_bulk
 from bench import corpus, report
 from bench.measure import Run, drive
 from bench.scenarios import TEXT_FIELDS, Prepared, Scenarios, client_session, prepare, recall_at_k
-from bench.service import cpu_seconds, memory_mb, start_server, start_service
+from bench.service import cpu_seconds, memory_mb, start_service
 from indexer.pipeline import IndexOptions, index_source, load_document
 from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -211,11 +211,10 @@ class Processes:
                 start_service(env=self.env, port=self.port, log=self.log, timeout_s=30, cwd=ROOT)
             )
             if self.hop:
-                hop = [sys.executable, "-m", "bench.hop", "--port", str(self.hop_port)]
                 self.children.append(
-                    start_server(
-                        "bench.hop",
-                        [*hop, "--alias", self.alias],
+                    start_service(
+                        *("--port", str(self.hop_port), "--alias", self.alias),
+                        command=[sys.executable, "-m", "bench.hop"],
                         env=self.env,
                         port=self.hop_port,
                         log=self.log,

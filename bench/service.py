@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 import httpx
 
-SERVE = [sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve"]
+SERVE = (sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve")
 
 
 def start_service(
@@ -22,28 +24,13 @@ def start_service(
     log: IO[str],
     timeout_s: float,
     cwd: Path | None = None,
+    command: Sequence[str] = SERVE,
 ) -> subprocess.Popen[bytes]:
-    """``retrieval-svc serve ARGS`` as a child writing to ``log``, returned once its
-    ``/readyz`` on ``port`` answers 200. A child that exits, or is not ready within
-    ``timeout_s``, is stopped and RuntimeError carries the end of its log."""
-    return start_server(
-        "the service", [*SERVE, *args], env=env, port=port, log=log, timeout_s=timeout_s, cwd=cwd
-    )
-
-
-def start_server(
-    name: str,
-    command: list[str],
-    *,
-    env: dict[str, str],
-    port: int,
-    log: IO[str],
-    timeout_s: float,
-    cwd: Path | None = None,
-) -> subprocess.Popen[bytes]:
-    """``command`` as a child writing to ``log``, returned once ``/readyz`` on ``port``
-    answers 200 (see :func:`start_service`)."""
-    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=log)
+    """``retrieval-svc serve ARGS`` (or ``command ARGS``) as a child writing to ``log``,
+    returned once its ``/readyz`` on ``port`` answers 200. A child that exits, or is not
+    ready within ``timeout_s``, is stopped and RuntimeError carries the end of its log."""
+    argv = [*command, *args]
+    child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=log)
     deadline = time.monotonic() + timeout_s
     while child.poll() is None and time.monotonic() < deadline:
         try:
@@ -56,7 +43,7 @@ def start_server(
     child.wait(timeout=10)
     log.flush()
     tail = Path(log.name).read_text("utf-8", errors="replace")[-2000:]
-    raise RuntimeError(f"{name} did not become ready ({log.name}):\n{tail}")
+    raise RuntimeError(f"{shlex.join(argv)} did not become ready ({log.name}):\n{tail}")
 
 
 def memory_mb(pid: int) -> dict[str, float]:

@@ -137,7 +137,6 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     except PolicyError as exc:
         raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
     metrics.policy_loaded.set_to_current_time()
-    stack.callback(metrics.forget_process)
     watcher = asyncio.create_task(acl.watch(), name="policy-watcher")
 
     async def stop_watcher() -> None:

@@ -42,12 +42,9 @@ def exposition_registry(registry: CollectorRegistry) -> CollectorRegistry:
 
 
 def forget_dead_processes(folder: Path) -> None:
-    """Drop the per-process gauges of processes that are gone.
-
-    A worker that exits cleanly drops its own (:meth:`Metrics.forget_process`); one that
-    was killed — uvicorn's supervisor kills a worker that misses its health checks and starts
-    a new one — cannot, and would go on being shown beside its replacement.
-    """
+    """Drop the per-process gauges of processes that are gone, however they ended: a worker
+    killed by uvicorn's supervisor (for missed health checks) cannot clean up after itself,
+    and would go on being shown beside its replacement."""
     for path in folder.glob("gauge_live*_*.db"):
         pid = path.stem.rsplit("_", 1)[-1]
         if pid.isdigit() and not _alive(int(pid)):
@@ -60,7 +57,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: it exists
-        return True
+        pass
     return True
 
 
@@ -164,12 +161,6 @@ class Metrics:
         for source, n in counts.items():
             if n:
                 self.chunks_returned.labels(source_type=source).inc(n)
-
-    def forget_process(self) -> None:
-        """Drop this process's per-process gauges from a multiprocess exposition (at exit),
-        so a worker that is gone does not look like one that never reloaded."""
-        if multiprocess():
-            mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
     def exposition(self) -> bytes:
         """The text exposition of every metric (of all worker processes)."""

@@ -15,7 +15,15 @@ import httpx
 import pytest
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
-from tests.support import EXPIRED_AT, Token, app_client, make_settings, minted, postcheck_drops
+from tests.support import (
+    EXPIRED_AT,
+    Token,
+    app_client,
+    make_settings,
+    metric_sample,
+    minted,
+    postcheck_drops,
+)
 from tests.support.corpus import SAMPLES_KB
 
 pytestmark = pytest.mark.anyio
@@ -243,17 +251,13 @@ async def test_kb_policy_denies(client: httpx.AsyncClient) -> None:
 
 
 def reloads(client: httpx.AsyncClient, outcome: str) -> float:
-    transport = client._transport
-    assert isinstance(transport, httpx.ASGITransport)
-    registry = transport.app.state.rsvc.metrics.registry  # type: ignore[attr-defined]
-    return float(registry.get_sample_value("rsvc_policy_reloads_total", {"outcome": outcome}) or 0)
+    return metric_sample(client, "rsvc_policy_reloads_total", {"outcome": outcome}) or 0.0
 
 
 def loaded_at(client: httpx.AsyncClient) -> float:
-    transport = client._transport
-    assert isinstance(transport, httpx.ASGITransport)
-    registry = transport.app.state.rsvc.metrics.registry  # type: ignore[attr-defined]
-    return float(registry.get_sample_value("rsvc_policy_loaded_timestamp_seconds"))
+    value = metric_sample(client, "rsvc_policy_loaded_timestamp_seconds")
+    assert value is not None
+    return value
 
 
 async def until(predicate: Any, what: str) -> None:

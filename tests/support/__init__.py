@@ -175,10 +175,17 @@ async def app_client(app: Settings | FastAPI) -> AsyncIterator[httpx.AsyncClient
             yield client
 
 
-def postcheck_drops(client: httpx.AsyncClient) -> float:
-    """How many hits the app's ACL post-check dropped (a leak in the Elasticsearch query)."""
+def metric_sample(
+    client: httpx.AsyncClient, name: str, labels: dict[str, str] | None = None
+) -> float | None:
+    """One sample of the metrics of the app behind ``client`` (None if it has none)."""
     transport = client._transport
     assert isinstance(transport, httpx.ASGITransport)
     registry = transport.app.state.rsvc.metrics.registry  # type: ignore[attr-defined]
-    value = registry.get_sample_value("rsvc_acl_postcheck_drops_total")
-    return float(value or 0.0)
+    value = registry.get_sample_value(name, labels or {})
+    return None if value is None else float(value)
+
+
+def postcheck_drops(client: httpx.AsyncClient) -> float:
+    """How many hits the app's ACL post-check dropped (a leak in the Elasticsearch query)."""
+    return metric_sample(client, "rsvc_acl_postcheck_drops_total") or 0.0

@@ -35,6 +35,21 @@ OIDC_ALGORITHMS = frozenset().union(*OIDC_ALGORITHM_FAMILIES.values())
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 
+# Casbin subjects that are not roles (design.md §4): ``user:<id>`` names a user and ``anyone``
+# is held by every principal. A role that a caller or a key asserts can never be one of them,
+# or asserting ``user:wang`` would act as wang. (The acl package re-exports these.)
+ANYONE = "anyone"
+USER_PREFIX = "user:"
+
+
+def reserved_role(role: str) -> str | None:
+    """Why ``role`` may not be asserted as a role (it names a user, or everyone), else None."""
+    if role.startswith(USER_PREFIX):
+        return f"{role!r} names a user ({USER_PREFIX}<id>), not a role"
+    if role == ANYONE:
+        return f"{ANYONE!r} is held by every principal and cannot be asserted"
+    return None
+
 # Keys that documentation, tutorials or lazy configuration tend to use.
 _PLACEHOLDERS = ("", "changethis", "changeme", "secret", "password", "test", "dev", "your-api-key")
 _PLACEHOLDER_HASHES = frozenset(hashlib.sha256(p.encode()).hexdigest() for p in _PLACEHOLDERS)
@@ -86,6 +101,9 @@ class ApiKeyConfig(BaseModel):
                 f"API key {self.name!r} has mode signed but no token_secret: set one "
                 "(`retrieval-svc new-key --mode signed` generates a strong one)"
             )
+        for role in self.roles:
+            if (why := reserved_role(role)) is not None:
+                raise ValueError(f"API key {self.name!r}: role {why}")
         if self.mode is IdentityMode.FIXED and not self.roles:
             raise ValueError(
                 f"API key {self.name!r} has mode fixed but no roles: set the roles it carries "

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
+from retrieval_svc.settings import ANYONE, DEFAULT_MODEL, DEFAULT_POLICY, USER_PREFIX
 
 __all__ = [
-    "ANYONE",
-    "DEFAULT_MODEL",  # defined in settings (the ground floor), re-exported for the acl package
+    "ANYONE",  # ANYONE, USER_PREFIX and the DEFAULT_* paths are defined in settings (the ground
+    "DEFAULT_MODEL",  # floor, where API keys are validated) and re-exported for the acl package
     "DEFAULT_POLICY",
     "READ",
     "USER_PREFIX",
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 # pycasbin, SQLAlchemy and the adapter are imported where used: Settings import this module's
 # paths, and importing Settings must not load them.
 
-ANYONE = "anyone"
-USER_PREFIX = "user:"
 READ = "read"
 TABLE = "casbin_rule"  # the SQLAlchemy adapter's table
 MAX_NAME = 255  # the adapter's column width

@@ -8,7 +8,10 @@
 | `oidc`    | the OIDC token's user claim | its roles claim + Casbin; plain claims refused |
 | `fixed`   | none                      | the key's roles; caller claims are ignored  |
 
-Every role set is expanded through the Casbin role hierarchy. A claim a mode does not accept
+Every role set is expanded through the Casbin role hierarchy. An asserted role (a claim, a
+token's roles, an OIDC groups claim, a fixed key's roles) can never name a user (``user:<id>``)
+or ``anyone``: in a token that is a 401 (the token is invalid), in a plain claim a 403, in a
+key's configuration a start-up error. A claim a mode does not accept
 is refused (403) rather than silently dropped, so a misconfigured Chatflow is noticed; an
 invalid or expired token is a 401, never a silent downgrade to anonymous.
 """
@@ -25,6 +28,7 @@ from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken, InvalidRequest
+from retrieval_svc.settings import reserved_role
 
 MAX_USER_ID_LENGTH = 256
 TOKEN_LEEWAY_S = 5
@@ -158,6 +162,11 @@ def resolve_principal(
             raise _refuse(key, "role claims", "roles come from the Casbin policy; send user_id")
         user_id, asserted = _check_user_id(claims.user_id), claims.roles or ()
 
+    for role in asserted:
+        if (why := reserved_role(role)) is not None:
+            if claims.token is not None:  # a signed or OIDC token: it is not a valid identity
+                raise InvalidPrincipalToken(f"the identity token asserts a reserved role: {why}")
+            raise AuthorizationFailed(f"a role claim may not name a user or everyone: {why}")
     roles = set(acl.expand(asserted, tenant))
     if user_id is not None:
         roles |= acl.user_roles(user_id, tenant)

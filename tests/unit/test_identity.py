@@ -171,3 +171,49 @@ def test_example_token_minter_is_accepted(acl: AccessControl) -> None:
     minted = module.mint("alice", ["访客"], "acme", 60, SECRET)
     principal = resolve_principal(key(IdentityMode.SIGNED), Claims(token=minted), acl)
     assert principal.user_id == "alice" and principal.roles == MGR | {"访客"}
+
+
+# Users and roles never share a name space (design.md §4): asserting the role ``user:alice``
+# must not act as alice, and nobody asserts ``anyone``. Without the check, each of these would
+# get alice's Casbin roles (物业经理 → 运维工程师).
+RESERVED = [pytest.param("user:alice", id="a-user"), pytest.param("anyone", id="anyone")]
+
+
+@pytest.mark.parametrize("role", RESERVED)
+def test_a_trusted_role_claim_naming_a_user_is_refused(acl: AccessControl, role: str) -> None:
+    with pytest.raises(AuthorizationFailed, match="may not name a user") as err:
+        resolve_principal(key(IdentityMode.TRUSTED), Claims(roles=(role, "访客")), acl)
+    assert err.value.status_code == 403
+
+
+@pytest.mark.parametrize("role", RESERVED)
+def test_a_signed_token_asserting_a_user_is_invalid(acl: AccessControl, role: str) -> None:
+    claims = Claims(token=token(sub=None, roles=[role]).mint())
+    with pytest.raises(InvalidPrincipalToken, match="reserved role") as err:
+        resolve_principal(key(IdentityMode.SIGNED), claims, acl)
+    assert err.value.status_code == 401
+
+
+@pytest.mark.parametrize("role", RESERVED)
+def test_an_oidc_group_naming_a_user_is_invalid(acl: AccessControl, role: str) -> None:
+    from retrieval_svc.auth.oidc import VerifiedUser
+
+    user = VerifiedUser(user_id="mallory", roles=(role,))
+    with pytest.raises(InvalidPrincipalToken, match="reserved role") as err:
+        resolve_principal(
+            key(IdentityMode.OIDC), Claims(token="verified-upstream"), acl, oidc_user=user
+        )
+    assert err.value.status_code == 401
+
+
+@pytest.mark.parametrize("role", RESERVED)
+def test_a_key_carrying_a_user_as_a_role_does_not_start(role: str) -> None:
+    with pytest.raises(ValueError, match="'ops-key': role"):
+        ApiKeyConfig(
+            name="ops-key", sha256=hash_key("k-0123456789"), mode=IdentityMode.FIXED, roles=(role,)
+        )
+
+
+def test_a_role_that_merely_contains_user_is_a_role(acl: AccessControl) -> None:
+    principal = resolve_principal(key(IdentityMode.TRUSTED), Claims(roles=("superuser:x",)), acl)
+    assert principal.roles == {"superuser:x"}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -35,7 +36,7 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.errors import ConfigurationError, ServiceError, invalid_body
 from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware, NoStoreMiddleware
-from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess
+from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess, watch_event_loop
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
@@ -137,14 +138,8 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     except PolicyError as exc:
         raise ConfigurationError(f"cannot load the access policy: {exc}") from exc
     metrics.policy_loaded.set_to_current_time()
-    watcher = asyncio.create_task(acl.watch(), name="policy-watcher")
-
-    async def stop_watcher() -> None:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-
-    stack.push_async_callback(stop_watcher)
+    background(stack, acl.watch(), "policy-watcher")
+    background(stack, watch_event_loop(metrics.event_loop_lag), "event-loop-lag")
     if settings.metrics == "port" and not multiprocess():  # (with workers: `serve` does)
         stack.callback(serve_metrics(metrics.registry, settings.host, settings.metrics_port))
     es = make_es_client(settings, timeout_s=settings.request_deadline_s)
@@ -197,6 +192,18 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         if settings.oidc_issuer
         else None,
     )
+
+
+def background(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> None:
+    """Run ``work`` as a task for the app's lifetime; ``stack`` cancels it at shutdown."""
+    task = asyncio.create_task(work, name=name)
+
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(stop)
 
 
 def policy_source(settings: Settings) -> PolicySource:

@@ -10,7 +10,10 @@ its values to files there, and an exposition adds them up across processes.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +27,8 @@ LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LAG_TICK_S = 0.1  # how often the event loop's lag is sampled
+LAG_WINDOW_S = 30.0  # the gauge holds the largest lag of this window (longer than a scrape)
 
 
 def multiprocess() -> bool:
@@ -149,6 +154,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.event_loop_lag = Gauge(
+            "rsvc_event_loop_lag_seconds",
+            "The longest the event loop was late to wake a timer in the last "
+            f"{LAG_WINDOW_S:.0f} s: how long one request held everyone (the worst worker).",
+            registry=r,
+            multiprocess_mode="max",
+        )
         for source in ("rag", "web"):
             self.chunks_returned.labels(source_type=source)
         self.acl_postcheck_drops.inc(0)
@@ -165,3 +177,18 @@ class Metrics:
     def exposition(self) -> bytes:
         """The text exposition of every metric (of all worker processes)."""
         return bytes(generate_latest(exposition_registry(self.registry)))
+
+
+async def watch_event_loop(gauge: Gauge, tick_s: float = LAG_TICK_S) -> None:
+    """Sample, forever, how late the event loop wakes a timer, and keep ``gauge`` at the
+    largest lateness of the last ``LAG_WINDOW_S``: a request that holds the loop (parsing,
+    a compile, a blocking call) shows up here even when the stall fell between two scrapes."""
+    recent: deque[tuple[float, float]] = deque()
+    while True:
+        asked = time.monotonic()
+        await asyncio.sleep(tick_s)
+        now = time.monotonic()
+        recent.append((now, max(0.0, now - asked - tick_s)))
+        while recent[0][0] < now - LAG_WINDOW_S:
+            recent.popleft()
+        gauge.set(max(lag for _, lag in recent))

@@ -17,6 +17,7 @@ from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, number_chunks
+from retrieval_svc.deadline import remaining, within
 from retrieval_svc.embedding import EmbeddingError
 from retrieval_svc.errors import (
     AuthError,
@@ -97,7 +98,6 @@ async def retrieve(
 ) -> Retrieval:
     """Resolve the principal and check permission, then search Elasticsearch and the web
     concurrently. Web trouble never fails the request; its outcome is reported."""
-    started = time.perf_counter()
     log_fields(knowledge_ids=list(q.knowledge_ids), top_k=q.top_k, filtered=q.filter is not None)
     try:
         principal = await principal_for(key, q.claims, state.acl, state.oidc)
@@ -113,11 +113,12 @@ async def retrieve(
                 q.query,
                 max_results=web.max_results,
                 freshness=web.freshness,
-                timeout_s=state.settings.request_deadline_s,
+                # Ends a little before the request does, so its timeout is reported, not fatal.
+                timeout_s=remaining(state.settings.request_deadline_s) * 0.95,
             )
         )
     try:
-        result, reranked = await _search(state, principal, q, started)
+        result, reranked = await _search(state, principal, q)
     except BaseException:
         if web_task is not None:
             web_task.cancel()
@@ -156,7 +157,8 @@ async def answer(
 ) -> Answer:
     """``retrieve``, then knowledge-base and web chunks merged, numbered once and counted."""
     started = time.perf_counter()
-    done = await retrieve(state, key, q, web)
+    async with within(state.settings.request_deadline_s):  # every call below included
+        done = await retrieve(state, key, q, web)
     found = web_chunks(done.web.items, web.max_results) if web is not None else []
     if web is not None and web.within_top_k:
         chunks = merge_within_top_k(
@@ -209,7 +211,7 @@ async def _query_vector(state: AppState, mode: Mode, query: str) -> list[float] 
 
 
 async def _search(
-    state: AppState, principal: Principal, q: RetrievalQuery, started: float
+    state: AppState, principal: Principal, q: RetrievalQuery
 ) -> tuple[SearchResult, RerankStatus]:
     filters = []
     if q.filter is not None:
@@ -236,8 +238,8 @@ async def _search(
     log_fields(mode=result.mode)
     status: RerankStatus = "disabled"
     if reranker is not None and result.chunks:
-        remaining = state.settings.request_deadline_s - (time.perf_counter() - started)
-        done = await reranker.rerank(q.query, result.chunks, timeout_s=max(0.05, remaining))
+        left = remaining(state.settings.request_deadline_s) * 0.95
+        done = await reranker.rerank(q.query, result.chunks, timeout_s=max(0.05, left))
         state.metrics.rerank_seconds.labels(outcome=done.status).observe(done.took_ms / 1000)
         status = done.status
         if done.status != "ok":
@@ -246,11 +248,7 @@ async def _search(
         result = replace(result, chunks=kept)
         log_fields(rerank=done.status, rerank_ms=done.took_ms)
     if not result.chunks:
-        missing = [
-            kb
-            for kb in q.knowledge_ids
-            if not await state.engine.knowledge_base_exists(principal.tenant, kb)
-        ]
+        missing = await state.engine.missing_knowledge_bases(principal.tenant, q.knowledge_ids)
         if missing:
             names = ", ".join(repr(kb) for kb in missing)
             raise KnowledgeBaseNotFound(f"knowledge base {names} does not exist")

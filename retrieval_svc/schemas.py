@@ -10,6 +10,7 @@ from retrieval_svc.auth.identity import Claims, make_claims
 
 RetrievalMode = Literal["hybrid", "bm25", "vector"]
 SET_BY_APP = " Set by the application, never by the model."
+MAX_KNOWLEDGE_IDS = 50  # knowledge bases in one request, on every route
 
 
 class PrincipalClaims(BaseModel):
@@ -49,7 +50,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4096)
-    knowledge_ids: list[str] = Field(min_length=1, max_length=50)
+    knowledge_ids: list[str] = Field(min_length=1, max_length=MAX_KNOWLEDGE_IDS)
     top_k: int = Field(5, ge=1)
     score_threshold: float = Field(0.0, ge=0.0, le=1.0)
     filter: dict[str, Any] | None = Field(
@@ -135,7 +136,8 @@ class ToolRequest(BaseModel):
     # (max_query_chars), never refused.
     query: str = Field(min_length=1, description="The user's question, as a search query.")
     knowledge_ids: str | list[str] = Field(
-        description="Knowledge base ids, comma-separated (or a JSON array)."
+        description=f"Knowledge base ids, comma-separated (or a JSON array); at most "
+        f"{MAX_KNOWLEDGE_IDS}."
     )
     user_id: str | None = Field(None, max_length=256, description="The end user's id." + SET_BY_APP)
     user_roles: str | list[str] | None = Field(

@@ -50,6 +50,7 @@ def reserved_role(role: str) -> str | None:
         return f"{ANYONE!r} is held by every principal and cannot be asserted"
     return None
 
+
 # Keys that documentation, tutorials or lazy configuration tend to use.
 _PLACEHOLDERS = ("", "changethis", "changeme", "secret", "password", "test", "dev", "your-api-key")
 _PLACEHOLDER_HASHES = frozenset(hashlib.sha256(p.encode()).hexdigest() for p in _PLACEHOLDERS)

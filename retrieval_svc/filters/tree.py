@@ -20,12 +20,13 @@ from pydantic import (
     field_validator,
 )
 
+from retrieval_svc.acl.values import MAX_ITEMS
 from retrieval_svc.errors import InvalidRequest, join_path
 from retrieval_svc.filters.operators import OPERATORS, Arity, Op
 
 MAX_DEPTH = 10
 MAX_CONDITIONS = 200
-MAX_LIST = 1024
+MAX_LIST = MAX_ITEMS  # one bound for every list a caller sends
 MAX_STRING = 1024
 
 _SCALARS = (str, int, float, bool)

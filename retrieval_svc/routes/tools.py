@@ -14,7 +14,7 @@ from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import parse_filter
 from retrieval_svc.merge import numbered_output
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
-from retrieval_svc.schemas import ToolRequest, ToolSearchOutput
+from retrieval_svc.schemas import MAX_KNOWLEDGE_IDS, ToolRequest, ToolSearchOutput
 from retrieval_svc.tool_openapi import tool_openapi
 
 router = APIRouter(prefix="/v1/tools", tags=["dify tool"])
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/tools", tags=["dify tool"])
 
 def _knowledge_ids(value: str | list[str]) -> list[str]:
     try:
-        ids = [str(v) for v in parse_list(value, what="knowledge_ids")]
+        ids = [str(v) for v in parse_list(value, what="knowledge_ids", max_items=MAX_KNOWLEDGE_IDS)]
     except ListValueError as exc:
         raise InvalidRequest(f"knowledge_ids: {exc}", path="knowledge_ids") from None
     if not ids:

@@ -25,6 +25,7 @@ from elasticsearch import (
 from retrieval_svc.acl import in_tenant, is_visible, stored_roles, tenant_query
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
+from retrieval_svc.deadline import remaining
 from retrieval_svc.errors import DeadlineExceeded, SearchUnavailable
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.fusion import FusionMethod, Hit, fuse, vector_score
@@ -220,14 +221,25 @@ class SearchEngine:
             out.append(Hit(str(hit.get("_id")), source, scorer(float(hit.get("_score") or 0.0))))
         return out
 
-    async def knowledge_base_exists(self, tenant: str, knowledge_id: str) -> bool:
-        """Whether any chunk of ``knowledge_id`` is indexed in ``tenant`` (visible or not);
-        another tenant's knowledge base of the same id does not count."""
-        clauses = [tenant_query(tenant), {"term": {"knowledge_id": knowledge_id}}]
+    async def missing_knowledge_bases(self, tenant: str, knowledge_ids: Sequence[str]) -> list[str]:
+        """Which of ``knowledge_ids`` hold no chunk in ``tenant`` (visible or not), in one
+        request; another tenant's knowledge base of the same id does not count."""
+        wanted = sorted(set(knowledge_ids))
         response = await self._call(
-            "count", self._es.count(index=self._alias, query={"bool": {"filter": clauses}})
+            "knowledge_bases",
+            self._es.search(
+                index=self._alias,
+                size=0,
+                query={"bool": {"filter": [tenant_query(tenant)]}},
+                aggs={
+                    "kb": {
+                        "terms": {"field": "knowledge_id", "include": wanted, "size": len(wanted)}
+                    }
+                },
+            ),
         )
-        return int(response["count"]) > 0
+        present = {b["key"] for b in response["aggregations"]["kb"]["buckets"]}
+        return [kb for kb in knowledge_ids if kb not in present]
 
     async def fields_present(
         self, tenant: str, knowledge_ids: Sequence[str], paths: Sequence[str]
@@ -274,7 +286,7 @@ class SearchEngine:
         started = time.perf_counter()
         outcome = "ok"
         try:
-            async with asyncio.timeout(self._deadline_s):
+            async with asyncio.timeout(max(0.0, remaining(self._deadline_s))):
                 return await request
         except BaseException as exc:
             outcome = type(exc).__name__

@@ -52,6 +52,26 @@ async def test_slow_cluster_gives_504_within_the_deadline(corpus: str) -> None:
             assert elapsed < cluster_delay_s / 2
 
 
+@pytest.mark.anyio
+async def test_one_deadline_covers_every_call_of_a_request(corpus: str) -> None:
+    # A knowledge base that does not exist costs two calls (the search, then the existence
+    # check), each slower than half the deadline and faster than all of it: with a timeout
+    # per call the request answered 404 after 1.4 deadlines; the deadline is the request's.
+    deadline_s = 2.0
+    body = {"knowledge_id": "absent-kb", "query": "巡更", "retrieval_setting": {"top_k": 2}}
+    with TcpProxy(ES_URL) as proxy:
+        settings = make_settings(corpus, es_url=proxy.url, request_deadline_s=deadline_s)
+        async with app_client(settings) as c:
+            assert (await c.post("/retrieval", json=body, headers=auth("anon"))).status_code == 404
+            proxy.delay_s = deadline_s * 0.7
+            started = time.perf_counter()
+            slow = await c.post("/retrieval", json=body, headers=auth("anon"))
+            elapsed = time.perf_counter() - started
+            proxy.delay_s = 0.0
+    assert slow.status_code == 504 and slow.json()["error_code"] == 5002, slow.text
+    assert elapsed < deadline_s * 1.35
+
+
 def test_asymmetric_and_confused_tokens_are_refused() -> None:
     private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     public_pem = private.public_key().public_bytes(

@@ -1,0 +1,228 @@
+"""No request makes another wait (design.md §4; issue #24 item 4): a 1 MB list of each kind,
+through every route it enters, is refused at once while /healthz, polled throughout, keeps
+answering; the event loop's lag is a metric.
+
+Bounds are loose for a shared machine and still far from the failure they guard against
+(before: 60 s for the request and 59 s for /healthz sent meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.service import start_service
+from retrieval_svc.auth.keys import hash_key
+from tests.support import ES_URL
+from tests.support.corpus import SAMPLES_KB
+from tests.support.fake_provider import free_port
+
+KEYS = {
+    "casbin": "stall-key-casbin-0123456789",
+    "signed": "stall-key-signed-0123456789",
+    "fixed": "stall-key-fixed-0123456789",
+    "trusted": "stall-key-trusted-0123456789",
+}
+BUDGET = 1_000_000  # bytes of one adversarial list, under the 1 MiB body limit
+
+
+def comma_list(prefix: str) -> str:
+    """About ``BUDGET`` bytes of distinct comma-separated names."""
+    count = BUDGET // (len(prefix) + 8)
+    return ",".join(f"{prefix}{i:07d}" for i in range(count))
+
+
+@pytest.fixture(scope="module")
+def url(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("stalls")
+    keys = folder / "keys.json"
+    entries: list[dict[str, Any]] = [
+        {"name": mode, "sha256": hash_key(secret), "tenant": "acme", "mode": mode}
+        for mode, secret in KEYS.items()
+    ]
+    entries[1]["token_secret"] = "s" * 40
+    entries[2]["roles"] = ["巡检员"]
+    keys.write_text(json.dumps(entries), encoding="utf-8")
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_ES_URL": ES_URL,
+        "RSVC_INDEX_ALIAS": corpus,
+        "RSVC_MANAGE_INDEX": "false",
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+    }
+    with (folder / "serve.log").open("w") as log:
+        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            child.terminate()
+            child.wait(timeout=60)
+
+
+class HealthPoller(threading.Thread):
+    """Polls /healthz every 20 ms on its own connection; records each answer's latency."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.latencies = url, list[float]()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=120) as client:
+            while not self.stop.is_set():
+                started = time.perf_counter()
+                assert client.get(f"{self.url}/healthz").status_code == 200
+                self.latencies.append(time.perf_counter() - started)
+                time.sleep(0.02)
+
+
+def _search(roles: str) -> tuple[str, str, dict[str, Any]]:
+    body = {"query": "巡更", "knowledge_ids": [SAMPLES_KB], "principal": {"roles": roles}}
+    return "casbin", "/v1/search", body
+
+
+ADVERSARIAL = [
+    pytest.param(lambda: _search(comma_list("r")), id="search-roles-comma"),
+    pytest.param(
+        lambda: _search(json.dumps([f"r{i:07d}" for i in range(BUDGET // 16)])),
+        id="search-roles-json-text",
+    ),
+    pytest.param(
+        lambda: (
+            "trusted",
+            "/v1/search",
+            {
+                "query": "巡更",
+                "knowledge_ids": [SAMPLES_KB],
+                "principal": {"roles": [f"r{i:07d}" for i in range(BUDGET // 12)]},
+            },
+        ),
+        id="search-roles-array",
+    ),
+    pytest.param(
+        lambda: (
+            "signed",
+            "/retrieval",
+            {
+                "knowledge_id": SAMPLES_KB,
+                "query": "巡更",
+                "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+                "metadata_condition": {
+                    "conditions": [
+                        {
+                            "name": "user_roles",
+                            "comparison_operator": "in",
+                            "value": comma_list("r"),
+                        }
+                    ]
+                },
+            },
+        ),
+        id="retrieval-user-roles",
+    ),
+    pytest.param(
+        lambda: (
+            "fixed",
+            "/v1/tools/unified-search",
+            {"query": "巡更", "knowledge_ids": comma_list("kb")},
+        ),
+        id="tool-knowledge-ids",
+    ),
+    pytest.param(
+        lambda: (
+            "fixed",
+            "/v1/tools/unified-search",
+            {"query": "巡更", "knowledge_ids": ",".join(f"absent-{i}" for i in range(60))},
+        ),
+        id="tool-many-absent-knowledge-ids",
+    ),
+    pytest.param(
+        lambda: (
+            "trusted",
+            "/v1/search",
+            {
+                "query": "巡更",
+                "knowledge_ids": [SAMPLES_KB],
+                "filter": {
+                    "field": "category",
+                    "op": "in",
+                    "value": [f"v{i:07d}" for i in range(BUDGET // 12)],
+                },
+            },
+        ),
+        id="search-filter-in-values",
+    ),
+    pytest.param(
+        lambda: (
+            "trusted",
+            "/retrieval",
+            {
+                "knowledge_id": SAMPLES_KB,
+                "query": "巡更",
+                "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+                "metadata_condition": {
+                    "conditions": [
+                        {"name": "category", "comparison_operator": "in", "value": comma_list("v")}
+                    ]
+                },
+            },
+        ),
+        id="retrieval-in-values",
+    ),
+]
+
+
+@pytest.mark.parametrize("make", ADVERSARIAL)
+def test_a_megabyte_list_is_refused_at_once_and_stalls_nobody(url: str, make: Any) -> None:
+    key, route, body = make()
+    payload = json.dumps(body).encode()
+    assert len(payload) <= 1_048_576, len(payload)
+    poller = HealthPoller(url)
+    poller.start()
+    try:
+        time.sleep(0.1)
+        started = time.perf_counter()
+        resp = httpx.post(
+            f"{url}{route}",
+            content=payload,
+            headers={"Authorization": f"Bearer {KEYS[key]}", "Content-Type": "application/json"},
+            timeout=120,
+        )
+        took = time.perf_counter() - started
+        time.sleep(0.1)
+    finally:
+        poller.stop.set()
+        poller.join(timeout=120)
+    assert 400 <= resp.status_code < 500, resp.text[:300]
+    assert len(resp.content) < 2000, "an error never echoes the list back"
+    assert took < 1.0, f"{route} answered in {took:.2f} s"
+    lat = sorted(poller.latencies)
+    assert lat and lat[-1] < 1.0, f"/healthz waited {lat[-1]:.2f} s"
+    assert lat[int(len(lat) * 0.9)] < 0.1, f"/healthz p90 {lat[int(len(lat) * 0.9)]:.3f} s"
+
+
+def test_the_event_loop_lag_is_a_metric(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        text = httpx.get(f"{url}/metrics", timeout=30).text
+        values = [
+            s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "rsvc_event_loop_lag_seconds"
+        ]
+        if values:
+            break
+        assert time.monotonic() < deadline, "rsvc_event_loop_lag_seconds is not exported"
+        time.sleep(0.5)
+    assert 0 <= values[0] < 60

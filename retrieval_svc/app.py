@@ -14,7 +14,7 @@ import httpx
 from elasticsearch import ApiError, TransportError
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry, start_http_server
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -34,8 +34,18 @@ from retrieval_svc.embedding import (
     embedder_config,
     make_embedder,
 )
-from retrieval_svc.errors import ConfigurationError, ServiceError, invalid_body
-from retrieval_svc.limits import BodyLimitMiddleware, CollapseSlashesMiddleware, NoStoreMiddleware
+from retrieval_svc.errors import (
+    INTERNAL_ERROR_BODY,
+    ConfigurationError,
+    ServiceError,
+    invalid_body,
+)
+from retrieval_svc.limits import (
+    BodyLimitMiddleware,
+    CollapseSlashesMiddleware,
+    InternalErrorMiddleware,
+    NoStoreMiddleware,
+)
 from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess, watch_event_loop
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
@@ -88,7 +98,10 @@ def create_app(settings: Settings) -> FastAPI:
         openapi_url="/openapi.json" if docs else None,
     )
     install_error_handlers(app)
-    # Innermost (added first): the retrieval routes, answered without FastAPI's per-request
+    # Innermost: a bug's exception is answered here, below the log and metrics middlewares,
+    # so they see the 500 and the connection stays open.
+    app.add_middleware(InternalErrorMiddleware)
+    # Next: the retrieval routes, answered without FastAPI's per-request
     # work (direct.py); every other route and method goes on to FastAPI.
     hot = (dify.retrieval, search.search, tools.unified_search)
     app.add_middleware(
@@ -294,7 +307,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status_code)
+        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -302,10 +315,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(err.body(), status_code=err.status_code)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        # A bug: logged in full (with the request id), answered without internals.
+    async def _unexpected(_: Request, exc: Exception) -> Response:
+        # A bug outside InternalErrorMiddleware (in an outer middleware): the same answer.
         log.exception("unhandled error: %s", type(exc).__name__)
-        return JSONResponse({"error_code": 5000, "error_msg": "internal error"}, status_code=500)
+        return Response(INTERNAL_ERROR_BODY, status_code=500, media_type="application/json")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

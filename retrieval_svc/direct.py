@@ -101,7 +101,7 @@ class DirectRoutes:
         except ClientDisconnect:
             return  # nobody to answer
         except ServiceError as exc:
-            response = JSONResponse(exc.body(), status_code=exc.status_code)
+            response = JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
         await response(scope, receive, send)
 
 

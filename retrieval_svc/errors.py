@@ -11,8 +11,10 @@ to blame) by the app's exception handler, or by ``DirectRoutes`` on the retrieva
     │   └── InvalidPrincipalToken  401 / 1002  principal token (signed or OIDC) invalid or expired
     ├── KnowledgeBaseNotFound      404 / 2001
     ├── InvalidRequest             400 / 3001  body or filter malformed (with ``path``)
-    │   └── UnknownField           400 / 3001  a filter names a field no chunk has
-    ├── SearchUnavailable          503 / 5001  Elasticsearch unreachable or failing
+    │   ├── UnknownField           400 / 3001  a filter names a field no chunk has
+    │   └── QueryRefused           400 / 3001  Elasticsearch refused a value of the request
+    ├── SearchUnavailable          503 / 5001  Elasticsearch unreachable, failing or shedding
+    │                                          load (``Retry-After`` when it is overloaded)
     ├── IdentityProviderUnavailable 503 / 5003 no keys from the OIDC provider (never fetched)
     └── DeadlineExceeded           504 / 5002  the request deadline ran out
 
@@ -26,6 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# The body of an unexpected exception's answer (500): a bug, logged, never described.
+INTERNAL_ERROR_BODY = b'{"error_code": 5000, "error_msg": "internal error"}'
+
 
 class ServiceError(Exception):
     """Base of every error that becomes an HTTP answer."""
@@ -33,10 +38,18 @@ class ServiceError(Exception):
     status_code: int = 500
     error_code: int = 5000
 
-    def __init__(self, message: str, *, path: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | None = None, retry_after_s: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.path = path
+        self.retry_after_s = retry_after_s
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """Response headers this error needs (``Retry-After``), if any."""
+        return None if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
     def body(self) -> dict[str, object]:
         """The JSON body of this error."""
@@ -83,6 +96,11 @@ class UnknownField(InvalidRequest):
             f"{path}: unknown field {field!r}; known fields: {', '.join(known)}", path=path
         )
         self.field = field
+
+
+class QueryRefused(InvalidRequest):
+    """Elasticsearch refused a query the service built from the request: a value it cannot
+    take (out of a field's range, a date it cannot read). The part is named in ``path``."""
 
 
 class SearchUnavailable(ServiceError):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retrieval_svc.errors import INTERNAL_ERROR_BODY
+
+log = logging.getLogger(__name__)
 _SLASHES = re.compile(r"/{2,}")
 
 
@@ -117,3 +121,43 @@ class BodyLimitMiddleware:
             return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+class InternalErrorMiddleware:
+    """An unexpected exception (a bug) becomes 500 / 5000 "internal error", logged with the
+    request id, and goes no further: Starlette's own handler re-raises it after answering,
+    and the server then drops the keep-alive connection, so the caller's next request on it
+    would fail too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception as exc:
+            log.exception("unhandled error: %s", type(exc).__name__)
+            if started:  # half an answer is out: only closing the connection can end it
+                raise
+            body = INTERNAL_ERROR_BODY
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})

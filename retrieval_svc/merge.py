@@ -8,6 +8,7 @@ before web, score-descending within a source (ties keep input order), numbering 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,12 +45,20 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _number(value: Any) -> float:
+    """A number from a node's output; 0 for what is none (text, ``inf``, ``nan``, 10**400)."""
     if isinstance(value, bool):
         return 0.0
     try:
-        return float(value or 0)
-    except (TypeError, ValueError):
+        number = float(value or 0)
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _position(value: Any) -> int:
+    """A segment position (an index's ``integer``); 0 for what is none or out of range."""
+    number = _number(value)
+    return int(number) if 0 <= number <= 2**31 - 1 else 0
 
 
 def rag_items(raw: Any, path: str = "rag_chunks") -> list[Mapping[str, Any]]:
@@ -89,7 +98,7 @@ def rag_from_dify(items: Iterable[Any]) -> list[UnifiedChunk]:
                 dataset_name=_text(meta.get("dataset_name")),
                 url=_text(doc.get("source_file_url")),
                 score=_number(meta.get("score")),
-                segment_position=int(_number(meta.get("segment_position"))),
+                segment_position=_position(meta.get("segment_position")),
             )
         )
     return out

@@ -23,6 +23,7 @@ from retrieval_svc.errors import (
     AuthError,
     InvalidRequest,
     KnowledgeBaseNotFound,
+    QueryRefused,
     SearchUnavailable,
 )
 from retrieval_svc.filters.dify import DifyFilter
@@ -224,17 +225,21 @@ async def _search(
     vector = await _query_vector(state, mode, q.query)
     top_k = min(q.top_k, state.settings.max_top_k)
     reranker = state.reranker if state.reranker is not None and state.reranker.enabled else None
-    result = await state.engine.search(
-        query=q.query,
-        knowledge_ids=q.knowledge_ids,
-        principal=principal,
-        filters=filters,
-        # A reranker reorders the fused top-N and scores it anew: the threshold waits for it.
-        top_k=max(top_k, reranker.top_n) if reranker else top_k,
-        score_threshold=0.0 if reranker else q.score_threshold,
-        mode=mode if vector is not None else "bm25",
-        vector=vector,
-    )
+    try:
+        result = await state.engine.search(
+            query=q.query,
+            knowledge_ids=q.knowledge_ids,
+            principal=principal,
+            filters=filters,
+            # A reranker reorders the fused top-N and scores it anew: the threshold waits.
+            top_k=max(top_k, reranker.top_n) if reranker else top_k,
+            score_threshold=0.0 if reranker else q.score_threshold,
+            mode=mode if vector is not None else "bm25",
+            vector=vector,
+        )
+    except QueryRefused as exc:  # a value the index cannot take: the caller's filter or query
+        exc.path = q.filter_path if q.filter is not None else "query"
+        raise
     log_fields(mode=result.mode)
     status: RerankStatus = "disabled"
     if reranker is not None and result.chunks:

@@ -8,6 +8,7 @@ documents where the field is missing (design.md §5).
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -28,42 +29,81 @@ def escape_wildcard(value: str) -> str:
     return value.replace("\\", "\\\\").replace("*", "\\*").replace("?", "\\?")
 
 
+MAX_LONG = 2**63 - 1  # Elasticsearch's long; a larger integer travels as a double
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def finite_number(value: Any) -> int | float:
+    """A number filter value: finite, an integer only within Elasticsearch's ``long`` (a
+    larger one as a double); ValueError otherwise (``inf``, ``nan``, ``1e400``, 10**400)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got true/false")
+    try:
+        if isinstance(value, int):
+            if -MAX_LONG - 1 <= value <= MAX_LONG:
+                return value
+            number = float(value)
+        elif isinstance(value, float):
+            number = value
+        else:
+            number = float(str(value).strip())
+    except (ValueError, OverflowError):
+        raise ValueError(f"expected a finite number, got {_shown(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {_shown(value)}")
+    return int(number) if number.is_integer() and abs(number) <= MAX_LONG else number
+
+
 def parse_date(value: Any, tz: tzinfo = UTC) -> datetime:
     """An ISO date/datetime text, or Unix seconds (number or numeric text), as a datetime.
 
     A text without a zone (``2026-03-01``, ``2026-03-01 10:00``) is read in ``tz``, as the
-    indexer reads date-only metadata values.
+    indexer reads date-only metadata values. A date that is not an instant of years 1 to 9999
+    in UTC too (``1e20``, ``9999-12-31T23:59:59-23:59``) is a ValueError.
     """
     if isinstance(value, bool):
         raise ValueError("a date cannot be true/false")
+    try:
+        parsed = _parse_date(value, tz)
+        parsed.astimezone(UTC)  # representable in UTC as well, where Elasticsearch reads it
+    except (OverflowError, OSError, ValueError) as exc:
+        if isinstance(exc, _NotADate):
+            raise ValueError(str(exc)) from None
+        raise ValueError(f"{_shown(value)} is not a date of years 1 to 9999") from None
+    return parsed
+
+
+class _NotADate(ValueError):
+    pass
+
+
+def _parse_date(value: Any, tz: tzinfo) -> datetime:
     if isinstance(value, int | float):
         return datetime.fromtimestamp(value, UTC)
     if isinstance(value, str):
         text = value.strip()
         try:
-            return datetime.fromtimestamp(float(text), UTC)
+            seconds = float(text)
         except ValueError:
-            pass
+            seconds = None
+        if seconds is not None:
+            return datetime.fromtimestamp(seconds, UTC)
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
-            raise ValueError(f"{value!r} is not an ISO date or Unix timestamp") from None
+            raise _NotADate(f"{_shown(value)} is not an ISO date or Unix timestamp") from None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)
-    raise ValueError(f"{value!r} is not a date")
+    raise _NotADate(f"{_shown(value)} is not a date")
 
 
 def coerce(kind: Kind, value: Any, tz: tzinfo = UTC) -> Any:
     """A filter value as the field's kind needs it; ValueError if it cannot be."""
     if kind is Kind.NUMBER:
-        if isinstance(value, bool):
-            raise ValueError("expected a number, got true/false")
-        if isinstance(value, int | float):
-            return value
-        try:
-            number = float(str(value).strip())
-        except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
-        return int(number) if number.is_integer() else number
+        return finite_number(value)
     if kind is Kind.DATE:
         return parse_date(value, tz).isoformat()
     if kind is Kind.BOOLEAN:
@@ -72,7 +112,7 @@ def coerce(kind: Kind, value: Any, tz: tzinfo = UTC) -> Any:
         text = str(value).strip().lower()
         if text in ("true", "false"):
             return text == "true"
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {_shown(value)}")
     if isinstance(value, bool):
         return "true" if value else "false"
     return value if isinstance(value, str) else str(value)

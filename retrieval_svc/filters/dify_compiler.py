@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from retrieval_svc.errors import InvalidRequest
-from retrieval_svc.filters.compiler import Query, escape_wildcard, parse_date
+from retrieval_svc.filters.compiler import Query, escape_wildcard, finite_number, parse_date
 from retrieval_svc.filters.dify import NEGATIONS, ORDER_OPS, DifyFilter, DifyLeaf, DifyOp
 from retrieval_svc.filters.fields import FieldCatalog, FieldSpec, Kind
 
@@ -44,7 +44,7 @@ def leaf_query(leaf: DifyLeaf, spec: FieldSpec | None, tz: tzinfo) -> Query:
     if op in (DifyOp.IN, DifyOp.NOT_IN) and not leaf.value:
         return MATCH_NONE if op is DifyOp.IN else MATCH_ALL  # Dify: literal(op == "not in")
     if spec is None:
-        if op in ORDER_OPS and _number(leaf.value) is None:
+        if op in ORDER_OPS and _number(leaf, leaf.value) is None:
             # Dify casts the value to a number whatever the field: it fails where this cannot.
             raise _error(leaf, "value", f"expected a number, got {leaf.value!r}")
         return MATCH_ALL if op is DifyOp.EMPTY else MATCH_NONE
@@ -100,13 +100,21 @@ def _positive(op: DifyOp, leaf: DifyLeaf, spec: FieldSpec, tz: tzinfo) -> Query:
     return {"range": {_ordered_field(leaf, spec): {_BOUND[op]: _ordered_value(leaf, spec, tz)}}}
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float):
-        return float(value)
+def _number(leaf: DifyLeaf, value: Any) -> float | None:
+    """``value`` read as a number as Dify reads it; None when it is no number (text that does
+    not parse). A number beyond what can be compared (``inf``, ``nan``, 10**400) is a 400."""
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        candidate: Any = value
+    else:
+        try:
+            float(str(value).strip())
+        except ValueError:
+            return None
+        candidate = str(value)
     try:
-        return float(str(value).strip())
-    except ValueError:
-        return None
+        return float(finite_number(candidate))
+    except ValueError as exc:
+        raise _error(leaf, "value", str(exc)) from None
 
 
 def _day(leaf: DifyLeaf, value: Any, tz: tzinfo, field: str) -> Query:
@@ -117,7 +125,10 @@ def _day(leaf: DifyLeaf, value: Any, tz: tzinfo, field: str) -> Query:
         raise _error(leaf, "value", str(exc)) from None
     local = instant.astimezone(tz)
     start = datetime(local.year, local.month, local.day, tzinfo=tz)
-    end = (start + timedelta(days=1)).replace(tzinfo=tz)
+    try:
+        end = (start + timedelta(days=1)).replace(tzinfo=tz)
+    except OverflowError:  # 9999-12-31 has no next day
+        raise _error(leaf, "value", "a day of years 1 to 9998") from None
     return {"range": {field: {"gte": start.isoformat(), "lt": end.isoformat()}}}
 
 
@@ -129,7 +140,7 @@ def _equals(leaf: DifyLeaf, spec: FieldSpec, value: Any, tz: tzinfo) -> Query:
     if kind is Kind.NUMBER:
         if isinstance(value, str) and spec.text_field:  # Dify: text against the text written
             return {"term": {spec.text_field: value}}
-        number = _number(value)
+        number = _number(leaf, value)
         return MATCH_NONE if number is None else {"term": {field: number}}
     if kind is Kind.BOOLEAN:
         text = str(value).strip().lower()
@@ -141,11 +152,13 @@ def _equals(leaf: DifyLeaf, spec: FieldSpec, value: Any, tz: tzinfo) -> Query:
     if isinstance(value, str):
         return {"term": {field: value}}
     # A number against text: Dify compares the text read as a number.
+    number = _number(leaf, value)
+    assert number is not None  # (value is a number here)
     if spec.numeric_field:
-        return {"term": {spec.numeric_field: float(value)}}
-    forms = {str(value), str(float(value))}
-    if float(value).is_integer():
-        forms.add(str(int(value)))
+        return {"term": {spec.numeric_field: number}}
+    forms = {str(value), str(number)}
+    if number.is_integer():
+        forms.add(str(int(number)))
     return {"terms": {field: sorted(forms)}}
 
 
@@ -168,7 +181,7 @@ def _ordered_value(leaf: DifyLeaf, spec: FieldSpec, tz: tzinfo) -> Any:
             return parse_date(leaf.value, tz).isoformat()
         except ValueError as exc:
             raise _error(leaf, "value", str(exc)) from None
-    number = _number(leaf.value)
+    number = _number(leaf, leaf.value)
     if number is None:
         raise _error(leaf, "value", f"expected a number, got {leaf.value!r}")
     return number

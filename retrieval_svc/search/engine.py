@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from elastic_transport import SerializationError
 from elasticsearch import (
     ApiError,
     AsyncElasticsearch,
@@ -26,7 +27,7 @@ from retrieval_svc.acl import in_tenant, is_visible, stored_roles, tenant_query
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
 from retrieval_svc.deadline import remaining
-from retrieval_svc.errors import DeadlineExceeded, SearchUnavailable
+from retrieval_svc.errors import DeadlineExceeded, QueryRefused, SearchUnavailable
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.fusion import FusionMethod, Hit, fuse, vector_score
 from retrieval_svc.search.query import (
@@ -194,11 +195,7 @@ class SearchEngine:
         """One ``_msearch`` answer, or the service error its failure means."""
         if "error" not in response:
             return response
-        status = int(response.get("status", 500))
-        reason = (response.get("error") or {}).get("type", "error")
-        if status >= 500 or status == 429:
-            raise SearchUnavailable(f"Elasticsearch failed ({status} {reason})")
-        raise RuntimeError(f"Elasticsearch refused a search the service built: {reason}")
+        raise refusal(int(response.get("status", 500)), response.get("error"))
 
     def _visible(
         self, response: dict[str, Any], principal: Principal, scorer: Callable[[float], float]
@@ -307,8 +304,45 @@ class SearchEngine:
             return SearchUnavailable(
                 f"the index alias {self._alias!r} does not exist; run `retrieval-indexer init`"
             )
+        if isinstance(exc, SerializationError):  # a value the client cannot write as JSON
+            log.warning("a query could not be serialised: %s", exc)
+            return QueryRefused("a value of the request cannot be sent to the index")
         if isinstance(exc, ConnectionError | TransportError):
             return SearchUnavailable("Elasticsearch is unreachable")
-        if isinstance(exc, ApiError) and (exc.meta.status >= 500 or exc.meta.status == 429):
-            return SearchUnavailable(f"Elasticsearch failed ({exc.meta.status})")
+        if isinstance(exc, ApiError):
+            return refusal(exc.meta.status, exc.body.get("error") if exc.body else None)
         return exc
+
+
+# A shard may shed load: Elasticsearch's circuit breakers and full queues, and their answers.
+_OVERLOAD = ("circuit_breaking_exception", "es_rejected_execution_exception")
+RETRY_AFTER_S = 1
+
+
+def refusal(status: int, error: Any) -> SearchUnavailable | QueryRefused:
+    """The service error for Elasticsearch's answer ``status`` with body ``error``.
+
+    Overload (429, a tripped circuit breaker, a full queue) is a 503 the caller may retry
+    after ``Retry-After``; another failure of the cluster a 503; a 4xx means the request held
+    a value the index cannot take: a 400 (logged with Elasticsearch's reason, never a 500).
+    """
+    kind, reason = _reason(error)
+    if status == 429 or kind in _OVERLOAD or any(k in reason for k in _OVERLOAD):
+        return SearchUnavailable(
+            "Elasticsearch is overloaded; retry shortly", retry_after_s=RETRY_AFTER_S
+        )
+    if status != 400:  # 5xx, or 401/403: the cluster or the service's credentials
+        return SearchUnavailable(f"Elasticsearch failed ({status})")
+    log.warning("Elasticsearch refused a query (%s): %s: %s", status, kind, reason[:500])
+    return QueryRefused(f"the index cannot take a value of this request ({kind})")
+
+
+def _reason(error: Any) -> tuple[str, str]:
+    """The type of an Elasticsearch error body and every reason inside it, as one text."""
+    if not isinstance(error, dict):
+        return "error", str(error or "")
+    kind = str(error.get("type", "error"))
+    causes = [error, *(error.get("root_cause") or []), error.get("caused_by") or {}]
+    causes += [f.get("reason") or {} for f in error.get("failed_shards") or []]
+    text = " ".join(f"{c.get('type', '')}: {c.get('reason', '')}" for c in causes if c)
+    return kind, text

@@ -103,14 +103,30 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(InternalErrorMiddleware)
     # Next: the retrieval routes, answered without FastAPI's per-request
     # work (direct.py); every other route and method goes on to FastAPI.
-    hot = (dify.retrieval, search.search, tools.unified_search)
+    # Every POST with a body: the key is checked before the body is read, and every error
+    # has the one shape (FastAPI would parse the body first, and answer its own shape).
+    direct = (
+        dify.retrieval,
+        search.search,
+        tools.unified_search,
+        merge.merge_chunks,
+        citations.resolve_citations,
+        explain.explain,
+    )
     app.add_middleware(
         DirectRoutes,
         routes=[
             route
-            for router in (dify.router, search.router, tools.router)
+            for router in (
+                dify.router,
+                search.router,
+                tools.router,
+                merge.router,
+                citations.router,
+                explain.router,
+            )
             for route in router.routes
-            if isinstance(route, APIRoute) and route.endpoint in hot
+            if isinstance(route, APIRoute) and route.endpoint in direct
         ],
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

@@ -24,13 +24,12 @@ def resolve(answer: str, chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         if chunk_id and chunk_id not in by_id:
             by_id[chunk_id] = chunk
     numbers: dict[str, int] = {}
-    unknown: list[str] = []
+    unknown: dict[str, None] = {}  # ordered, and linear however many markers an answer has
 
     def renumber(match: re.Match[str]) -> str:
         original = str(int(match.group(1)))
         if original not in by_id:
-            if original not in unknown:
-                unknown.append(original)
+            unknown.setdefault(original, None)
             return ""
         if original not in numbers:
             numbers[original] = len(numbers) + 1
@@ -45,5 +44,5 @@ def resolve(answer: str, chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "answer": text,
         "citations": citations,
         "uncited_ids": [i for i in by_id if i not in numbers],
-        "unknown_ids": unknown,
+        "unknown_ids": list(unknown),
     }

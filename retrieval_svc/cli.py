@@ -67,6 +67,8 @@ def serve(
     from retrieval_svc.observability import configure_logging
 
     configure_logging()
+    if host:  # the bind address decides the defaults of RSVC_API_DOCS and RSVC_METRICS
+        os.environ["RSVC_HOST"] = host
     settings = load_settings()
     count = workers or settings.workers
     options: dict[str, Any] = {

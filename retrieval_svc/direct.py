@@ -1,4 +1,4 @@
-"""The retrieval routes, answered without FastAPI's per-request machinery.
+"""The routes with a body, answered without FastAPI's per-request machinery.
 
 ``POST /retrieval``, ``POST /v1/search`` and ``POST /v1/tools/unified-search`` carry the
 traffic. On each request FastAPI walks its routers, solves the dependencies, validates the
@@ -12,7 +12,10 @@ functions, their request and response models (``model_validate_json``, ``model_d
 ``authenticate`` and the service's error shapes. It sits innermost, so the edge middlewares
 (path form, body limit, request id, metrics, access log, ``no-store``) apply as before, and
 everything else (other routes, other methods) goes on to FastAPI, which still declares these
-routes for OpenAPI and ``/docs``. An unexpected exception propagates to the app's handler:
+routes for OpenAPI and ``/docs``. ``/v1/merge``, ``/v1/citations/resolve`` and ``/v1/explain``
+are answered here too, for another reason: the key is checked before the body is read (FastAPI
+parses the body first, so a caller without a key learnt whether its JSON was valid), and every
+error has the one shape. An unexpected exception goes on to ``InternalErrorMiddleware``:
 500 / 5000, logged, as on any route.
 """
 

@@ -183,6 +183,31 @@ class CitationRequest(BaseModel):
     chunk_metadata: list[dict[str, Any]] = Field(max_length=1000)
 
 
+class Citation(BaseModel):
+    """One cited chunk: its new number, its id in the context, the chunk."""
+
+    number: int
+    id: str
+    chunk: dict[str, Any]
+
+
+class CitationResponse(BaseModel):
+    """``POST /v1/citations/resolve``: the renumbered answer and what it cites."""
+
+    answer: str
+    citations: list[Citation]
+    uncited_ids: list[str]
+    unknown_ids: list[str]
+
+
+class ExplainResponse(BaseModel):
+    """``POST /v1/explain``: the principal, and each matching chunk's visibility and why."""
+
+    principal: dict[str, Any]
+    found: bool
+    chunks: list[dict[str, Any]]
+
+
 class ExplainRequest(BaseModel):
     """``POST /v1/explain``: why a principal can or cannot see a chunk or document."""
 

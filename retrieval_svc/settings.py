@@ -258,11 +258,14 @@ class Settings(IndexSettings):
     score_saturation: float = Field(10.0, gt=0)
 
     # HTTP server (the ``serve`` command)
-    api_docs: bool = True  # /docs, /redoc, /openapi.json (the Helm chart turns them off)
+    # /docs, /redoc, /openapi.json; unset: served only when ``host`` is a loopback address
+    # (development), never on an address others reach unless said so.
+    api_docs: bool | None = None
     # /metrics: "open" on the API port (development), "key" on the API port behind an API
     # key, "port" on its own port (``metrics_port``, same host; the Helm chart's default),
     # "off" not served.
-    metrics: Literal["open", "key", "port", "off"] = "open"
+    # Unset: "open" when ``host`` is a loopback address (development), else "key".
+    metrics: Literal["open", "key", "port", "off"] | None = None
     metrics_port: int = Field(9464, ge=1, le=65535)
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -278,6 +281,21 @@ class Settings(IndexSettings):
                 f"{', '.join(sorted(OIDC_ALGORITHMS))} (never HS* or none)"
             )
         return value
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the service binds only to this machine (development)."""
+        return self.host in ("localhost", "::1") or self.host.startswith("127.")
+
+    @model_validator(mode="after")
+    def _exposure(self) -> Self:
+        # What describes the service to strangers (/docs, /metrics) is open only where no
+        # stranger reaches it, unless configured otherwise.
+        if self.api_docs is None:
+            self.api_docs = self.loopback
+        if self.metrics is None:
+            self.metrics = "open" if self.loopback else "key"
+        return self
 
     @model_validator(mode="after")
     def _load_keys(self) -> Self:

@@ -134,6 +134,11 @@ def _op(cond: DifyCondition, path: str) -> DifyOp:
     return op
 
 
+def _conflict(path: str, why: str) -> InvalidRequest:
+    """One request states one identity: a second claim is refused, never "last one wins"."""
+    return InvalidRequest(f"{path}: {why}; send each identity claim once", path=path)
+
+
 def _scalar(value: Any, path: str) -> Any:
     if isinstance(value, list):
         if len(value) == 1:
@@ -217,6 +222,7 @@ def translate(
     user_id: str | None = None
     roles: list[str] | None = None
     token: str | None = None
+    claimed_at: dict[str, str] = {}  # what was claimed (user_id, token, roles), and where
     leaves: list[DifyLeaf] = []
     for i, cond in enumerate(condition.conditions):
         path = f"{root}.conditions[{i}]"
@@ -231,20 +237,34 @@ def translate(
                     f"it (operator {cond.comparison_operator!r} could widen access: refused)",
                     path=where,
                 )
-            if name in names.user_id:
+            if cond.value is None:
+                continue  # Dify: a condition without a value is ignored
+            kind = (
+                "user_id" if name in names.user_id else "token" if name in names.token else "roles"
+            )
+            if earlier := claimed_at.get(kind):
+                raise _conflict(path, f"repeats the identity claim of {earlier}")
+            rival = {"user_id": "token", "token": "user_id"}.get(kind, "")
+            if earlier := claimed_at.get(rival):
+                raise _conflict(path, f"conflicts with the identity claim of {earlier}")
+            claimed_at[kind] = path
+            if kind == "user_id":
                 user_id = _claim_text(cond.value, path)
-            elif name in names.token:
+            elif kind == "token":
                 token = _claim_text(cond.value, path)
             else:
                 try:
-                    claimed = parse_roles(
-                        _scalar(cond.value, path)
-                        if not isinstance(cond.value, list)
-                        else cond.value
+                    roles = sorted(
+                        set(
+                            parse_roles(
+                                _scalar(cond.value, path)
+                                if not isinstance(cond.value, list)
+                                else cond.value
+                            )
+                        )
                     )
                 except ListValueError as exc:
                     raise InvalidRequest(f"{path}.value: {exc}", path=f"{path}.value") from None
-                roles = sorted({*(roles or []), *claimed})
             continue
         leaf = _leaf(name, op, cond.value, path)
         if leaf is not None:

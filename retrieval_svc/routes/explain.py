@@ -11,12 +11,12 @@ from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import IdentityMode
 from retrieval_svc.deps import ApiKeyDep, StateDep
 from retrieval_svc.errors import AuthorizationFailed, InvalidRequest
-from retrieval_svc.schemas import ExplainRequest
+from retrieval_svc.schemas import ExplainRequest, ExplainResponse
 
 router = APIRouter(prefix="/v1", tags=["operations"])
 
 
-@router.post("/explain")
+@router.post("/explain", response_model=ExplainResponse)
 async def explain(body: ExplainRequest, key: ApiKeyDep, state: StateDep) -> dict[str, Any]:
     """For a principal and a chunk or document id: visible or not, and why (admin keys)."""
     if not key.admin:

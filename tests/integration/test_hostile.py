@@ -236,3 +236,67 @@ async def test_any_json_body_gets_a_documented_answer(client: httpx.AsyncClient,
         if resp.status_code >= 400:
             err = resp.json()
             assert isinstance(err["error_code"], int) and isinstance(err["error_msg"], str)
+
+
+BODY_ROUTES = ["/v1/merge", "/v1/explain", "/v1/citations/resolve", "/v1/search", "/retrieval"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_the_key_is_checked_before_the_body(client: httpx.AsyncClient, route: str) -> None:
+    bad = {"Content-Type": "application/json"}
+    resp = await client.post(route, content=b"{not json", headers=bad)
+    assert resp.status_code == 403 and resp.json()["error_code"] == 1001, resp.text
+    keyed = await client.post(route, content=b"{not json", headers={**bad, **auth("anon")})
+    assert keyed.status_code == 400 and keyed.json()["path"] == "body", keyed.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_deep_nesting_has_the_one_error_shape(corpus: str, route: str) -> None:
+    deep = b'{"rag_chunks": ' + b"[" * 3000 + b"]" * 3000 + b"}"
+    async with app_client(make_settings(corpus)) as c:
+        resp = await c.post(
+            route, content=deep, headers={**auth("anon"), "Content-Type": "application/json"}
+        )
+    assert resp.status_code == 400, resp.text
+    body = resp.json()
+    assert body["error_code"] == 3001 and body["path"].startswith("body"), body
+
+
+def claims(*conditions: tuple[str, Any]) -> dict[str, Any]:
+    return {
+        "knowledge_id": SAMPLES_KB,
+        "query": "巡更",
+        "retrieval_setting": {"top_k": 3},
+        "metadata_condition": {
+            "conditions": [
+                {"name": n, "comparison_operator": "is", "value": v} for n, v in conditions
+            ]
+        },
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        pytest.param((("user_id", "wang"), ("user_id", "li")), id="two-users"),
+        pytest.param((("user_id", "wang"), ("user_id", "wang")), id="the-same-user-twice"),
+        pytest.param((("user_id", "wang"), ("principal_token", "a.b.c")), id="user-and-token"),
+        pytest.param((("principal_token", "a.b.c"), ("principal_token", "d.e.f")), id="two-tokens"),
+        pytest.param((("user_roles", "a"), ("access_roles", "b")), id="two-role-claims"),
+    ],
+)
+async def test_one_request_states_one_identity(
+    client: httpx.AsyncClient, conditions: tuple[tuple[str, str], ...]
+) -> None:
+    resp = await client.post("/retrieval", json=claims(*conditions), headers=auth("anon"))
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["path"] == "metadata_condition.conditions[1]"
+
+
+@pytest.mark.anyio
+async def test_a_null_identity_condition_is_no_claim(client: httpx.AsyncClient) -> None:
+    body = claims(("user_id", None), ("user_id", "wang"))  # type: ignore[arg-type]
+    assert (await client.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200

@@ -98,3 +98,18 @@ def test_the_indexer_summary_is_short_unbroken_lines(capsys: pytest.CaptureFixtu
     assert len(lines) == 3 and all(len(line) <= 100 for line in lines)
     assert any("skipped 0 unchanged, 0 failed, 0 pruned" in line for line in lines)
     assert lines[0].startswith("indexed 12000 documents (98765 chunks, 98765 embedded)")
+
+
+@pytest.mark.parametrize(
+    ("host", "docs", "metrics"),
+    [("127.0.0.1", True, "open"), ("localhost", True, "open"), ("0.0.0.0", False, "key")],
+)
+def test_docs_and_metrics_are_open_only_on_loopback_unless_set(
+    host: str, docs: bool, metrics: str
+) -> None:
+    from retrieval_svc.settings import Settings
+
+    settings = Settings(auth_disabled=True, host=host)
+    assert (settings.api_docs, settings.metrics) == (docs, metrics)
+    chosen = Settings(auth_disabled=True, host=host, api_docs=True, metrics="port")
+    assert (chosen.api_docs, chosen.metrics) == (True, "port")

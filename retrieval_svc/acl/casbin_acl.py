@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
 import pickle
+import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 logging.getLogger("casbin").setLevel(logging.WARNING)
 
 MIN_CHECK_INTERVAL_S = 0.05  # the watcher's fastest poll (RSVC_POLICY_CHECK_INTERVAL_S=0)
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 PIECE_SIZE = 2000  # index entries per pickled piece handed back by the compiling child
 
 
@@ -148,9 +152,17 @@ def compile_pieces(source: PolicySource) -> list[bytes]:
     return _Loaded.of(*source.rules()).pieces()
 
 
-def _lower_priority() -> None:
+def _compiler_child(parent: int) -> None:
+    """Set up the compiling child: a lower priority (requests on this machine come first),
+    and its end when its parent ends, however that ends (a SIGKILLed worker cannot clean up):
+    Linux's parent-death signal, and a parent already gone by now checked once."""
     with contextlib.suppress(OSError):
-        os.nice(10)  # requests on this machine come first
+        os.nice(10)
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(0)
 
 
 class _Compiler:
@@ -162,7 +174,10 @@ class _Compiler:
     async def compile(self, source: PolicySource) -> _Loaded:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_compiler_child,
+                initargs=(os.getpid(),),
             )
         try:
             pieces = await asyncio.get_running_loop().run_in_executor(
@@ -174,8 +189,14 @@ class _Compiler:
         return await _Loaded.assemble(pieces)
 
     def close(self) -> None:
+        """Stop the child now, even mid-compile (a shutdown must not wait for a policy)."""
         if self._pool is not None:
+            processes = list((self._pool._processes or {}).values())  # (3.14: terminate_workers)
             self._pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.join(timeout=5)
             self._pool = None
 
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from retrieval_svc.errors import InvalidRequest, UnknownField
+from retrieval_svc.filters.cost import check_budget
 from retrieval_svc.filters.fields import FieldCatalog, FieldSpec, Kind
 from retrieval_svc.filters.operators import OPERATORS, Op
 from retrieval_svc.filters.tree import And, Condition, Not, Or
@@ -190,15 +191,30 @@ def compile_filter(
     path: str = "filter",
     tz: tzinfo = UTC,
 ) -> Query:
-    """The Elasticsearch query for a filter tree; InvalidRequest naming the bad node.
+    """The Elasticsearch query for a filter tree; InvalidRequest naming the bad node, or the
+    costliest condition of a tree over the cost budget (``filters/cost.py``).
 
     Date texts without a zone are read in ``tz``.
     """
+    parts: list[tuple[str, Query]] = []
+    query = _compile(node, catalog, path, tz, parts)
+    check_budget(parts)
+    return query
+
+
+def _compile(
+    node: And | Or | Not | Condition,
+    catalog: FieldCatalog,
+    path: str,
+    tz: tzinfo,
+    parts: list[tuple[str, Query]],
+) -> Query:
+    """``compile_filter`` below the root; each condition's query is added to ``parts``."""
     if isinstance(node, And):
         return {
             "bool": {
                 "filter": [
-                    compile_filter(c, catalog, f"{path}.and[{i}]", tz)
+                    _compile(c, catalog, f"{path}.and[{i}]", tz, parts)
                     for i, c in enumerate(node.and_)
                 ]
             }
@@ -207,15 +223,17 @@ def compile_filter(
         return {
             "bool": {
                 "should": [
-                    compile_filter(c, catalog, f"{path}.or[{i}]", tz)
+                    _compile(c, catalog, f"{path}.or[{i}]", tz, parts)
                     for i, c in enumerate(node.or_)
                 ],
                 "minimum_should_match": 1,
             }
         }
     if isinstance(node, Not):
-        return _not(compile_filter(node.not_, catalog, f"{path}.not", tz))
+        return _not(_compile(node.not_, catalog, f"{path}.not", tz, parts))
     spec = catalog.lookup(node.field)
     if spec is None:
         raise UnknownField(node.field, catalog.known_names(), path=f"{path}.field")
-    return _condition(node, spec, path, tz)
+    query = _condition(node, spec, path, tz)
+    parts.append((path, query))
+    return query

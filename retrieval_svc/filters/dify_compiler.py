@@ -20,6 +20,7 @@ from typing import Any
 
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters.compiler import Query, escape_wildcard, finite_number, parse_date
+from retrieval_svc.filters.cost import check_budget
 from retrieval_svc.filters.dify import NEGATIONS, ORDER_OPS, DifyFilter, DifyLeaf, DifyOp
 from retrieval_svc.filters.fields import FieldCatalog, FieldSpec, Kind
 
@@ -29,8 +30,10 @@ _BOUND = {DifyOp.GT: "gt", DifyOp.LT: "lt", DifyOp.GTE: "gte", DifyOp.LTE: "lte"
 
 
 def compile_dify(node: DifyFilter, catalog: FieldCatalog, tz: tzinfo) -> Query:
-    """The Elasticsearch query for a Dify filter; InvalidRequest with the caller's path."""
+    """The Elasticsearch query for a Dify filter; InvalidRequest with the caller's path (or
+    the costliest condition's, over the cost budget)."""
     clauses = [leaf_query(leaf, catalog.lookup(leaf.field), tz) for leaf in node.leaves]
+    check_budget((leaf.path, clause) for leaf, clause in zip(node.leaves, clauses, strict=True))
     if len(clauses) == 1:
         return clauses[0]
     if node.any_of:

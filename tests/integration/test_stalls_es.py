@@ -226,3 +226,64 @@ def test_the_event_loop_lag_is_a_metric(url: str) -> None:
         assert time.monotonic() < deadline, "rsvc_event_loop_lag_seconds is not exported"
         time.sleep(0.5)
     assert 0 <= values[0] < 60
+
+
+def _costly(over_budget: bool) -> dict[str, Any]:
+    """The costliest filter the budget allows (five 200-character substrings, 3,900 ``in``
+    values, a phrase), or the reported attack (200 substrings of 400 characters)."""
+    if over_budget:
+        conditions: list[dict[str, Any]] = [
+            {"field": "chunk_id", "op": "contains", "value": f"{i}" + "x" * 399} for i in range(200)
+        ]
+    else:
+        conditions = [
+            {"field": "chunk_id", "op": "contains", "value": f"{i}" + "x" * 199} for i in range(5)
+        ]
+        conditions += [
+            {"field": "document_id", "op": "in", "value": [f"d{j}-{i}" for j in range(975)]}
+            for i in range(4)
+        ]
+    conditions.append({"field": "content", "op": "contains", "value": "巡更点" * 30})
+    return {"query": "巡更", "knowledge_ids": [SAMPLES_KB], "filter": {"or": conditions}}
+
+
+def test_costly_requests_do_not_hold_benign_ones_past_the_deadline(url: str) -> None:
+    """Expensive requests (the most the budget allows, and attacks over it) run beside benign
+    ones for a while; every benign answer comes well inside the 4 s deadline."""
+    headers = {"Authorization": f"Bearer {KEYS['trusted']}"}
+    stop = threading.Event()
+    benign: list[float] = []
+    statuses: dict[str, list[int]] = {"allowed": [], "attack": [], "benign": []}
+
+    def costly(kind: str) -> None:
+        body = _costly(over_budget=kind == "attack")
+        with httpx.Client(timeout=60) as client:
+            while not stop.is_set():
+                resp = client.post(f"{url}/v1/search", json=body, headers=headers)
+                statuses[kind].append(resp.status_code)
+
+    def gentle() -> None:
+        body = {"query": "巡更 巡检", "knowledge_ids": [SAMPLES_KB], "top_k": 5}
+        with httpx.Client(timeout=60) as client:
+            while not stop.is_set():
+                started = time.perf_counter()
+                resp = client.post(f"{url}/v1/search", json=body, headers=headers)
+                benign.append(time.perf_counter() - started)
+                statuses["benign"].append(resp.status_code)
+
+    threads = [threading.Thread(target=costly, args=("allowed",)) for _ in range(6)]
+    threads += [threading.Thread(target=costly, args=("attack",)) for _ in range(6)]
+    threads += [threading.Thread(target=gentle) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(10)
+    stop.set()
+    for t in threads:
+        t.join(timeout=120)
+    assert set(statuses["attack"]) == {400}, "the attack is refused before it is sent"
+    assert set(statuses["allowed"]) == {200} and len(statuses["allowed"]) > 10
+    assert set(statuses["benign"]) == {200} and len(benign) > 20
+    lat = sorted(benign)
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    print(f"benign under load: n={len(lat)} p50={lat[len(lat) // 2]:.3f} s p99={p99:.3f} s")
+    assert p99 < 4.0, f"benign p99 {p99:.2f} s reached the deadline"

@@ -37,6 +37,7 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.search.index import ensure_index, template_name
+from retrieval_svc.settings import DEFAULT_TENANT, tenant_alias
 
 ROOT = Path(__file__).resolve().parents[1]
 ALIAS = "rsvc-bench-reload"
@@ -108,10 +109,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     keys = work / "keys.json"
     keys.write_text(json.dumps([{"name": "bench", "sha256": hash_key(KEY)}]), "utf-8")
     es = AsyncElasticsearch(args.es_url)
-    await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}-*")
-    await ensure_index(es, ALIAS)
+    await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
+    await ensure_index(es, ALIAS, tenant=DEFAULT_TENANT)
     await index_source(
-        es, LocalSource(ROOT / "samples" / "building-ops"), IndexOptions("building-ops", ALIAS)
+        es,
+        LocalSource(ROOT / "samples" / "building-ops"),
+        IndexOptions("building-ops", tenant_alias(ALIAS, DEFAULT_TENANT)),
     )
     port = args.port
     env = {
@@ -154,7 +157,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         child.terminate()
         child.wait(timeout=30)
         log.close()
-        await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}-*")
+        await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
         await es.options(ignore_status=404).indices.delete_index_template(name=template_name(ALIAS))
         await es.close()
     return {

@@ -49,11 +49,12 @@ from retrieval_svc.embedding import Embedder, embedder_config, make_embedder
 from retrieval_svc.search.fusion import Hit, fuse, vector_score
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.search.query import TextFields, knn_body, normalize_score, search_body
-from retrieval_svc.settings import IndexSettings, Settings
+from retrieval_svc.settings import IndexSettings, Settings, tenant_alias
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "cmrc2018" / "cmrc2018_dev.json"
 ALIAS = "rsvc-relevance"
+OWN = tenant_alias(ALIAS, DEFAULT_TENANT)  # the default tenant's own index: raw searches
 KB = "cmrc2018"
 KEY = "bench-relevance-key-0123456789"
 ROLES = ["r0", "r1", "r2", "r3"]
@@ -185,7 +186,7 @@ async def index_corpus(
     es: AsyncElasticsearch, folder: Path, embedder: Embedder | None
 ) -> dict[str, Any]:
     """Index the folder through the project's indexer; throughput of the whole pipeline."""
-    options = IndexOptions(knowledge_id=KB, alias=ALIAS, dataset_name="CMRC 2018 dev")
+    options = IndexOptions(knowledge_id=KB, alias=OWN, dataset_name="CMRC 2018 dev")
     source = open_source(str(folder), ObjectStoreOptions())
     report = await index_source(es, source, options, embedder=embedder)
     if not report.ok:
@@ -201,9 +202,9 @@ async def index_corpus(
 
 async def embedder_throughput(es: AsyncElasticsearch, embedder: Embedder, n: int) -> float:
     """The embedder alone on ``n`` of the indexed chunks, in the indexer's slice size."""
-    hits = (await es.search(index=ALIAS, size=n, source_includes=["content"], sort=["_doc"]))[
+    hits = (await es.search(index=OWN, size=n, source_includes=["content"], sort=["_doc"]))["hits"][
         "hits"
-    ]["hits"]
+    ]
     texts = [h["_source"]["content"] for h in hits]
     started = time.perf_counter()
     for i in range(0, len(texts), 64):
@@ -271,12 +272,12 @@ async def raw_lists(
                 size=DEPTH * 2,
                 text_fields=fields,
             )
-            text = await es.search(index=ALIAS, **body)
+            text = await es.search(index=OWN, **body)
             took[fields].append(float(text["took"]))
             hits = [Hit(doc_of(h["_source"]), {}, h["_score"]) for h in text["hits"]["hits"]]
             bm25_lists[fields].append(hits)
         knn = await es.search(
-            index=ALIAS,
+            index=OWN,
             **knn_body(
                 vector=vector,
                 tenant=DEFAULT_TENANT,
@@ -393,11 +394,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         model = await embedder.describe()
         result["model"] = model.as_meta()
         try:
-            await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}-*")
+            await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
             await es.options(ignore_status=404).indices.delete_index_template(
                 name=template_name(ALIAS)
             )
-            await ensure_index(es, ALIAS, model, vector_index_type=settings.vector_index_type)
+            await ensure_index(
+                es,
+                ALIAS,
+                model,
+                tenant=DEFAULT_TENANT,
+                vector_index_type=settings.vector_index_type,
+            )
             print("relevance: indexing through the indexer (with embeddings)…", file=sys.stderr)
             result["indexer"] = await index_corpus(es, workdir / "corpus", embedder)
             own = await embedder_throughput(es, embedder, min(128, result["indexer"]["chunks"]))

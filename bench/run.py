@@ -39,7 +39,7 @@ from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.filters import FieldCatalog
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index, template_name
-from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.settings import ElasticsearchSettings, tenant_alias
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench"
@@ -53,21 +53,30 @@ def machine() -> str:
     return f"{platform.machine()}, {cpus} cores, {mem:.0f} GiB, Python {platform.python_version()}"
 
 
-async def fresh_alias(es: AsyncElasticsearch, alias: str) -> None:
-    await es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
-    await ensure_index(es, alias)
+def own(alias: str) -> str:
+    """The bench tenant's alias under ``alias`` (each tenant has its own index)."""
+    return tenant_alias(alias, corpus.TENANT)
+
+
+async def fresh_alias(es: AsyncElasticsearch, alias: str, **layout: Any) -> str:
+    """The bench tenant's index under ``alias``, new and empty; its alias."""
+    await es.options(ignore_status=404).indices.delete(index=f"{alias}.*")
+    await ensure_index(es, alias, tenant=corpus.TENANT, **layout)
+    return own(alias)
 
 
 async def drop_alias(es: AsyncElasticsearch, alias: str) -> None:
-    await es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+    await es.options(ignore_status=404).indices.delete(index=f"{alias}.*")
     await es.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
 
 
 async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict[str, Any]:
     """The CLI's pipeline vs a bare async_streaming_bulk of the same chunks."""
-    await fresh_alias(es, alias)
     options = IndexOptions(
-        knowledge_id=corpus.KNOWLEDGE_ID, alias=alias, tenant=corpus.TENANT, concurrency=2
+        knowledge_id=corpus.KNOWLEDGE_ID,
+        alias=await fresh_alias(es, alias),
+        tenant=corpus.TENANT,
+        concurrency=2,
     )
     started = time.perf_counter()
     rep = await index_source(es, LocalSource(folder), options)
@@ -77,9 +86,9 @@ async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict
     source = LocalSource(folder)
     chunks = [c for ref in source.list() for c in load_document(source, ref, options)]
     bare = f"{alias}-bare"
-    await fresh_alias(es, bare)
+    bare_own = await fresh_alias(es, bare)
     started = time.perf_counter()
-    actions = ({"_index": bare, "_id": c["chunk_id"], "_source": c} for c in chunks)
+    actions = ({"_index": bare_own, "_id": c["chunk_id"], "_source": c} for c in chunks)
     async for ok, _ in async_streaming_bulk(
         es,
         actions,
@@ -90,7 +99,7 @@ async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict
         raise_on_error=False,
     ):
         assert ok
-    await es.indices.refresh(index=bare)
+    await es.indices.refresh(index=bare_own)
     bare_s = time.perf_counter() - started
     await drop_alias(es, bare)
     n = rep.chunks_indexed
@@ -213,7 +222,7 @@ class Processes:
             if self.hop:
                 self.children.append(
                     start_service(
-                        *("--port", str(self.hop_port), "--alias", self.alias),
+                        *("--port", str(self.hop_port), "--alias", own(self.alias)),
                         command=[sys.executable, "-m", "bench.hop"],
                         env=self.env,
                         port=self.hop_port,
@@ -445,13 +454,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             folder = corpus.write_corpus(CACHE, chunks)
             indexing = await index_corpus(es, alias, folder)
             print(f"  indexing {indexing}", file=sys.stderr)
-            mapping = await es.indices.get_mapping(index=alias)
+            mapping = await es.indices.get_mapping(index=own(alias))
             acl = AccessControl(DEFAULT_MODEL, _write_policy(workdir))
             qs = list(corpus.queries(args.queries))
             prepared = prepare(qs, acl, FieldCatalog.from_mappings(dict(mapping)), corpus.TENANT)
             with Processes(es_url, alias, workdir, hop=args.hop) as procs:
                 async with client_session(connections=64) as http:
-                    scen = scenarios(http, es_url, procs, alias)
+                    scen = scenarios(http, es_url, procs, own(alias))
                     primary = chunks == args.chunks
                     concs = (1, 16)
                     cpu = CpuMeter(es, procs.service_pid)
@@ -534,17 +543,18 @@ async def three_nodes(
     alias = "rsvc-bench-3n"
     es = make_es_client(ElasticsearchSettings(es_url=urls), timeout_s=120)
     try:
-        await es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
-        await ensure_index(es, alias, shards=3, replicas="1")
         options = IndexOptions(
-            knowledge_id=corpus.KNOWLEDGE_ID, alias=alias, tenant=corpus.TENANT, concurrency=2
+            knowledge_id=corpus.KNOWLEDGE_ID,
+            alias=await fresh_alias(es, alias, shards=3, replicas="1"),
+            tenant=corpus.TENANT,
+            concurrency=2,
         )
         rep = await index_source(es, LocalSource(folder), options)
         assert rep.ok, rep.failures[:3]
-        await es.cluster.health(index=alias, wait_for_status="green", timeout="300s")
+        await es.cluster.health(index=own(alias), wait_for_status="green", timeout="300s")
         with Processes(urls, alias, CACHE / "run-3n") as procs:
             async with client_session(connections=64) as http:
-                scen = scenarios(http, urls, procs, alias)
+                scen = scenarios(http, urls, procs, own(alias))
                 cpu = CpuMeter(es, procs.service_pid)
                 measured, _ = await measure(
                     scen, prepared, (1, 16), args.warmup, cpu, names=("raw", "service")
@@ -644,7 +654,7 @@ async def rss_only(args: argparse.Namespace) -> dict[str, Any]:
     es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
     es = make_es_client(ElasticsearchSettings(es_url=es_url), timeout_s=120)
     try:
-        await ensure_index(es, "rsvc-bench-rss")
+        await fresh_alias(es, "rsvc-bench-rss")
         result["rss"] = peak_rss(es_url, "rsvc-bench", args.rss_mb)
     finally:
         await drop_alias(es, "rsvc-bench-rss")

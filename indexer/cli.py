@@ -35,8 +35,8 @@ from retrieval_svc.embedding import (
     make_embedder,
 )
 from retrieval_svc.search.client import make_es_client
-from retrieval_svc.search.index import ensure_configured_index
-from retrieval_svc.settings import IndexSettings
+from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
+from retrieval_svc.settings import IndexSettings, check_tenant, tenant_alias, tenant_of_slug
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",
@@ -77,6 +77,23 @@ def main(
     # libraries log request bodies and headers (documents, credentials).
     for name in ("elastic_transport", "elasticsearch", "httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING if debug else logging.CRITICAL)
+
+
+def _tenant(value: str) -> str:
+    try:
+        return check_tenant(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+TenantOption = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        callback=_tenant,
+        help="Tenant that owns the knowledge base (the API keys' tenant); it has its own index.",
+    ),
+]
 
 
 def settings_or_exit() -> IndexSettings:
@@ -194,14 +211,25 @@ def print_report(report: Report, as_json: bool) -> None:
 
 
 @app.command()
-def init() -> None:
-    """Apply the index template and create the alias's first index if missing."""
+def init(tenant: TenantOption = DEFAULT_TENANT) -> None:
+    """Apply the index template and create the tenant's first index if missing."""
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> str:
+        await refuse_legacy(es, settings)
         async with open_embedder(settings) as (_, model):
-            return await ensure_configured_index(es, settings, model)
+            return await ensure_configured_index(es, settings, model, tenant)
 
-    typer.echo(f"index alias ready (analysis: {run(work)})")
+    settings = settings_or_exit()
+    flavour = run(work, settings)
+    alias = tenant_alias(settings.index_alias, tenant)
+    typer.echo(f"index alias {alias} ready (analysis: {flavour})")
+
+
+async def refuse_legacy(es: AsyncElasticsearch, settings: IndexSettings) -> None:
+    """Exit 2 with what to do while the index is in the shared layout of earlier versions."""
+    if await legacy_layout(es, settings.index_alias):
+        typer.echo(f"error: {LEGACY_MESSAGE.format(alias=settings.index_alias)}", err=True)
+        raise typer.Exit(2)
 
 
 @app.command()
@@ -210,9 +238,7 @@ def index(
         str, typer.Argument(help="oss://bucket/prefix, s3://bucket/prefix or a folder.")
     ],
     knowledge_id: Annotated[str, typer.Option(help="Knowledge base id (Dify's knowledge_id).")],
-    tenant: Annotated[
-        str, typer.Option(help="Tenant that owns the knowledge base (the API keys' tenant).")
-    ] = DEFAULT_TENANT,
+    tenant: TenantOption = DEFAULT_TENANT,
     dataset_name: Annotated[str, typer.Option(help="Knowledge base display name.")] = "",
     manifest: Annotated[
         Path | None,
@@ -257,7 +283,7 @@ def index(
     try:
         options = IndexOptions(
             knowledge_id=knowledge_id,
-            alias=settings.index_alias,
+            alias=tenant_alias(settings.index_alias, tenant),
             tenant=tenant,
             timezone=settings.timezone,
             dataset_name=dataset_name,
@@ -288,7 +314,8 @@ def index(
         async def work(es: AsyncElasticsearch, settings: IndexSettings) -> Report:
             async with open_embedder(settings) as (embedder, model):
                 if not dry_run:
-                    await ensure_configured_index(es, settings, model)
+                    await refuse_legacy(es, settings)
+                    await ensure_configured_index(es, settings, model, tenant)
                 embedding = (
                     bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")
                     if model and not dry_run
@@ -316,7 +343,7 @@ def index(
 @app.command()
 def delete(
     knowledge_id: Annotated[str, typer.Option(help="Knowledge base to delete from.")],
-    tenant: Annotated[str, typer.Option(help="Tenant that owns it.")] = DEFAULT_TENANT,
+    tenant: TenantOption = DEFAULT_TENANT,
     document_id: Annotated[
         list[str] | None, typer.Option(help="Only these documents (repeatable).")
     ] = None,
@@ -328,7 +355,10 @@ def delete(
     ids = document_id or []
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> tuple[int, int]:
-        alias = settings.index_alias
+        await refuse_legacy(es, settings)
+        alias = tenant_alias(settings.index_alias, tenant)
+        if not await es.indices.exists_alias(name=alias):
+            return 0, 0
         matching = await manage.count(es, alias, manage.delete_query(tenant, knowledge_id, ids))
         deleted = await manage.delete(es, alias, tenant, knowledge_id, ids) if yes else 0
         return matching, deleted
@@ -342,12 +372,16 @@ def delete(
 
 @app.command()
 def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Indices behind the alias and counts per knowledge base."""
+    """Every tenant's index and counts per knowledge base."""
     out = run(lambda es, settings: manage.stats(es, settings.index_alias))
     if as_json:
         typer.echo(json.dumps(out, ensure_ascii=False))
         return
-    typer.echo(f"alias {out['alias']} → {', '.join(out['indices'])} (analysis: {out['analysis']})")
+    if out["legacy"]:
+        typer.echo(f"warning: {LEGACY_MESSAGE.format(alias=out['alias'])}")
+    typer.echo(f"{len(out['tenants'])} tenants under {out['alias']} (analysis: {out['analysis']})")
+    for own, indices in out["tenants"].items():
+        typer.echo(f"  {own} → {', '.join(indices)}")
     typer.echo(f"{out['chunks']} chunks")
     for kb in out["knowledge_bases"]:
         typer.echo(
@@ -359,30 +393,69 @@ def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 @app.command()
 def rebuild(
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Only this tenant's index (default: every tenant's)."),
+    ] = None,
     keep_old: Annotated[bool, typer.Option(help="Keep the old index after the swap.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Copy the index into a new one from the current template and swap the alias."""
+    """Copy each tenant's index into a new one from the current template and swap its alias.
 
-    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> dict[str, Any]:
+    In the shared layout of earlier versions (every tenant in one index behind the alias
+    itself), this splits it: each tenant's chunks into an index of its own.
+    """
+    if tenant is not None:
+        _tenant(tenant)
+
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> list[dict[str, Any]]:
+        layout: dict[str, Any] = {
+            "vector_index_type": settings.vector_index_type,
+            "shards": settings.index_shards,
+            "replicas": settings.index_replicas,
+        }
         async with open_embedder(settings) as (embedder, model):
-            return await manage.rebuild(
-                es,
-                settings.index_alias,
-                keep_old=keep_old,
-                progress=lambda n: err.print(f"copied {n} chunks"),
-                embedder=embedder,
-                model=model,
-                vector_index_type=settings.vector_index_type,
-                shards=settings.index_shards,
-                replicas=settings.index_replicas,
-            )
+            progress = lambda n: err.print(f"copied {n} chunks")  # noqa: E731
+            if await legacy_layout(es, settings.index_alias):
+                split = await manage.split_legacy(
+                    es,
+                    settings.index_alias,
+                    keep_old=keep_old,
+                    progress=progress,
+                    embedder=embedder,
+                    model=model,
+                    **layout,
+                )
+                return [split]
+            aliases = await manage.tenant_aliases(es, settings.index_alias)
+            prefix = f"{settings.index_alias}."
+            tenants = [tenant] if tenant else [tenant_of_slug(a[len(prefix) :]) for a in aliases]
+            return [
+                await manage.rebuild(
+                    es,
+                    settings.index_alias,
+                    t,
+                    keep_old=keep_old,
+                    progress=progress,
+                    embedder=embedder,
+                    model=model,
+                    **layout,
+                )
+                for t in tenants
+            ]
 
-    out = run(work)
+    outs = run(work)
     if as_json:
-        typer.echo(json.dumps(out))
-    else:
+        typer.echo(json.dumps(outs[0] if len(outs) == 1 else outs))
+        return
+    for out in outs:
+        if "split" in out:
+            for own, done in out["split"].items():
+                typer.echo(f"alias {own} now → {done['index']} ({done['chunks']} chunks)")
+            kept = " kept (without its alias)" if keep_old else " deleted"
+            typer.echo(f"shared index {', '.join(out['old'])}{kept}")
+            continue
         typer.echo(
             f"alias {out['alias']} now → {out['new']} ({out['chunks']} chunks); "
-            f"old: {', '.join(out['old'])}{' kept' if keep_old else ' deleted'}"
+            f"old: {', '.join(out['old']) or '-'}{' kept' if keep_old else ' deleted'}"
         )

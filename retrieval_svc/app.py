@@ -52,7 +52,12 @@ from retrieval_svc.routes import citations, dify, explain, health, merge, search
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.engine import HybridConfig, SearchEngine
-from retrieval_svc.search.index import check_index_model, ensure_configured_index
+from retrieval_svc.search.index import (
+    LEGACY_MESSAGE,
+    check_index_model,
+    ensure_configured_index,
+    legacy_layout,
+)
 from retrieval_svc.search.rerank import RerankConfig, Reranker
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
@@ -184,8 +189,11 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         except EmbeddingError as exc:
             raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
     try:
+        if await legacy_layout(es, settings.index_alias):
+            raise ConfigurationError(LEGACY_MESSAGE.format(alias=settings.index_alias))
         if settings.manage_index:
-            await ensure_configured_index(es, settings, model)
+            for tenant in settings.tenants:
+                await ensure_configured_index(es, settings, model, tenant)
         else:
             await check_index_model(es, settings.index_alias, model)
     except ModelMismatch as exc:

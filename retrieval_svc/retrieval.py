@@ -218,7 +218,11 @@ async def _search(
     if q.filter is not None:
         filters.append(
             await state.catalog.compile(
-                q.filter, q.filter_path, tenant=principal.tenant, knowledge_ids=q.knowledge_ids
+                q.filter,
+                q.filter_path,
+                tenant=principal.tenant,
+                knowledge_ids=q.knowledge_ids,
+                roles=principal.roles,
             )
         )
     mode = resolve_mode(state, q)

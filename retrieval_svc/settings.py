@@ -42,6 +42,57 @@ ANYONE = "anyone"
 USER_PREFIX = "user:"
 
 
+# Tenants are isolated physically (design.md §4): each has its own index behind its own alias,
+# ``<RSVC_INDEX_ALIAS>.<tenant slug>``. The slug keeps ``a``-``z`` and ``0``-``9`` and writes
+# every other character as ``_`` and the hex of each of its UTF-8 bytes (``acme-corp`` →
+# ``acme_2dcorp``, ``Acme`` → ``_41cme``): a name Elasticsearch accepts for an index, and one
+# tenant's alone, since ``_`` appears only in escapes of fixed length and ``-`` not at all
+# (``-`` separates the index generation: ``rsvc-chunks.acme_2dcorp-000002``).
+DEFAULT_TENANT = "default"  # a key's tenant unless it names one (re-exported by the acl package)
+MAX_TENANT_SLUG = 160  # with the alias (≤ 64) and the generation, within 255 bytes
+MAX_INDEX_ALIAS = 64
+
+
+def tenant_slug(tenant: str) -> str:
+    """``tenant`` as an index-name part: the same name always, another name never."""
+    return "".join(
+        c if ("a" <= c <= "z" or "0" <= c <= "9") else "".join(f"_{b:02x}" for b in c.encode())
+        for c in tenant
+    )
+
+
+def tenant_of_slug(slug: str) -> str:
+    """The tenant whose ``tenant_slug`` is ``slug`` (its inverse)."""
+    out, raw, i = [], bytearray(), 0
+    while i < len(slug):
+        if slug[i] == "_":
+            raw.append(int(slug[i + 1 : i + 3], 16))
+            i += 3
+            continue
+        out.append(raw.decode() + slug[i])
+        raw.clear()
+        i += 1
+    return "".join(out) + raw.decode()
+
+
+def tenant_alias(index_alias: str, tenant: str) -> str:
+    """The alias through which ``tenant``'s chunks are read and written."""
+    return f"{index_alias}.{tenant_slug(tenant)}"
+
+
+def check_tenant(tenant: str) -> str:
+    """``tenant``, if it can name an index; ValueError saying why not otherwise."""
+    if not tenant or tenant != tenant.strip():
+        raise ValueError(f"tenant {tenant!r} is empty or starts or ends with a space")
+    if len(tenant_slug(tenant)) > MAX_TENANT_SLUG:
+        raise ValueError(
+            f"tenant {tenant[:40]!r}… is too long to name its index "
+            f"({MAX_TENANT_SLUG} characters once written as an index name: a-z and 0-9 count "
+            "one, other characters three per UTF-8 byte)"
+        )
+    return tenant
+
+
 def reserved_role(role: str) -> str | None:
     """Why ``role`` may not be asserted as a role (it names a user, or everyone), else None."""
     if role.startswith(USER_PREFIX):
@@ -74,12 +125,17 @@ class ApiKeyConfig(BaseModel):
 
     name: str = Field(min_length=1, max_length=128)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    tenant: str = Field("default", min_length=1, max_length=128)
+    tenant: str = Field(DEFAULT_TENANT, min_length=1, max_length=128)
     knowledge_ids: tuple[str, ...] = ("*",)
     mode: IdentityMode = IdentityMode.CASBIN
     roles: tuple[str, ...] = ()
     token_secret: SecretStr | None = Field(None, min_length=32)  # HS256 wants >= 256 bits
     admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
+
+    @field_validator("tenant")
+    @classmethod
+    def _index_name(cls, value: str) -> str:
+        return check_tenant(value)
 
     @field_validator("sha256", mode="before")
     @classmethod
@@ -135,7 +191,10 @@ class ElasticsearchSettings(BaseSettings):
     es_api_key: SecretStr | None = None
     es_ca_certs: Path | None = None
     es_timeout_s: float = Field(30.0, gt=0)
-    index_alias: str = Field("rsvc-chunks", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    # The prefix of every tenant's alias (``rsvc-chunks.acme``) and of its indices.
+    index_alias: str = Field(
+        "rsvc-chunks", pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=MAX_INDEX_ALIAS
+    )
     # Layout of new indices: primary shards, and replicas as a count or an auto-expand range
     # ("0-1": none on a one-node cluster, one as soon as there is a second node).
     index_shards: int = Field(1, ge=1, le=64)
@@ -281,6 +340,12 @@ class Settings(IndexSettings):
                 f"{', '.join(sorted(OIDC_ALGORITHMS))} (never HS* or none)"
             )
         return value
+
+    @property
+    def tenants(self) -> list[str]:
+        """The tenants this service answers for: its keys' (the default one without auth)."""
+        found = {k.tenant for k in self.api_keys}
+        return sorted(found | {DEFAULT_TENANT} if self.auth_disabled else found)
 
     @property
     def loopback(self) -> bool:

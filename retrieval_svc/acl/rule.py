@@ -11,6 +11,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from retrieval_svc.settings import DEFAULT_TENANT
+
+__all__ = [
+    "ACL_FIELD",
+    "DEFAULT_TENANT",
+    "TENANT_FIELD",
+    "acl_query",
+    "in_tenant",
+    "is_visible",
+    "stored_roles",
+    "tenant_query",
+]
+
 ACL_FIELD = "access_roles"
 
 
@@ -52,7 +65,6 @@ def is_visible(required: Collection[str], roles: Collection[str]) -> bool:
 
 # Tenants (design.md §4): every chunk belongs to one; a principal sees only its own tenant's.
 TENANT_FIELD = "tenant"
-DEFAULT_TENANT = "default"
 
 
 def tenant_query(tenant: str) -> dict[str, Any]:

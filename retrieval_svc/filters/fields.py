@@ -7,7 +7,7 @@ the index mapping holds under ``metadata.*``; a bare name (``category``) means
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -137,6 +137,12 @@ class FieldCatalog:
             numeric_field=self._view(path, NUMERIC_SUBFIELD),
             text_field=self._view(path, TEXT_SUBFIELD),
         )
+
+    def restricted_to(self, paths: Iterable[str]) -> FieldCatalog:
+        """This catalog with only the metadata fields in ``paths`` (the chunk fields stay)."""
+        keep = frozenset(paths)
+        metadata = {p: k for p, k in self._metadata.items() if p in keep}
+        return FieldCatalog(metadata, {v: set(ps & keep) for v, ps in self._views.items()})
 
     def metadata_paths(self) -> list[str]:
         """The custom fields' Elasticsearch paths (``metadata.category``, …)."""

@@ -7,6 +7,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from retrieval_svc.deps import StateDep
+from retrieval_svc.search.index import tenant_indices
+from retrieval_svc.settings import tenant_alias
 
 router = APIRouter(tags=["operations"])
 
@@ -19,24 +21,32 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=None)
 async def readyz(state: StateDep) -> JSONResponse:
-    """Elasticsearch answers, the index alias exists, and every primary shard behind it is
-    assigned: a yellow cluster (a replica missing, e.g. a node lost) is ready, a red one is
-    not, with the reason."""
-    alias = state.settings.index_alias
+    """Elasticsearch answers, every tenant's index alias exists, and every primary shard
+    behind them is assigned: a yellow cluster (a replica missing, e.g. a node lost) is ready,
+    a red one is not, with the reason."""
+    settings = state.settings
+    wanted = {tenant_alias(settings.index_alias, t) for t in settings.tenants}
     es = state.es.options(request_timeout=2)
     status = None
     try:
-        if not await es.indices.exists_alias(name=alias):
-            ready, reason = False, f"index alias {alias!r} is missing"
+        held = await es.options(ignore_status=404).indices.get_alias(
+            name=tenant_indices(settings.index_alias)
+        )
+        present = {
+            a for body in held.values() if isinstance(body, dict) for a in body.get("aliases", {})
+        }
+        missing = sorted(wanted - present)
+        if missing:
+            ready, reason = False, f"index aliases missing: {', '.join(missing[:5])}"
         else:
-            health = await es.cluster.health(index=alias, timeout="1s")
+            health = await es.cluster.health(index=sorted(wanted), timeout="1s")
             status = str(health["status"])
             ready = status != "red"
             if ready:
                 reason = "ok" if status == "green" else "ok (yellow: a replica is unassigned)"
             else:
                 reason = (
-                    f"cluster red: a primary shard behind {alias!r} is unassigned "
+                    "cluster red: a primary shard of a tenant's index is unassigned "
                     f"({health['unassigned_shards']} unassigned shards, "
                     f"{health['number_of_nodes']} nodes)"
                 )

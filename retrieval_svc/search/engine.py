@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ from elasticsearch import (
     TransportError,
 )
 
-from retrieval_svc.acl import in_tenant, is_visible, stored_roles, tenant_query
+from retrieval_svc.acl import acl_query, in_tenant, is_visible, stored_roles, tenant_query
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
 from retrieval_svc.deadline import remaining
@@ -38,6 +38,7 @@ from retrieval_svc.search.query import (
     raw_score_floor,
     search_body,
 )
+from retrieval_svc.settings import tenant_alias
 
 Mode = Literal["hybrid", "bm25", "vector"]
 
@@ -67,7 +68,7 @@ class HybridConfig:
 
 
 class SearchEngine:
-    """Knowledge-base retrieval through the index alias."""
+    """Knowledge-base retrieval, each tenant's through its own alias (``tenant_alias``)."""
 
     def __init__(
         self,
@@ -80,11 +81,15 @@ class SearchEngine:
         hybrid: HybridConfig | None = None,
     ) -> None:
         self._es = es
-        self._alias = alias
+        self._alias = alias  # the prefix of every tenant's alias
         self._saturation = saturation
         self._deadline_s = deadline_s
         self._metrics = metrics
         self._hybrid = hybrid or HybridConfig()
+
+    def index(self, tenant: str) -> str:
+        """The alias ``tenant``'s chunks are read through."""
+        return tenant_alias(self._alias, tenant)
 
     async def search(
         self,
@@ -126,7 +131,9 @@ class SearchEngine:
         )
         if body.get("min_score") == float("inf"):
             return SearchResult(chunks=[], took_ms=0)
-        response = await self._call("search", self._es.search(index=self._alias, **body))
+        response = await self._call(
+            "search", self._es.search(index=self.index(principal.tenant), **body)
+        )
         hits = self._visible(response, principal, self._bm25_score)
         chunks = [chunk_from_source(h.source, h.score) for h in hits if h.score >= score_threshold]
         return SearchResult(chunks=chunks, took_ms=int(response.get("took", 0)), mode="bm25")
@@ -161,7 +168,9 @@ class SearchEngine:
             num_candidates=cfg.num_candidates,
         )
         if mode == "vector":
-            response = await self._call("knn", self._es.search(index=self._alias, **knn))
+            response = await self._call(
+                "knn", self._es.search(index=self.index(principal.tenant), **knn)
+            )
             hits = self._visible(response, principal, self._vector_score)
             took = int(response.get("took", 0))
         else:
@@ -174,7 +183,7 @@ class SearchEngine:
                 size=k,
                 text_fields=cfg.text_fields,
             )
-            header = {"index": self._alias}
+            header = {"index": self.index(principal.tenant)}
             response = await self._call(
                 "msearch", self._es.msearch(searches=[header, bm25, header, knn])
             )
@@ -225,7 +234,7 @@ class SearchEngine:
         response = await self._call(
             "knowledge_bases",
             self._es.search(
-                index=self._alias,
+                index=self.index(tenant),
                 size=0,
                 query={"bool": {"filter": [tenant_query(tenant)]}},
                 aggs={
@@ -239,16 +248,25 @@ class SearchEngine:
         return [kb for kb in knowledge_ids if kb not in present]
 
     async def fields_present(
-        self, tenant: str, knowledge_ids: Sequence[str], paths: Sequence[str]
+        self,
+        tenant: str,
+        knowledge_ids: Sequence[str],
+        roles: Collection[str],
+        paths: Sequence[str],
     ) -> list[str]:
-        """Which of ``paths`` some chunk of ``tenant``'s ``knowledge_ids`` has (one request)."""
+        """Which of ``paths`` some chunk of ``tenant``'s ``knowledge_ids`` visible to holders
+        of ``roles`` has (one request): a field only invisible chunks have is not listed."""
         if not paths:
             return []
-        scope = [tenant_query(tenant), {"terms": {"knowledge_id": sorted(knowledge_ids)}}]
+        scope = [
+            tenant_query(tenant),
+            {"terms": {"knowledge_id": sorted(knowledge_ids)}},
+            acl_query(roles),
+        ]
         response = await self._call(
             "fields_present",
             self._es.search(
-                index=self._alias,
+                index=self.index(tenant),
                 size=0,
                 query={"bool": {"filter": scope}},
                 aggs={"f": {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}},
@@ -257,9 +275,11 @@ class SearchEngine:
         buckets = response["aggregations"]["f"]["buckets"]
         return [p for p in paths if buckets.get(p, {}).get("doc_count", 0) > 0]
 
-    async def get_mappings(self) -> dict[str, Any]:
-        """The mappings of every index behind the alias."""
-        response = await self._call("get_mapping", self._es.indices.get_mapping(index=self._alias))
+    async def get_mappings(self, tenant: str) -> dict[str, Any]:
+        """The mappings of ``tenant``'s indices (no other tenant's fields are in them)."""
+        response = await self._call(
+            "get_mapping", self._es.indices.get_mapping(index=self.index(tenant))
+        )
         return dict(response)
 
     async def get_chunks(
@@ -270,7 +290,7 @@ class SearchEngine:
         response = await self._call(
             "get_chunks",
             self._es.search(
-                index=self._alias,
+                index=self.index(tenant),
                 query={"bool": {"filter": [tenant_query(tenant), {"term": {field: value}}]}},
                 size=100,
                 sort=[{"segment_position": "asc"}],
@@ -302,7 +322,7 @@ class SearchEngine:
             return DeadlineExceeded("Elasticsearch did not answer within the deadline")
         if isinstance(exc, NotFoundError):
             return SearchUnavailable(
-                f"the index alias {self._alias!r} does not exist; run `retrieval-indexer init`"
+                "the tenant's index does not exist; run `retrieval-indexer init --tenant …`"
             )
         if isinstance(exc, SerializationError):  # a value the client cannot write as JSON
             log.warning("a query could not be serialised: %s", exc)

@@ -1,4 +1,12 @@
-"""The chunk index: template, first index and alias, applied idempotently."""
+"""The chunk indices: one template, and per tenant an alias and its first index, applied
+idempotently.
+
+Every tenant has its own index behind its own alias, ``<alias>.<tenant slug>``
+(``settings.tenant_alias``), so term statistics, mappings and field catalogs never cross
+tenants (design.md §4). One index template, for ``<alias>.*``, shapes them all. Before tenants
+had their own indices, every chunk lived behind the alias ``<alias>`` itself: that layout is
+recognised (``legacy_layout``) and split by ``retrieval-indexer rebuild``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch, BadRequestError
 
 from retrieval_svc.embedding.base import EmbeddingModel, ModelMismatch
-from retrieval_svc.settings import IndexSettings
+from retrieval_svc.settings import IndexSettings, tenant_alias
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +45,27 @@ def template_name(alias: str) -> str:
 
 
 def index_name(alias: str, generation: int) -> str:
-    """A concrete index behind ``alias``."""
+    """A concrete index behind a tenant's ``alias``."""
     return f"{alias}-{generation:06d}"
+
+
+def tenant_indices(alias: str) -> str:
+    """The pattern of every tenant's indices (and aliases) under ``alias``."""
+    return f"{alias}.*"
+
+
+async def legacy_layout(es: AsyncElasticsearch, alias: str) -> bool:
+    """Whether ``alias`` itself names indices: the shared layout from before tenants had
+    their own, which ``retrieval-indexer rebuild`` splits."""
+    return bool(await es.indices.exists_alias(name=alias))
+
+
+LEGACY_MESSAGE = (
+    "the index alias {alias!r} holds every tenant's chunks in one index, the layout of earlier "
+    "versions; tenants now have an index each. Run `retrieval-indexer rebuild` once: it copies "
+    "each tenant's chunks into its own index and removes the shared one (docs/indexer.md, "
+    '"Upgrading").'
+)
 
 
 async def analysis_flavour(es: AsyncElasticsearch) -> str:
@@ -89,8 +116,8 @@ def index_template(
         }
         mappings["_meta"]["embedding"] = embedding.as_meta()
     return {
-        "index_patterns": [f"{alias}-*"],
-        # `a-*` and `b-*` overlap only when one alias prefixes the other (`kb`, `kb-test`);
+        "index_patterns": [tenant_indices(alias)],
+        # `a.*` and `b.*` overlap only when one alias prefixes the other (`kb`, `kb.test`);
         # Elasticsearch refuses overlapping templates of equal priority, so the longer, more
         # specific alias gets the higher one.
         "priority": 100 + len(alias),
@@ -105,10 +132,12 @@ def index_template(
     }
 
 
-async def index_models(es: AsyncElasticsearch, alias: str) -> dict[str, EmbeddingModel | None]:
-    """The embedding model recorded by each index behind ``alias`` (None: built without)."""
+async def index_models(es: AsyncElasticsearch, target: str) -> dict[str, EmbeddingModel | None]:
+    """The embedding model recorded by each index of ``target`` (an alias or a pattern; None:
+    built without)."""
     out: dict[str, EmbeddingModel | None] = {}
-    for name, body in (await es.indices.get_mapping(index=alias)).items():
+    mappings = await es.indices.get_mapping(index=target, allow_no_indices=True)
+    for name, body in mappings.items():
         meta = (body.get("mappings") or {}).get("_meta", {}).get("embedding")
         out[name] = EmbeddingModel(str(meta["model"]), int(meta["dims"])) if meta else None
     return out
@@ -129,16 +158,36 @@ def mismatch_message(alias: str, index: str, stored: EmbeddingModel | None, want
 async def check_index_model(
     es: AsyncElasticsearch, alias: str, embedding: EmbeddingModel | None
 ) -> None:
-    """Raise ``ModelMismatch`` unless every index behind ``alias`` was built for ``embedding``.
+    """Raise ``ModelMismatch`` unless every tenant's index under ``alias`` was built for
+    ``embedding``.
 
     With no embedder (BM25 only) any index serves: its vectors are simply not used.
     """
-    if embedding is None or not await es.indices.exists_alias(name=alias):
+    if embedding is None:
         return
     wanted = f"{embedding.model} ({embedding.dims} dimensions)"
-    for index, stored in (await index_models(es, alias)).items():
+    for index, stored in (await index_models(es, tenant_indices(alias))).items():
         if stored != embedding:
             raise ModelMismatch(mismatch_message(alias, index, stored, wanted))
+
+
+async def put_template(
+    es: AsyncElasticsearch,
+    alias: str,
+    embedding: EmbeddingModel | None = None,
+    *,
+    vector_index_type: str = "int8_hnsw",
+    shards: int = 1,
+    replicas: str = "0-1",
+) -> str:
+    """Apply the one template of every tenant's indices under ``alias``; the analysis
+    flavour it uses."""
+    flavour = await analysis_flavour(es)
+    body = index_template(
+        alias, flavour, embedding, vector_index_type, shards=shards, replicas=replicas
+    )
+    await es.indices.put_index_template(name=template_name(alias), **body)
+    return flavour
 
 
 async def ensure_index(
@@ -146,14 +195,16 @@ async def ensure_index(
     alias: str,
     embedding: EmbeddingModel | None = None,
     *,
+    tenant: str,
     vector_index_type: str = "int8_hnsw",
     check_model: bool = True,
     shards: int = 1,
     replicas: str = "0-1",
 ) -> str:
-    """Apply the template and, if the alias is missing, create its first index. Idempotent.
+    """Apply the template and, if ``tenant``'s alias is missing, create its first index.
+    Idempotent.
 
-    ``shards`` and ``replicas`` shape indices created from now on (the alias's first, and each
+    ``shards`` and ``replicas`` shape indices created from now on (a tenant's first, and each
     ``rebuild``); an existing index keeps its shards.
 
     Refuses (``ModelMismatch``) an existing index built for another embedding model, unless
@@ -162,31 +213,34 @@ async def ensure_index(
     """
     if check_model:
         await check_index_model(es, alias, embedding)
-    flavour = await analysis_flavour(es)
-    body = index_template(
-        alias, flavour, embedding, vector_index_type, shards=shards, replicas=replicas
+    flavour = await put_template(
+        es, alias, embedding, vector_index_type=vector_index_type, shards=shards, replicas=replicas
     )
-    await es.indices.put_index_template(name=template_name(alias), **body)
-    if not await es.indices.exists_alias(name=alias):
-        first = index_name(alias, 1)
+    own = tenant_alias(alias, tenant)
+    if not await es.indices.exists_alias(name=own):
+        first = index_name(own, 1)
         try:
-            await es.indices.create(index=first, aliases={alias: {"is_write_index": True}})
+            await es.indices.create(index=first, aliases={own: {"is_write_index": True}})
         except BadRequestError as exc:
             # Another process created it between our check and create: that is fine.
             if exc.error != "resource_already_exists_exception":
                 raise
-        log.info("created index %s behind alias %s (analysis: %s)", first, alias, flavour)
+        log.info("created index %s behind alias %s (analysis: %s)", first, own, flavour)
     return flavour
 
 
 async def ensure_configured_index(
-    es: AsyncElasticsearch, settings: IndexSettings, embedding: EmbeddingModel | None
+    es: AsyncElasticsearch,
+    settings: IndexSettings,
+    embedding: EmbeddingModel | None,
+    tenant: str,
 ) -> str:
-    """``ensure_index`` for the alias, vector index type and layout in ``settings``."""
+    """``ensure_index`` for ``tenant``, with the alias, vector type and layout in ``settings``."""
     return await ensure_index(
         es,
         settings.index_alias,
         embedding,
+        tenant=tenant,
         vector_index_type=settings.vector_index_type,
         shards=settings.index_shards,
         replicas=settings.index_replicas,

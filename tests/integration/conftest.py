@@ -46,7 +46,7 @@ def alias(es_sync: Elasticsearch) -> Iterator[str]:
     """An index alias private to this test session; removed afterwards."""
     name = f"rsvc-test-{uuid.uuid4().hex[:8]}"
     yield name
-    es_sync.options(ignore_status=404).indices.delete(index=f"{name}-*")
+    es_sync.options(ignore_status=404).indices.delete(index=f"{name}-*,{name}.*")
     es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(name))
 
 

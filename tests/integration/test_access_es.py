@@ -15,7 +15,7 @@ from elasticsearch import Elasticsearch
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from tests.support import app_client, make_settings, postcheck_drops
-from tests.support.corpus import ACL_KB, FILTER_KB, SAMPLES_KB
+from tests.support.corpus import ACL_KB, FILTER_KB, SAMPLES_KB, own, tenant_index
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +52,7 @@ async def client(corpus: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient
 
 
 def one_chunk(es: Elasticsearch, alias: str, kb: str) -> str:
-    hits = es.search(index=alias, query={"term": {"knowledge_id": kb}}, size=1)["hits"]["hits"]
+    hits = es.search(index=own(alias), query={"term": {"knowledge_id": kb}}, size=1)["hits"]["hits"]
     return str(hits[0]["_source"]["chunk_id"])
 
 
@@ -145,7 +145,7 @@ async def test_unknown_field_errors_list_only_the_callers_fields(
     # Tenant "other" has one knowledge base, with one custom field; acme's building-ops has
     # category, version, effective_date, … None of those may be shown to tenant "other".
     es_sync.index(
-        index=corpus,
+        index=tenant_index(es_sync, corpus, "other"),
         id="other-my-kb-1",
         document={
             "chunk_id": "other-my-kb-1",

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from elasticsearch import Elasticsearch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from indexer.documents import SourceObject, build_chunks
@@ -31,6 +31,7 @@ from tests.support import (
     postcheck_drops,
     reference,
 )
+from tests.support.corpus import own, tenant_index
 
 pytestmark = pytest.mark.anyio
 
@@ -167,10 +168,11 @@ def flat(doc: dict[str, Any]) -> dict[str, Any]:
 async def client(
     corpus: str, es_sync: Elasticsearch, tmp_path: Path
 ) -> AsyncIterator[httpx.AsyncClient]:
-    # Make every generated field known to the mapping: a field the index has never seen is
-    # (correctly) an unknown field, which is not what this test is about.
+    # Make every generated field known to the tenant's mapping, in a knowledge base of its
+    # own: whether a field exists for a caller is then a question of what it can see in the
+    # asked knowledge base alone (a seed in another one must change nothing).
     es_sync.index(
-        index=corpus,
+        index=tenant_index(es_sync, corpus, "prop"),
         id="prop-seed",
         document={
             "tenant": "prop",
@@ -185,7 +187,10 @@ async def client(
     settings_ = make_settings(
         corpus,
         casbin_policy=policy,
-        api_keys=[key_entry("anon", tenant="prop", mode=IdentityMode.TRUSTED)],
+        api_keys=[
+            key_entry("anon", tenant="prop", mode=IdentityMode.TRUSTED),
+            key_entry("ops", tenant="other", mode=IdentityMode.TRUSTED),  # (makes its index)
+        ],
     )
     async with app_client(settings_) as c:
         yield c
@@ -212,12 +217,15 @@ async def test_service_agrees_with_reference(
 ) -> None:
     kb = f"prop-{uuid.uuid4().hex[:12]}"
     chunks = stored_docs(kb, docs)
-    # Another tenant: the same documents, roles and knowledge-base id. None may ever show.
+    # Another tenant: the same documents, roles and knowledge-base id, in its own index. None
+    # may ever show, and its words must not move this tenant's scores.
     elsewhere = stored_docs(kb, docs, tenant="other")
-    operations: list[dict[str, Any]] = []
-    for chunk in [*chunks, *elsewhere]:
-        operations += [{"index": {"_index": corpus, "_id": chunk["chunk_id"]}}, chunk]
-    es_sync.bulk(operations=operations, refresh=True)
+
+    def bulk(index: str, batch: list[dict[str, Any]]) -> None:
+        operations: list[dict[str, Any]] = []
+        for chunk in batch:
+            operations += [{"index": {"_index": index, "_id": chunk["chunk_id"]}}, chunk]
+        es_sync.bulk(operations=operations, refresh=True)
 
     body: dict[str, Any] = {
         "query": "通用",
@@ -227,11 +235,32 @@ async def test_service_agrees_with_reference(
     }
     if flt is not None:
         body["filter"] = flt
+    bulk(own(corpus, "prop"), chunks)
+    alone = await client.post("/v1/search", json=body, headers=auth("anon"))
+    bulk(own(corpus, "other"), elsewhere)
     resp = await client.post("/v1/search", json=body, headers=auth("anon"))
-    assert resp.status_code == 200, resp.text
-    got = {c["chunk_id"] for c in resp.json()["chunk_metadata"]}
+    # Identical answers, scores included (a shared index moved them: issue #24).
+    assert resp.json() | {"meta": 0} == alone.json() | {"meta": 0}, "another tenant moved it"
 
     effective = reference.closure(asserted, INHERITS)
+    visible = [doc for doc in docs if reference.visible(doc["roles"], effective)]
+    # A field no visible chunk of the knowledge base has is unknown, however many hidden
+    # chunks have it (design.md §4: no oracle).
+    present = {
+        f for f in ("category", "n", "tags") if any(reference.present(d[f]) for d in visible)
+    }
+    unknown = sorted(reference.fields(flt) - present - {"access_roles"}) if flt else []
+    event("a field only hidden chunks have, or none" if unknown else "answered")
+    if unknown:
+        assert resp.status_code == 400, resp.text
+        error = resp.json()
+        assert error["path"].endswith(".field"), error
+        named, _, listed = error["error_msg"].partition("; known fields: ")
+        assert any(f"'{f}'" in named for f in unknown), error
+        assert not ({"category", "n", "tags"} - present) & set(listed.split(", ")), error
+        return
+    assert resp.status_code == 200, resp.text
+    got = {c["chunk_id"] for c in resp.json()["chunk_metadata"]}
     expected = {
         chunk["chunk_id"]
         for chunk, doc in zip(chunks, docs, strict=True)

@@ -60,7 +60,9 @@ def service(corpus: str, tmp_path: Path) -> Iterator[tuple[int, set[int]]]:
     """A service whose policy was changed once (so its compiler child runs); its pid and its
     child processes then."""
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps([{"name": "anon", "sha256": hash_key(KEYS["anon"])}]))
+    keys.write_text(
+        json.dumps([{"name": "anon", "sha256": hash_key(KEYS["anon"]), "tenant": "acme"}])
+    )
     policy = tmp_path / "policy.csv"
     policy.write_text("p, anyone, *, *, read\n", encoding="utf-8")
     port = free_port()

@@ -28,7 +28,7 @@ from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index
-from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.settings import ElasticsearchSettings, tenant_alias
 from tests.support import SAMPLES, app_client, auth, make_settings, postcheck_drops
 
 pytestmark = pytest.mark.anyio
@@ -154,30 +154,32 @@ async def test_a_node_killed_under_load_loses_nothing(
     )
     es = make_es_client(ElasticsearchSettings(es_url=cluster.urls), timeout_s=120)
     try:
-        await ensure_index(es, alias, shards=3, replicas="1")
+        await ensure_index(es, alias, tenant=TENANT, shards=3, replicas="1")
+        own = tenant_alias(alias, TENANT)
         reports: list[Report] = []
         for kb, source in [
             ("building-ops", LocalSource(SAMPLES)),
             ("gen", LocalSource(write_corpus(tmp_path / "gen", "gen", 120))),
         ]:
-            report = await index_source(es, source, IndexOptions(kb, alias, tenant=TENANT))
+            report = await index_source(es, source, IndexOptions(kb, own, tenant=TENANT))
             assert report.ok, report.failures
             reports.append(report)
         # A second, pinned, unreplicated index: red as soon as its node is gone.
         red_alias = f"rsvc-red-{os.getpid()}"
+        red_own = tenant_alias(red_alias, TENANT)
         await es.indices.create(
-            index=f"{red_alias}-1",
+            index=f"{red_own}-000001",
             settings={
                 "number_of_replicas": 0,
                 "index.routing.allocation.require._name": "n1",
             },
-            aliases={red_alias: {}},
+            aliases={red_own: {}},
         )
         await wait_health(es, "green")
         opened_before = await http_opened(es)
 
         writing = write_corpus(tmp_path / "more", "more", 400)
-        more_options = IndexOptions("more", alias, tenant=TENANT, batch_size=20)
+        more_options = IndexOptions("more", own, tenant=TENANT, batch_size=20)
         load = Load()
         async with (
             app_client(settings) as app,
@@ -231,10 +233,10 @@ async def test_a_node_killed_under_load_loses_nothing(
         if rerun:
             more_report = await index_source(es, LocalSource(writing), more_options)
             assert more_report.ok, more_report.failures
-        await es.indices.refresh(index=alias)
+        await es.indices.refresh(index=own)
         seen: Counter[str] = Counter()
         positions: dict[str, list[int]] = {}
-        scan = helpers.async_scan(es, index=alias, query={"query": {"match_all": {}}}, size=1000)
+        scan = helpers.async_scan(es, index=own, query={"query": {"match_all": {}}}, size=1000)
         async for hit in scan:
             source = hit["_source"]
             seen[source["chunk_id"]] += 1
@@ -243,7 +245,7 @@ async def test_a_node_killed_under_load_loses_nothing(
         for doc, got in positions.items():
             assert sorted(got) == list(range(1, len(got) + 1)), f"{doc} lost a chunk: {got}"
         dry = {
-            kb: (await index_source(es, src, IndexOptions(kb, alias, dry_run=True))).chunks_indexed
+            kb: (await index_source(es, src, IndexOptions(kb, own, dry_run=True))).chunks_indexed
             for kb, src in [
                 ("building-ops", LocalSource(SAMPLES)),
                 ("gen", LocalSource(tmp_path / "gen")),
@@ -269,6 +271,6 @@ async def test_a_node_killed_under_load_loses_nothing(
                 f"chunks {sum(seen.values())} = dry run {dry}"
             )
     finally:
-        for pattern in (f"{alias}-*", f"rsvc-red-{os.getpid()}-*"):
+        for pattern in (f"{alias}.*", f"rsvc-red-{os.getpid()}.*"):
             await es.options(ignore_status=404).indices.delete(index=pattern)
         await es.close()

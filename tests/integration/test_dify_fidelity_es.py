@@ -35,7 +35,7 @@ from tests.support import (
     make_settings,
     postcheck_drops,
 )
-from tests.support.corpus import TENANT
+from tests.support.corpus import TENANT, own
 
 pytestmark = pytest.mark.anyio
 
@@ -212,7 +212,7 @@ async def indexed(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     es = AsyncElasticsearch(ES_URL, request_timeout=30)
     try:
         report = await index_source(
-            es, LocalSource(folder), IndexOptions(knowledge_id=KB, alias=corpus, tenant=TENANT)
+            es, LocalSource(folder), IndexOptions(knowledge_id=KB, alias=own(corpus), tenant=TENANT)
         )
         assert report.ok and report.documents_indexed == len(DOCS)
     finally:

@@ -26,7 +26,7 @@ from retrieval_svc.auth.identity import Claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.errors import InvalidPrincipalToken
 from tests.support import ES_URL, app_client, auth, make_settings
-from tests.support.corpus import SAMPLES_KB
+from tests.support.corpus import SAMPLES_KB, own
 from tests.support.tcp_proxy import TcpProxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +106,9 @@ def test_asymmetric_and_confused_tokens_are_refused() -> None:
 
 
 def _count(es: Elasticsearch, alias: str, kb: str) -> int:
-    es.indices.refresh(index=alias)
-    return int(es.count(index=alias, query={"term": {"knowledge_id": kb}})["count"])
+    own_alias = own(alias, "default")  # (the CLI's default tenant)
+    es.indices.refresh(index=own_alias)
+    return int(es.count(index=own_alias, query={"term": {"knowledge_id": kb}})["count"])
 
 
 def test_indexer_killed_mid_run_converges(

@@ -26,7 +26,7 @@ from retrieval_svc.errors import ConfigurationError
 from retrieval_svc.search.index import check_index_model, ensure_index, template_name
 from retrieval_svc.search.segment import segment
 from tests.support import ES_URL, SAMPLES, app_client, auth, make_settings, postcheck_drops
-from tests.support.corpus import TENANT
+from tests.support.corpus import TENANT, own
 from tests.support.fake_provider import free_port
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +37,7 @@ ENTRAPMENT = "电梯困人时值班人员如何处置被困乘客"
 
 
 def drop(es: Elasticsearch, alias: str) -> None:
-    es.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+    es.options(ignore_status=404).indices.delete(index=f"{alias}-*,{alias}.*")
     es.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
 
 
@@ -59,7 +59,10 @@ async def index_folder(
 ) -> Any:
     source = open_source(str(folder), ObjectStoreOptions())
     return await index_source(
-        es, source, IndexOptions(knowledge_id=kb, alias=alias, tenant=TENANT), embedder=embedder
+        es,
+        source,
+        IndexOptions(knowledge_id=kb, alias=own(alias), tenant=TENANT),
+        embedder=embedder,
     )
 
 
@@ -80,7 +83,7 @@ async def hybrid_alias(
     write_acl_corpus(acl_folder)
     es = AsyncElasticsearch(ES_URL, request_timeout=60)
     try:
-        await ensure_index(es, alias, await local.describe())
+        await ensure_index(es, alias, await local.describe(), tenant=TENANT)
         first = await index_folder(es, alias, SAMPLES, "building-ops", local)
         assert first.ok and first.chunks_embedded == first.chunks_indexed > 0
         assert (await index_folder(es, alias, acl_folder, "knn-acl", local)).ok
@@ -196,7 +199,7 @@ async def test_another_model_is_refused_with_a_rebuild_hint(
     with pytest.raises(ModelMismatch, match="rebuild"):
         await check_index_model(es, hybrid_alias, other)
     with pytest.raises(ModelMismatch):
-        await ensure_index(es, hybrid_alias, other)
+        await ensure_index(es, hybrid_alias, other, tenant=TENANT)
     await check_index_model(es, hybrid_alias, EmbeddingModel(LOCAL_MODEL_ID, 384))  # its own
     await check_index_model(es, hybrid_alias, None)  # BM25 only: any index serves
 
@@ -294,7 +297,7 @@ async def test_hybrid_falls_back_to_bm25_when_the_model_server_goes(
         es = AsyncElasticsearch(ES_URL, request_timeout=60)
         async with httpx.AsyncClient() as http:
             remote = OpenAIEmbedder(http, openai_config(url))
-            await ensure_index(es, alias, await remote.describe())
+            await ensure_index(es, alias, await remote.describe(), tenant=TENANT)
             assert (await index_folder(es, alias, folder, "kb", remote)).ok
         await es.close()
         async with app_client(settings) as c:
@@ -326,14 +329,14 @@ async def test_rebuild_moves_an_index_to_another_model(
     write_acl_corpus(folder)
     es = AsyncElasticsearch(ES_URL, request_timeout=60)
     try:
-        await ensure_index(es, alias, await local.describe())
+        await ensure_index(es, alias, await local.describe(), tenant=TENANT)
         assert (await index_folder(es, alias, folder, "kb", local)).ok
         async with httpx.AsyncClient() as http:
             remote = OpenAIEmbedder(http, openai_config(model_server))
             model = await remote.describe()
             with pytest.raises(ModelMismatch):
                 await check_index_model(es, alias, model)
-            out = await rebuild(es, alias, embedder=remote, model=model)
+            out = await rebuild(es, alias, TENANT, embedder=remote, model=model)
             assert out["reembedded"] and out["chunks"] == 12
             await check_index_model(es, alias, model)  # now the index is the new model's
         # A service configured for the new model starts on it.

@@ -3,7 +3,9 @@ bad documents refused, crash-and-rerun converging, and index management."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +20,19 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index
 from tests.support import ES_URL, SAMPLES, doc_factory
+from tests.support.corpus import TENANT, own
 
 pytestmark = pytest.mark.anyio
 
 
 async def chunks_of(es: AsyncElasticsearch, alias: str, kb: str) -> dict[str, dict[str, Any]]:
-    await es.indices.refresh(index=alias)
-    resp = await es.search(index=alias, query={"term": {"knowledge_id": kb}}, size=1000)
+    await es.indices.refresh(index=own(alias))
+    resp = await es.search(index=own(alias), query={"term": {"knowledge_id": kb}}, size=1000)
     return {h["_id"]: h["_source"] for h in resp["hits"]["hits"]}
 
 
 def opts(alias: str, kb: str, **kw: Any) -> IndexOptions:
-    return IndexOptions(knowledge_id=kb, alias=alias, **kw)
+    return IndexOptions(knowledge_id=kb, alias=own(alias), tenant=TENANT, **kw)
 
 
 async def test_second_run_skips_everything(es: AsyncElasticsearch, corpus: str) -> None:
@@ -222,23 +225,78 @@ def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
 async def test_rebuild_swaps_the_alias(
     es: AsyncElasticsearch, es_sync: Any, tmp_path: Path
 ) -> None:
-    alias = "rsvc-rebuild-test"
+    alias = f"rsvc-rebuild-{uuid.uuid4().hex[:8]}"
+    mine = own(alias)
     try:
         (tmp_path / "a.md").write_text("# 巡检\n\n巡检内容\n")
-        await ensure_index(es, alias)
+        await ensure_index(es, alias, tenant=TENANT)
         await index_source(es, LocalSource(tmp_path), opts(alias, "rb"))
-        before = sorted((await es.indices.get_alias(name=alias)).keys())
-        out = await manage.rebuild(es, alias)
-        after = sorted((await es.indices.get_alias(name=alias)).keys())
-        assert before == [f"{alias}-000001"] and after == [f"{alias}-000002"] == [out["new"]]
+        before = sorted((await es.indices.get_alias(name=mine)).keys())
+        out = await manage.rebuild(es, alias, TENANT)
+        after = sorted((await es.indices.get_alias(name=mine)).keys())
+        assert before == [f"{mine}-000001"] and after == [f"{mine}-000002"] == [out["new"]]
         assert out["chunks"] == 1
-        assert not await es.indices.exists(index=f"{alias}-000001")
+        assert not await es.indices.exists(index=f"{mine}-000001")
         assert len(await chunks_of(es, alias, "rb")) == 1
         # The indexer keeps working against the new index: unchanged documents are skipped.
         again = await index_source(es, LocalSource(tmp_path), opts(alias, "rb"))
         assert again.documents_skipped == 1
     finally:
-        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
+        es_sync.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")
+
+
+async def test_rebuild_splits_the_shared_index_of_earlier_versions(
+    es: AsyncElasticsearch, es_sync: Any, tmp_path: Path
+) -> None:
+    """The upgrade path (docs/indexer.md, "Upgrading"): one index behind the alias itself,
+    every tenant's chunks in it, becomes an index per tenant; the service refuses to start on
+    the old layout, and starts on the new one, answering as before."""
+    from retrieval_svc.errors import ConfigurationError
+    from retrieval_svc.search.index import analysis_flavour, index_template
+    from tests.support import app_client, auth, make_settings
+
+    alias = f"rsvc-legacy-{uuid.uuid4().hex[:8]}"
+    body = index_template(alias, await analysis_flavour(es))["template"]
+    await es.indices.create(
+        index=f"{alias}-000001", aliases={alias: {"is_write_index": True}}, **body
+    )
+    chunks = {
+        "a1": {"tenant": TENANT, "knowledge_id": "kb", "content": "巡检 一"},
+        "a2": {"tenant": TENANT, "knowledge_id": "kb", "content": "巡检 二"},
+        "o1": {"tenant": "other", "knowledge_id": "kb", "content": "巡检 他"},
+        "d1": {"knowledge_id": "kb", "content": "巡检 旧"},  # from before tenants: default's
+    }
+    for chunk_id, chunk in chunks.items():
+        await es.index(index=alias, id=chunk_id, document={"chunk_id": chunk_id, **chunk})
+    await es.indices.refresh(index=alias)
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none"}
+    try:
+        with pytest.raises(ConfigurationError, match="retrieval-indexer rebuild"):
+            async with app_client(make_settings(alias)):
+                pass
+        (tmp_path / "a.md").write_text("# 新\n\n新内容\n")
+        refused = await asyncio.to_thread(
+            CliRunner().invoke,
+            indexer_cli,
+            ["index", str(tmp_path), "--knowledge-id", "k"],
+            env=env,
+        )
+        assert refused.exit_code == 2 and "retrieval-indexer rebuild" in refused.output
+        done = await asyncio.to_thread(CliRunner().invoke, indexer_cli, ["rebuild"], env=env)
+        assert done.exit_code == 0, done.output
+        for tenant, ids in ((TENANT, {"a1", "a2"}), ("other", {"o1"}), ("default", {"d1"})):
+            found = await es.search(index=own(alias, tenant), size=10)
+            assert {h["_id"] for h in found["hits"]["hits"]} == ids, tenant
+        assert not await es.indices.exists_alias(name=alias)
+        assert not await es.indices.exists(index=f"{alias}-000001")
+        async with app_client(make_settings(alias)) as c:
+            resp = await c.post(
+                "/v1/search", json={"query": "巡检", "knowledge_ids": ["kb"]}, headers=auth("anon")
+            )
+        assert {m["chunk_id"] for m in resp.json()["chunk_metadata"]} == {"a1", "a2"}
+    finally:
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*,{alias}.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")
 
 

@@ -16,6 +16,7 @@ from indexer.cli import app as indexer_cli
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectStoreOptions, ObjectStoreSource
 from tests.support import ES_URL, doc_factory
+from tests.support.corpus import TENANT, own
 
 pytestmark = pytest.mark.anyio
 
@@ -71,8 +72,8 @@ def load_bucket(client: Any, bucket: str) -> None:
 
 
 async def stored(es: AsyncElasticsearch, alias: str, kb: str) -> dict[str, dict[str, Any]]:
-    await es.indices.refresh(index=alias)
-    resp = await es.search(index=alias, query={"term": {"knowledge_id": kb}}, size=1000)
+    await es.indices.refresh(index=own(alias))
+    resp = await es.search(index=own(alias), query={"term": {"knowledge_id": kb}}, size=1000)
     return {h["_source"]["document_name"]: h["_source"] for h in resp["hits"]["hits"]}
 
 
@@ -89,7 +90,9 @@ async def test_oss_every_format_and_acl_form(
     monkeypatch.setenv("OSS_ACCESS_KEY_ID", KEY_ID)
     monkeypatch.setenv("OSS_ACCESS_KEY_SECRET", SECRET)
     source = ObjectStoreSource(f"oss://{name}/kb/", page_size=2)  # several listing pages
-    report = await index_source(es, source, IndexOptions(knowledge_id="oss-kb", alias=corpus))
+    report = await index_source(
+        es, source, IndexOptions(knowledge_id="oss-kb", alias=own(corpus), tenant=TENANT)
+    )
     assert sorted(f["document"] for f in report.failures) == ["坏.pdf", "坏权限.md"]
     assert report.documents_seen == 8  # sidecars, the PNG and other/ are not documents
     docs = await stored(es, corpus, "oss-kb")
@@ -119,12 +122,14 @@ async def test_s3_changed_and_deleted_objects(
         endpoint=s3_server, region="us-east-1", access_key_id=KEY_ID, secret_access_key=SECRET
     )
     source = ObjectStoreSource(f"s3://{name}", options)
-    first = await index_source(es, source, IndexOptions(knowledge_id="s3-kb", alias=corpus))
+    first = await index_source(
+        es, source, IndexOptions(knowledge_id="s3-kb", alias=own(corpus), tenant=TENANT)
+    )
     assert first.ok and first.documents_indexed == 3
     put(client, name, "a.md", "# 甲\n\n第二版")
     client.delete_object(Bucket=name, Key="c.md")
     second = await index_source(
-        es, source, IndexOptions(knowledge_id="s3-kb", alias=corpus, prune=True)
+        es, source, IndexOptions(knowledge_id="s3-kb", alias=own(corpus), tenant=TENANT, prune=True)
     )
     assert (second.documents_indexed, second.documents_skipped, second.documents_pruned) == (
         1,

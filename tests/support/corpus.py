@@ -8,7 +8,8 @@ from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
-from retrieval_svc.search.index import ensure_index
+from retrieval_svc.search.index import ensure_index, index_name
+from retrieval_svc.settings import tenant_alias
 from tests.support import ES_URL, SAMPLES
 
 TENANT = "acme"  # the test keys' tenant (tests/support/__init__.py)
@@ -72,15 +73,34 @@ FILTER_DOCS: dict[str, dict[str, object]] = {
 }
 
 
+def own(alias: str, tenant: str = TENANT) -> str:
+    """The alias of ``tenant``'s own index under the test alias ``alias``."""
+    return tenant_alias(alias, tenant)
+
+
+def tenant_index(es_sync: Elasticsearch, alias: str, tenant: str = TENANT) -> str:
+    """``tenant``'s alias under ``alias``, its first index created if missing (the template
+    is the corpus's)."""
+    name = own(alias, tenant)
+    if not es_sync.indices.exists_alias(name=name):
+        es_sync.options(ignore_status=400).indices.create(
+            index=index_name(name, 1), aliases={name: {"is_write_index": True}}
+        )
+    return name
+
+
 def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
     """Index the samples with the indexer and the ACL edge cases directly."""
 
     async def run() -> None:
         es = AsyncElasticsearch(ES_URL, request_timeout=30)
         try:
-            await ensure_index(es, alias)
+            await ensure_index(es, alias, tenant=TENANT)
             options = IndexOptions(
-                knowledge_id=SAMPLES_KB, alias=alias, tenant=TENANT, dataset_name="楼宇运营知识库"
+                knowledge_id=SAMPLES_KB,
+                alias=own(alias),
+                tenant=TENANT,
+                dataset_name="楼宇运营知识库",
             )
             report = await index_source(es, LocalSource(SAMPLES), options)
             assert report.ok, report.failures
@@ -109,8 +129,8 @@ def load_corpus(es_sync: Elasticsearch, alias: str) -> None:
     }
     for doc_id, doc in raw_docs.items():
         es_sync.index(
-            index=alias,
+            index=own(alias),
             id=doc_id,
             document={"chunk_id": doc_id, "document_id": doc_id, "tenant": TENANT, **doc},
         )
-    es_sync.indices.refresh(index=alias)
+    es_sync.indices.refresh(index=own(alias))

@@ -75,3 +75,17 @@ def matches(doc: Mapping[str, Any], flt: Mapping[str, Any]) -> bool:
     if op == "between":
         return any(v[0] <= x <= v[1] for x in vals)
     raise AssertionError(f"reference has no operator {op}")
+
+
+def fields(flt: Mapping[str, Any]) -> set[str]:
+    """The field names a filter tree's conditions use."""
+    if "and" in flt or "or" in flt:
+        return set().union(*(fields(c) for c in flt.get("and", flt.get("or", []))))
+    if "not" in flt:
+        return fields(flt["not"])
+    return {flt["field"]}
+
+
+def present(value: Any) -> bool:
+    """Whether a stored metadata value makes the field exist (Elasticsearch skips ``[]``)."""
+    return value is not None and value != []

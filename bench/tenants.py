@@ -1,0 +1,98 @@
+"""What a tenant costs now that each has its own index (issue #24): creating an empty tenant
+index, and the heap it holds once created.
+
+    python -m bench.tenants [--tenants 200] [--out bench/results/tenants]
+
+Creates ``--tenants`` empty tenant indices under a private alias through the service's own
+``ensure_index`` (template, alias, first index), one after another, timing each; reads the
+node's heap after a settle before and after (the lowest of several samples, so a collection
+in between does not count as savings), and Lucene's per-shard memory from ``_stats``; then
+deletes them. Prints and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+
+from retrieval_svc.search.index import ensure_index, template_name
+
+ALIAS = "rsvc-bench-tenants"
+
+
+async def heap_mb(es: AsyncElasticsearch, samples: int = 5) -> float:
+    """The lowest heap use of the node(s) over a few seconds, in MB."""
+    lows = []
+    for _ in range(samples):
+        stats = await es.nodes.stats(metric="jvm")
+        lows.append(sum(n["jvm"]["mem"]["heap_used_in_bytes"] for n in stats["nodes"].values()))
+        await asyncio.sleep(1.0)
+    return float(min(lows)) / 2**20
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    es = AsyncElasticsearch(args.es_url, request_timeout=120)
+    try:
+        await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
+        before = await heap_mb(es)
+        took: list[float] = []
+        for i in range(args.tenants):
+            started = time.perf_counter()
+            await ensure_index(es, ALIAS, tenant=f"tenant-{i:05d}", check_model=False)
+            took.append((time.perf_counter() - started) * 1000)
+        await es.cluster.health(index=f"{ALIAS}.*", wait_for_status="green", timeout="120s")
+        await asyncio.sleep(2)
+        after = await heap_mb(es)
+        shards = await es.indices.stats(index=f"{ALIAS}.*", metric="segments")
+        segments = shards["_all"]["total"]["segments"]
+        node = await es.nodes.info(metric="jvm")
+        heap_max = sum(n["jvm"]["mem"]["heap_max_in_bytes"] for n in node["nodes"].values())
+        ordered = sorted(took)
+        return {
+            "tenants": args.tenants,
+            "create_ms": {
+                "p50": round(statistics.median(took), 1),
+                "p95": round(ordered[int(len(ordered) * 0.95) - 1], 1),
+                "max": round(ordered[-1], 1),
+                "first": round(took[0], 1),
+            },
+            "heap_mb": {
+                "before": round(before, 1),
+                "after": round(after, 1),
+                "per_tenant": round((after - before) / args.tenants, 3),
+                "max": round(heap_max / 2**20),
+            },
+            "segments_memory_bytes": segments.get("memory_in_bytes", 0),
+        }
+    finally:
+        await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
+        await es.options(ignore_status=404).indices.delete_index_template(name=template_name(ALIAS))
+        await es.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenants", type=int, default=200)
+    parser.add_argument("--es-url", default=os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(text + "\n", "utf-8")
+    print(f"tenants: {result}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -251,7 +251,11 @@ TEXT_FIELDS: tuple[TextFields, ...] = ("shingle", "segmented", "both")
 
 
 async def raw_lists(
-    es: AsyncElasticsearch, embedder: Embedder, questions: list[Question], num_candidates: int
+    es: AsyncElasticsearch,
+    embedder: Embedder,
+    questions: list[Question],
+    num_candidates: int,
+    oversample: float,
 ) -> tuple[dict[str, list[list[Hit]]], list[list[Hit]], list[float], dict[str, float]]:
     """Every question's BM25 candidates (per text view) and kNN candidates with raw scores,
     the query-embedding times, and Elasticsearch's own ``took`` p50 (ms) per request kind."""
@@ -285,6 +289,7 @@ async def raw_lists(
                 roles=ROLES,
                 k=DEPTH * 2,
                 num_candidates=num_candidates,
+                oversample=oversample,
             ),
         )
         took["knn"].append(float(knn["took"]))
@@ -418,7 +423,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             print("relevance: raw lists for tuning…", file=sys.stderr)
             defaults = Settings(_env_file=None, auth_disabled=True)
             b, v, embed_ms, took = await raw_lists(
-                es, embedder, questions, defaults.knn_num_candidates
+                es, embedder, questions, defaults.knn_num_candidates, defaults.knn_oversample
             )
             result["query_embedding_p50_ms"] = p50(embed_ms)
             result["tuning"] = tune(b, v, relevant, defaults.score_saturation)

@@ -323,6 +323,7 @@ def hybrid_config(settings: Settings) -> HybridConfig:
         text_fields=settings.bm25_fields,
         candidates=settings.hybrid_candidates,
         num_candidates=settings.knn_num_candidates,
+        oversample=settings.knn_oversample,
     )
 
 

@@ -261,6 +261,9 @@ class Settings(IndexSettings):
     rrf_k: int = Field(60, ge=1)
     hybrid_candidates: int = Field(50, ge=1, le=1000)
     knn_num_candidates: int = Field(200, ge=1, le=10000)
+    # Rescore the approximate kNN's k × this many neighbours with the full-precision vectors
+    # (quantized index types; 0: off). int8 ties tight clusters without it (issue #25).
+    knn_oversample: float = Field(3.0, ge=0, le=10)
     query_cache_size: int = Field(1024, ge=1)
     # Optional reranker (Cohere/Jina format: Xinference, vLLM… /v1/rerank); off without a URL.
     rerank_url: str | None = None

@@ -65,6 +65,7 @@ class HybridConfig:
     text_fields: TextFields = "both"  # BM25 on the bigram view, the jieba view, or both
     candidates: int = 50  # hits taken from each list before fusion
     num_candidates: int = 200  # HNSW candidates per shard (recall vs speed)
+    oversample: float = 3.0  # rescore k × this many neighbours with full-precision vectors
 
 
 class SearchEngine:
@@ -166,6 +167,7 @@ class SearchEngine:
             filters=filters,
             k=k,
             num_candidates=cfg.num_candidates,
+            oversample=cfg.oversample,
         )
         if mode == "vector":
             response = await self._call(

@@ -22,6 +22,11 @@ from retrieval_svc.settings import Settings
 # Read once at import, before the autouse fixture clears RSVC_* variables.
 ES_URL = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "building-ops"
+# Public Chinese evaluation data beside the checkout (never in it); scripts/test reads the same.
+CMRC = Path(
+    os.environ.get("RSVC_EVAL_CMRC")
+    or Path(__file__).resolve().parents[3] / "shared" / "eval" / "cmrc2018" / "cmrc2018_dev.json"
+)
 
 # The fields of a chunk in the customer's code-node output (seed appendix A).
 SEED_FIELDS = frozenset(

@@ -43,7 +43,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-err = Console(stderr=True)
+# soft_wrap: lines are never broken by rich (piped output has 80 columns); the terminal wraps.
+err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
 # Exit codes (docs/indexer.md): 0 done, 1 some documents failed, 2 bad input or configuration,
@@ -364,6 +365,9 @@ def delete(
         return matching, deleted
 
     matching, deleted = run(work)
+    if not matching:
+        typer.echo(f"no chunks of {tenant}/{knowledge_id} match; nothing to delete")
+        return
     if not yes:
         typer.echo(f"{matching} chunks match; nothing deleted (pass --yes to delete them)")
         return
@@ -382,6 +386,11 @@ def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     typer.echo(f"{len(out['tenants'])} tenants under {out['alias']} (analysis: {out['analysis']})")
     for own, indices in out["tenants"].items():
         typer.echo(f"  {own} → {', '.join(indices)}")
+    models = {
+        f"{m['model']} ({m['dims']} dimensions)" if m else "none (BM25 only)"
+        for m in out["embedding"].values()
+    }
+    typer.echo(f"embedding: {', '.join(sorted(models)) or '-'}")
     typer.echo(f"{out['chunks']} chunks")
     for kb in out["knowledge_bases"]:
         typer.echo(

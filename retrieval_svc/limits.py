@@ -68,6 +68,7 @@ class BodyLimitMiddleware:
             {
                 "error_code": 3001,  # an invalid request body, in the documented table (HTTP 413)
                 "error_msg": f"request body larger than {self.max_bytes} bytes",
+                "path": "body",
             }
         )
         await send(

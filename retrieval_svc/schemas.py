@@ -49,7 +49,11 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4096)
+    query: str = Field(
+        min_length=1,
+        description="The question. Longer than RSVC_MAX_QUERY_CHARS (1000): the first that many "
+        "characters are searched (as on every route; the cut is logged).",
+    )
     knowledge_ids: list[str] = Field(min_length=1, max_length=MAX_KNOWLEDGE_IDS)
     top_k: int = Field(5, ge=1)
     score_threshold: float = Field(0.0, ge=0.0, le=1.0)
@@ -72,13 +76,17 @@ class WebMeta(BaseModel):
     status: Literal["ok", "disabled", "timeout", "error"] = "disabled"
     provider: str | None = None
     took_ms: int = 0
+    detail: str = Field("", description="Why, when web was asked for and gave nothing.")
 
 
 class SearchMeta(BaseModel):
     """Timings and web status."""
 
-    took_ms: int
-    es_took_ms: int
+    took_ms: int = Field(description="The whole request in the service, in ms.")
+    es_took_ms: int = Field(
+        description="Elasticsearch's own time for the search, in ms (hybrid: the longer of its "
+        "two searches, which run side by side); never more than took_ms."
+    )
     mode: RetrievalMode = Field("bm25", description="The retrieval mode that ran.")
     rerank: Literal["ok", "disabled", "timeout", "error"] = Field(
         "disabled", description="What the optional reranker did (anything but ok: fused order)."

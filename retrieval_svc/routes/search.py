@@ -8,7 +8,7 @@ from retrieval_svc.auth.identity import Claims
 from retrieval_svc.deps import ApiKeyDep, StateDep
 from retrieval_svc.filters import parse_filter
 from retrieval_svc.merge import numbered_output
-from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer
+from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
 from retrieval_svc.schemas import (
     SearchMeta,
     SearchRequest,
@@ -33,7 +33,7 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
         state,
         key,
         RetrievalQuery(
-            query=body.query,
+            query=cut_query(body.query, state.settings.max_query_chars),
             knowledge_ids=body.knowledge_ids,
             top_k=body.top_k,
             score_threshold=body.score_threshold,
@@ -53,7 +53,10 @@ async def search(body: SearchRequest, key: ApiKeyDep, state: StateDep) -> Search
                 mode=found.result.mode,
                 rerank=found.rerank,
                 web=WebMeta(
-                    status=found.web.status, provider=found.web.provider, took_ms=found.web.took_ms
+                    status=found.web.status,
+                    provider=found.web.provider,
+                    took_ms=found.web.took_ms,
+                    detail=found.web.detail,
                 ),
             ),
         }

@@ -300,3 +300,36 @@ async def test_one_request_states_one_identity(
 async def test_a_null_identity_condition_is_no_claim(client: httpx.AsyncClient) -> None:
     body = claims(("user_id", None), ("user_id", "wang"))  # type: ignore[arg-type]
     assert (await client.post("/retrieval", json=body, headers=auth("anon"))).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_a_413_names_the_body(client: httpx.AsyncClient) -> None:
+    big = {"knowledge_id": SAMPLES_KB, "query": "巡" * 3000, "retrieval_setting": {"top_k": 1}}
+    resp = await client.post("/retrieval", json=big, headers=auth("anon"))
+    assert resp.status_code == 413 and resp.json() == {
+        "error_code": 3001,
+        "error_msg": "request body larger than 4096 bytes",
+        "path": "body",
+    }
+
+
+@pytest.mark.anyio
+async def test_a_long_query_is_cut_alike_on_every_route(corpus: str) -> None:
+    # One rule (RSVC_MAX_QUERY_CHARS): searched as its first characters, never refused.
+    long = "巡更" + "。" * 5000
+    async with app_client(make_settings(corpus, max_query_chars=16)) as c:
+        native = await c.post(
+            "/v1/search", json={"query": long, "knowledge_ids": [SAMPLES_KB]}, headers=auth("anon")
+        )
+        dify = await c.post(
+            "/retrieval",
+            json={"knowledge_id": SAMPLES_KB, "query": long, "retrieval_setting": {"top_k": 5}},
+            headers=auth("anon"),
+        )
+        short = await c.post(
+            "/v1/search",
+            json={"query": long[:16], "knowledge_ids": [SAMPLES_KB]},
+            headers=auth("anon"),
+        )
+    assert native.status_code == dify.status_code == 200, (native.text, dify.text)
+    assert native.json()["chunk_metadata"] == short.json()["chunk_metadata"]

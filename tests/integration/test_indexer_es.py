@@ -213,6 +213,8 @@ def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
         == 0
     )
     stats = json.loads(runner.invoke(indexer_cli, ["stats", "--json"], env=env).stdout)
+    text = runner.invoke(indexer_cli, ["stats"], env=env).stdout
+    assert "embedding: none (BM25 only)" in text and "del-kb" in text, text
     (kb,) = [k for k in stats["knowledge_bases"] if k["knowledge_id"] == "del-kb"]
     assert (kb["documents"], kb["chunks"], kb["restricted_chunks"]) == (2, 2, 1)
     assert stats["analysis"] in ("cjk", "core")
@@ -220,6 +222,8 @@ def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
     assert "2 chunks match; nothing deleted" in dry.stdout
     done = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb", "--yes"], env=env)
     assert "deleted 2 chunks" in done.stdout
+    none = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb"], env=env)
+    assert none.stdout.strip() == "no chunks of default/del-kb match; nothing to delete"
 
 
 async def test_rebuild_swaps_the_alias(
@@ -331,3 +335,17 @@ def test_cli_writes_run_metrics(corpus: str, tmp_path: Path) -> None:
     assert values[("rsvc_indexer_chunks", "indexed")] == 1
     assert values[("rsvc_indexer_bytes_read", None)] > 0
     assert ("rsvc_indexer_last_success_timestamp_seconds", None) not in values  # it failed
+
+
+def test_piped_output_is_not_wrapped(corpus: str, tmp_path: Path) -> None:
+    name = "salary-" + "x" * 60 + ".md"  # the line is far wider than 80 columns
+    (tmp_path / name).write_text('---\naccess_roles: {"a": 1}\n---\n坏\n', encoding="utf-8")
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
+    result = CliRunner().invoke(
+        indexer_cli,
+        ["index", str(tmp_path), "--knowledge-id", "wrap-kb", "--tenant", TENANT],
+        env=env,
+    )
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stderr.splitlines() if x.strip().startswith("failed")]
+    assert name in line and line.rstrip().endswith("got dict"), result.stderr

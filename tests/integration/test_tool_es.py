@@ -125,7 +125,9 @@ async def test_web_failures_degrade(
         "status": status,
         "provider": "bocha",
         "took_ms": body["meta"]["web"]["took_ms"],
+        "detail": body["meta"]["web"]["detail"],
     }
+    assert body["meta"]["web"]["detail"], "a failed web search says why"
     assert [c["source_type"] for c in body["chunk_metadata"]] == ["rag"] * 3
     assert body["meta"]["took_ms"] < SLOW_S * 1000 / 2  # never waits for a slow provider
     tool_resp = await tool(client, web=True, top_k=2)

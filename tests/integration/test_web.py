@@ -9,6 +9,8 @@ import pytest
 
 from retrieval_svc.web.client import WebConfig, WebSearch
 from retrieval_svc.web.providers import ProviderName
+from tests.support import app_client, auth, make_settings
+from tests.support.corpus import SAMPLES_KB
 from tests.support.fake_provider import SLOW_S, FakeProvider
 
 pytestmark = pytest.mark.anyio
@@ -164,3 +166,15 @@ async def test_failures_are_not_cached(http: httpx.AsyncClient, provider: FakePr
     assert (await search.search("q")).status == "error"
     provider.reset("ok")
     assert (await search.search("q")).status == "ok"
+
+
+@pytest.mark.anyio
+async def test_search_says_why_web_results_are_missing(corpus: str) -> None:
+    async with app_client(make_settings(corpus)) as c:
+        resp = await c.post(
+            "/v1/search",
+            json={"query": "巡更", "knowledge_ids": [SAMPLES_KB], "web": {"enabled": True}},
+            headers=auth("anon"),
+        )
+    web = resp.json()["meta"]["web"]
+    assert web["status"] == "disabled" and "no provider is configured" in web["detail"], web

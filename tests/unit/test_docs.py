@@ -84,3 +84,13 @@ def test_the_layout_table_matches_the_tree() -> None:
     }
     missing = sorted(m for m in modules if m not in named)
     assert not missing, f"README's Layout table does not mention {missing}"
+
+
+def test_every_identity_mode_is_documented() -> None:
+    from retrieval_svc.settings import ApiKeyConfig, IdentityMode
+
+    text = DOC.read_text("utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `mode` |"))
+    assert {m.value for m in IdentityMode} == set(re.findall(r"`([a-z]+)`", row)) - {"mode"}, row
+    fields = set(re.findall(r"^\| `([a-z_0-9]+)` \|", text.split("### API key entries")[1], re.M))
+    assert set(ApiKeyConfig.model_fields) <= fields, set(ApiKeyConfig.model_fields) - fields

@@ -16,6 +16,7 @@ import httpx
 import typer
 from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch import ConnectionError as ESConnectionError
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -36,7 +37,13 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
-from retrieval_svc.settings import IndexSettings, check_tenant, tenant_alias, tenant_of_slug
+from retrieval_svc.settings import (
+    IndexSettings,
+    check_tenant,
+    describe_errors,
+    tenant_alias,
+    tenant_of_slug,
+)
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",
@@ -101,8 +108,8 @@ def settings_or_exit() -> IndexSettings:
     """The environment's settings, or a one-line error and exit 2."""
     try:
         return IndexSettings()
-    except ValueError as exc:
-        typer.echo(f"error: invalid configuration: {exc}", err=True)
+    except ValidationError as exc:
+        typer.echo(f"configuration error: {describe_errors(exc)}", err=True)
         raise typer.Exit(2) from None
 
 

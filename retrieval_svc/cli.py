@@ -23,7 +23,7 @@ from retrieval_svc.acl.policy_store import (
 )
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
-from retrieval_svc.settings import Settings
+from retrieval_svc.settings import Settings, database_url, describe_errors
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",
@@ -37,12 +37,7 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        lines = [
-            f"  {'.'.join(str(p) for p in e['loc']) or 'settings'}: "
-            f"{e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        ]
-        typer.secho("configuration error:\n" + "\n".join(lines), err=True, fg="red")
+        typer.secho(f"configuration error: {describe_errors(exc)}", err=True, fg="red")
         raise typer.Exit(2) from None
 
 
@@ -203,6 +198,12 @@ def policy_database(
     ] = DEFAULT_MODEL,
 ) -> None:
     """Where the policy lives, for the command that follows (opened when it runs)."""
+    if db:
+        try:
+            database_url(db)
+        except ValueError as exc:
+            typer.secho(f"configuration error: RSVC_CASBIN_DB_URL: {exc}", err=True, fg="red")
+            raise typer.Exit(2) from None
     ctx.obj = PolicyDatabase(model, db) if db else None
 
 

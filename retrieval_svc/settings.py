@@ -12,10 +12,19 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, Self
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 log = logging.getLogger(__name__)
@@ -91,6 +100,44 @@ def check_tenant(tenant: str) -> str:
             "one, other characters three per UTF-8 byte)"
         )
     return tenant
+
+
+def http_url(value: str, *, port: bool = False) -> str:
+    """``value`` if it is an http(s) URL with a host (and a port, if asked); else ValueError
+    saying what a good one looks like (the value shown without credentials)."""
+    try:
+        parts = urlsplit(value.strip())
+        has_port = parts.port is not None
+    except ValueError:
+        parts, has_port = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = value.rsplit("@", 1)[-1][:80]
+        raise ValueError(f"{shown!r} is not an http(s) URL (like http://127.0.0.1:9200)")
+    if port and not has_port:
+        raise ValueError(f"{parts.hostname!r} needs a port (like http://127.0.0.1:9200)")
+    return value.strip()
+
+
+def database_url(value: str) -> str:
+    """``value`` if it has SQLAlchemy's form, ``dialect[+driver]://…``; else ValueError (the
+    URL, which may hold a password, is never shown)."""
+    scheme, sep, _ = value.partition("://")
+    if not sep or not scheme.replace("+", "").isalnum():
+        raise ValueError(
+            "not a database URL: give SQLAlchemy's form, like sqlite:///policy.db or "
+            "postgresql+psycopg://user:password@host:5432/db"
+        )
+    return value
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """A settings error on one line, naming the environment variables: what a CLI prints."""
+    parts = []
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        name = f"RSVC_{loc[0].upper()}" + "".join(f"[{p}]" for p in loc[1:]) if loc else "settings"
+        parts.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
 
 
 def reserved_role(role: str) -> str | None:
@@ -200,6 +247,14 @@ class ElasticsearchSettings(BaseSettings):
     index_shards: int = Field(1, ge=1, le=64)
     index_replicas: str = Field("0-1", pattern=r"^(\d+|\d+-(\d+|all))$")
 
+    @field_validator("es_url")
+    @classmethod
+    def _node_urls(cls, value: str) -> str:
+        nodes = [u for u in value.split(",") if u.strip()]
+        if not nodes:
+            raise ValueError("name at least one node, like http://127.0.0.1:9200")
+        return ",".join(http_url(u, port=True) for u in nodes)
+
     @property
     def es_hosts(self) -> list[str]:
         """The node URLs in ``es_url``."""
@@ -224,6 +279,11 @@ class IndexSettings(ElasticsearchSettings):
     vector_index_type: Literal["int8_hnsw", "hnsw", "int8_flat", "flat"] = "int8_hnsw"
     # The zone in which date-only values (2026-03-01, in metadata and in filters) are read.
     timezone: str = DEFAULT_TIMEZONE
+
+    @field_validator("embedding_url")
+    @classmethod
+    def _embedding_url(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value)
 
     @field_validator("timezone")
     @classmethod
@@ -332,6 +392,18 @@ class Settings(IndexSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     workers: int = Field(1, ge=1, le=64)  # processes of `serve` (one per core it is given)
+
+    @field_validator("oidc_issuer", "oidc_jwks_url", "web_base_url", "rerank_url", "public_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value)
+
+    @field_validator("casbin_db_url")
+    @classmethod
+    def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            database_url(value.get_secret_value())
+        return value
 
     @field_validator("oidc_algorithms")
     @classmethod

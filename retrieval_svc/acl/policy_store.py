@@ -138,7 +138,10 @@ class PolicyDatabase:
         """The URL without its password (safe to log)."""
         from sqlalchemy.engine import make_url
 
-        return make_url(self.url).render_as_string(hide_password=True)
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except Exception:  # (an unreadable URL must not turn an error message into another)
+            return "(a database URL SQLAlchemy cannot read)"
 
     def _failure(self, exc: Exception) -> PolicyError:
         return PolicyError(f"policy database {self.describe()}: {type(exc).__name__}: {exc}"[:500])

@@ -113,3 +113,46 @@ def test_docs_and_metrics_are_open_only_on_loopback_unless_set(
     assert (settings.api_docs, settings.metrics) == (docs, metrics)
     chosen = Settings(auth_disabled=True, host=host, api_docs=True, metrics="port")
     assert (chosen.api_docs, chosen.metrics) == (True, "port")
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "variable"),
+    [
+        pytest.param("indexer stats", {"RSVC_ES_URL": "notaurl"}, "RSVC_ES_URL", id="indexer-es"),
+        pytest.param(
+            "svc serve", {"RSVC_ES_URL": "notaurl", "RSVC_AUTH_DISABLED": "true"}, "RSVC_ES_URL",
+            id="serve-es",
+        ),
+        pytest.param(
+            "svc serve", {"RSVC_ES_URL": "http://127.0.0.1", "RSVC_AUTH_DISABLED": "true"},
+            "RSVC_ES_URL", id="serve-es-no-port",
+        ),
+        pytest.param(
+            "svc policy list", {"RSVC_CASBIN_DB_URL": "foo"}, "RSVC_CASBIN_DB_URL", id="policy-db"
+        ),
+        pytest.param(
+            "svc serve", {"RSVC_CASBIN_DB_URL": "foo", "RSVC_AUTH_DISABLED": "true"},
+            "RSVC_CASBIN_DB_URL", id="serve-db",
+        ),
+        pytest.param(
+            "indexer stats", {"RSVC_EMBEDDER": "openai", "RSVC_EMBEDDING_URL": "host:8000",
+                              "RSVC_EMBEDDING_MODEL": "m"},
+            "RSVC_EMBEDDING_URL", id="indexer-embedding",
+        ),
+        pytest.param(
+            "svc serve", {"RSVC_PUBLIC_URL": "example.com", "RSVC_AUTH_DISABLED": "true"},
+            "RSVC_PUBLIC_URL", id="serve-public-url",
+        ),
+    ],
+)  # fmt: skip
+def test_a_malformed_url_is_one_line_and_exit_2(
+    command: str, env: dict[str, str], variable: str
+) -> None:
+    from indexer.cli import app as indexer_app
+
+    program, *args = command.split()
+    result = CliRunner().invoke(indexer_app if program == "indexer" else app, args, env=env)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"configuration error: {variable}: "), line
+    assert "Traceback" not in result.output

@@ -82,6 +82,9 @@ def create_app(settings: Settings) -> FastAPI:
     """A configured app; clients open and close with its lifespan."""
     for name in _QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # The transport's per-retry warnings (each with a traceback) would fill the log while the
+    # cluster is down; the engine says it once when it goes and once when it is back.
+    logging.getLogger("elastic_transport").setLevel(logging.ERROR)
     metrics = Metrics()
 
     @asynccontextmanager

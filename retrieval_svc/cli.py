@@ -130,7 +130,7 @@ def new_key_command(
 ) -> None:
     """Generate an API key: print the secret once, and the entry to configure (hash only).
 
-    With ``--mode signed`` a strong token secret is generated too; it is part of the entry
+    With --mode signed a strong token secret is generated too; it is part of the entry
     (the service needs it to verify tokens) and is what your backend signs tokens with.
     """
     key = new_key()
@@ -303,8 +303,11 @@ def list_rules(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's rules.")] = None,
 ) -> None:
     """The rules, as Casbin CSV lines."""
-    for row in _admin(ctx).rules(tenant):
+    rows = _admin(ctx).rules(tenant)
+    for row in rows:
         typer.echo(", ".join(row))
+    if not rows:
+        typer.echo(f"no rules{f' in tenant {tenant}' if tenant else ''}", err=True)
 
 
 @policy_app.command("export")

@@ -68,6 +68,34 @@ class HybridConfig:
     oversample: float = 3.0  # rescore k × this many neighbours with full-precision vectors
 
 
+class Reachability:
+    """One log line when Elasticsearch becomes unreachable and one when it is back, with how
+    long and how many calls failed, instead of a line (and a traceback) per failed call."""
+
+    def __init__(self) -> None:
+        self.down_since: float | None = None
+        self.failures = 0
+
+    def failed(self, cause: str) -> None:
+        """A call could not reach Elasticsearch."""
+        self.failures += 1
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            log.warning(
+                "Elasticsearch is unreachable (%s); requests answer 503 until it is back", cause
+            )
+
+    def reached(self) -> None:
+        """A call reached Elasticsearch."""
+        if self.down_since is not None:
+            log.warning(
+                "Elasticsearch is reachable again after %.1f s (%d calls failed meanwhile)",
+                time.monotonic() - self.down_since,
+                self.failures,
+            )
+            self.down_since, self.failures = None, 0
+
+
 class SearchEngine:
     """Knowledge-base retrieval, each tenant's through its own alias (``tenant_alias``)."""
 
@@ -87,6 +115,7 @@ class SearchEngine:
         self._deadline_s = deadline_s
         self._metrics = metrics
         self._hybrid = hybrid or HybridConfig()
+        self.reachability = Reachability()
 
     def index(self, tenant: str) -> str:
         """The alias ``tenant``'s chunks are read through."""
@@ -307,7 +336,9 @@ class SearchEngine:
         outcome = "ok"
         try:
             async with asyncio.timeout(max(0.0, remaining(self._deadline_s))):
-                return await request
+                response = await request
+            self.reachability.reached()
+            return response
         except BaseException as exc:
             outcome = type(exc).__name__
             translated = self._translate(exc)
@@ -331,6 +362,7 @@ class SearchEngine:
             log.warning("a query could not be serialised: %s", exc)
             return QueryRefused("a value of the request cannot be sent to the index")
         if isinstance(exc, ConnectionError | TransportError):
+            self.reachability.failed(type(exc).__name__)
             return SearchUnavailable("Elasticsearch is unreachable")
         if isinstance(exc, ApiError):
             return refusal(exc.meta.status, exc.body.get("error") if exc.body else None)

@@ -151,14 +151,16 @@ def test_indexer_killed_mid_run_converges(
 
 
 @pytest.mark.anyio
-async def test_cluster_lost_mid_traffic(corpus: str) -> None:
+async def test_cluster_lost_mid_traffic(corpus: str, caplog: pytest.LogCaptureFixture) -> None:
     """Four clients query while the cluster goes away and comes back.
 
     Phases advance on events (answers seen), not on a wall clock, so a slow machine only
     makes the test longer; each phase has a generous bound so a hang still fails it.
     """
     import asyncio
+    import logging
 
+    caplog.set_level(logging.INFO)
     deadline_s = 20.0  # a 503 must come from the refused connection, far before this
     body = {"knowledge_id": SAMPLES_KB, "query": "巡更 巡检", "retrieval_setting": {"top_k": 3}}
     answers: list[tuple[str, int, int | None, float]] = []  # (phase, status, code, duration)
@@ -203,3 +205,9 @@ async def test_cluster_lost_mid_traffic(corpus: str) -> None:
     assert max(d for _, s, _, d in answers if s == 503) < deadline_s / 4  # fast, not timed out
     after = [s for ph, s, _, _ in answers if ph == "after"]
     assert after and all(s == 200 for s in after), "answers failed after the cluster came back"
+    # The log says it once each way (not a line and a traceback per failed call).
+    said = [r.getMessage() for r in caplog.records if r.name == "retrieval_svc.search.engine"]
+    assert sum("unreachable" in m for m in said) == 1, said
+    assert sum("reachable again" in m for m in said) == 1, said
+    transport = [r for r in caplog.records if r.name.startswith("elastic_transport")]
+    assert all(r.levelno >= logging.ERROR for r in transport), transport[:3]

@@ -154,3 +154,15 @@ def test_the_policy_lives_in_one_place(tmp_path: Path) -> None:
 def test_without_a_database_the_commands_say_how_to_name_one() -> None:
     result = CliRunner().invoke(app, ["policy", "list"], env={"RSVC_CASBIN_DB_URL": ""})
     assert result.exit_code == 2 and "Set RSVC_CASBIN_DB_URL or pass --db" in result.stderr
+
+
+def test_an_empty_policy_is_said_to_be_empty(policy_db_url: str) -> None:
+    code, out, err = policy(policy_db_url, "list")
+    assert code == 0 and out == "" and err.strip() == "no rules"
+    code, out, err = policy(policy_db_url, "list", "--tenant", "acme")
+    assert code == 0 and err.strip() == "no rules in tenant acme"
+
+
+def test_help_shows_no_markup() -> None:
+    result = CliRunner().invoke(app, ["new-key", "--help"], env={"COLUMNS": "200"})
+    assert "``" not in result.stdout and "--mode signed" in result.stdout

@@ -110,6 +110,11 @@ def test_demo_on_a_taken_port_stops_with_a_clear_message(taken_port: int) -> Non
     assert "is serving on" not in result.stdout  # no banner for a server that is not ours
 
 
+# README.md's claim, checked against the running demo.
+README_RANKS = {"vector": 1, "hybrid": 2, "bm25": 3}
+README_SENTENCE = "`bm25` alone ranks it third"
+
+
 def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path) -> None:
     alias = f"rsvc-test-demo-{uuid.uuid4().hex[:8]}"
     port = free_port()
@@ -139,25 +144,37 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         key = re.search(r"Bearer (rsvc_[\w-]+)", banner)
         assert key is not None
         headers = {"Authorization": f"Bearer {key.group(1)}"}
-        answer = httpx.post(
-            f"http://127.0.0.1:{port}/v1/search",
-            json={
-                "query": "外来人员怎样进入写字楼",
-                "knowledge_ids": ["building-ops"],
-                "top_k": 3,
-                "mode": "vector",
-            },
-            headers=headers,
-            timeout=30,
-        )
-        assert answer.status_code == 200
-        body = answer.json()
-        assert body["meta"]["mode"] == "vector"
-        assert body["chunk_metadata"][0]["document_title"] == "访客与会议室服务指南"
+        # What README.md and the demo's banner say of this question, mode by mode (1-based
+        # rank of the visitor guide in the top 3; None: not in it). They must not drift.
+        ranks = {}
+        for mode in ("vector", "hybrid", "bm25"):
+            answer = httpx.post(
+                f"http://127.0.0.1:{port}/v1/search",
+                json={
+                    "query": "外来人员怎样进入写字楼",
+                    "knowledge_ids": ["building-ops"],
+                    "top_k": 3,
+                    "mode": mode,
+                },
+                headers=headers,
+                timeout=30,
+            )
+            assert answer.status_code == 200
+            body = answer.json()
+            assert body["meta"]["mode"] == mode
+            titles = [c["document_title"] for c in body["chunk_metadata"]]
+            guide = "访客与会议室服务指南"
+            ranks[mode] = titles.index(guide) + 1 if guide in titles else None
+        assert ranks == README_RANKS, ranks
+        readme = (ROOT / "README.md").read_text("utf-8")
+        assert README_SENTENCE in readme and "finds (" in banner
+        # The custom tool's OpenAPI document names the port the demo serves on.
+        tool = httpx.get(f"http://127.0.0.1:{port}/v1/tools/openapi.json", timeout=30).json()
+        assert tool["servers"][0]["url"] == f"http://127.0.0.1:{port}"
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
         demo.wait(timeout=30)
         if demo.stdout is not None:
             demo.stdout.close()
-        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}-*")
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))

@@ -5,6 +5,9 @@
 #   scripts/es.sh stop     stop the instance this script started (also when RSVC_ES_URL is set)
 #   scripts/es.sh status   say whether it runs and where
 #   scripts/es.sh url      print the URL only
+#   scripts/es.sh clean    stop it, and remove its unpacked home, data and logs (the copy under
+#                          /var/tmp too, which outlives the clone); the download stays in
+#                          Maven's cache (~/.m2)
 #
 # When RSVC_ES_URL is set, that cluster is used and nothing is started or stopped:
 # `start` only checks that it answers; `stop` still stops a local instance this script started.
@@ -199,6 +202,26 @@ cmd_stop() {
   log "stopped (pid $pid)"
 }
 
+cmd_clean() {
+  cmd_stop
+  local other pidfile
+  for pidfile in "$BASE"/run-*/es.pid; do
+    [ -f "$pidfile" ] || continue
+    other=$(cat "$pidfile" 2>/dev/null || true)
+    if [ -n "$other" ] && kill -0 "$other" 2>/dev/null; then
+      die "an instance still runs from $BASE (pid $other, $(dirname "$pidfile")): stop it first (RSVC_ES_PORT=… $0 stop)"
+    fi
+  done
+  local removed=()
+  if [ "$BASE" != "$CACHE" ] && [ -d "$BASE" ]; then
+    rm -rf "$BASE" && removed+=("$BASE")
+  fi
+  if [ -d "$CACHE" ]; then
+    rm -rf "$CACHE" && removed+=("$CACHE")
+  fi
+  if [ ${#removed[@]} -eq 0 ]; then log "nothing to remove"; else log "removed ${removed[*]}"; fi
+}
+
 cmd_status() {
   if [ -n "${RSVC_ES_URL:-}" ]; then
     if answers "$RSVC_ES_URL"; then echo "external cluster at $RSVC_ES_URL: up"; return; fi
@@ -215,8 +238,9 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   case "${1:-}" in
     start) cmd_start ;;
     stop) cmd_stop ;;
+    clean) cmd_clean ;;
     status) cmd_status ;;
     url) if [ -n "${RSVC_ES_URL:-}" ]; then echo "$RSVC_ES_URL"; else url; fi ;;
-    *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|url|clean" >&2; exit 2 ;;
   esac
 fi

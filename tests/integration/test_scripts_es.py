@@ -178,3 +178,24 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
             demo.stdout.close()
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
+
+
+def test_es_clean_removes_the_copy_outside_the_clone(tmp_path: Path) -> None:
+    import hashlib
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    cache = private / "cache"
+    cache.mkdir()
+    (cache / "marker").write_text("x")
+    digest = hashlib.sha256(str(cache.resolve()).encode()).hexdigest()[:12]
+    outside = Path("/var/tmp/retrieval-svc-es") / digest
+    if os.geteuid() == 0:  # (only root runs Elasticsearch from a copy outside the cache)
+        (outside / "home").mkdir(parents=True)
+    env = script_env(RSVC_ES_CACHE=str(cache), RSVC_ES_PORT=str(free_port()))
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "es.sh"), "clean"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert not cache.exists() and not outside.exists(), done.stderr
+    assert "removed" in done.stderr

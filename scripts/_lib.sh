@@ -31,3 +31,19 @@ ensure_venv() {
   fi
   export PATH="$VENV/bin:$PATH"
 }
+
+# Go tools of the deployment checks (scripts/check-deploy, scripts/helm), built once with
+# `go install` into .cache/go-bin.
+HELM_VERSION=v3.22.0
+GOBIN_DIR=$ROOT/.cache/go-bin
+
+go_tool() {  # name module version
+  local name=$1 module=$2 version=$3 marker=$GOBIN_DIR/.$1-$3
+  if [ ! -x "$GOBIN_DIR/$name" ] || [ ! -f "$marker" ]; then
+    command -v go >/dev/null || { echo "error: Go is needed to build $name" >&2; exit 1; }
+    echo "setup: building $name $version with go install (once, a few minutes)" >&2
+    mkdir -p "$GOBIN_DIR"
+    GOBIN=$GOBIN_DIR GOFLAGS=-mod=mod go install "$module@$version"
+    touch "$marker"
+  fi
+}

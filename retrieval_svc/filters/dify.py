@@ -24,6 +24,7 @@ What the leaves mean in Elasticsearch is ``retrieval_svc.filters.dify_compiler``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
@@ -134,6 +135,10 @@ def _op(cond: DifyCondition, path: str) -> DifyOp:
     return op
 
 
+# A Dify variable reference left as text: ``{{#sys.user_id#}}``, ``{{#1711.roles#}}``.
+UNRESOLVED = re.compile(r"\{\{#[^#]*#\}\}")
+
+
 def _conflict(path: str, why: str) -> InvalidRequest:
     """One request states one identity: a second claim is refused, never "last one wins"."""
     return InvalidRequest(f"{path}: {why}; send each identity claim once", path=path)
@@ -239,6 +244,15 @@ def translate(
                 )
             if cond.value is None:
                 continue  # Dify: a condition without a value is ignored
+            if UNRESOLVED.search(str(cond.value)):
+                where = f"{path}.value"
+                raise InvalidRequest(
+                    f"{where}: Dify sent the variable unresolved ({str(cond.value)[:60]!r}): "
+                    "this Dify version does not resolve variables in an external knowledge "
+                    "base's metadata filter; pass the identity through the custom tool instead "
+                    "(examples/dify)",
+                    path=where,
+                )
             kind = (
                 "user_id" if name in names.user_id else "token" if name in names.token else "roles"
             )

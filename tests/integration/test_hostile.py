@@ -333,3 +333,20 @@ async def test_a_long_query_is_cut_alike_on_every_route(corpus: str) -> None:
         )
     assert native.status_code == dify.status_code == 200, (native.text, dify.text)
     assert native.json()["chunk_metadata"] == short.json()["chunk_metadata"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("user_id", "{{#sys.user_id#}}"), ("user_roles", "{{#1711605541421.roles#}}"),
+     ("principal_token", ["{{#conversation.token#}}"])],
+)  # fmt: skip
+async def test_an_unresolved_dify_variable_is_no_identity(
+    client: httpx.AsyncClient, name: str, value: Any
+) -> None:
+    # Some Dify versions send a variable of an external knowledge base's filter as its template
+    # text (langgenius/dify #18365, #38508): never a user id, a role or a token.
+    resp = await client.post("/retrieval", json=claims((name, value)), headers=auth("anon"))
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["path"] == "metadata_condition.conditions[0].value"
+    assert "unresolved" in resp.json()["error_msg"]

@@ -46,6 +46,7 @@ from retrieval_svc.limits import (
     InternalErrorMiddleware,
     NoStoreMiddleware,
 )
+from retrieval_svc.mcp import McpRoutes, OidcTokens, build_mcp
 from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess, watch_event_loop
 from retrieval_svc.observability import ObservabilityMiddleware
 from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
@@ -87,12 +88,17 @@ def create_app(settings: Settings) -> FastAPI:
     logging.getLogger("elastic_transport").setLevel(logging.ERROR)
     metrics = Metrics()
 
+    tokens = OidcTokens()
+    mcp, mcp_transport = build_mcp(settings, tokens) if settings.mcp_auth != "off" else (None, None)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.auth_disabled:
             log.warning("AUTH IS DISABLED: every caller is trusted. Never run so in production.")
         async with AsyncExitStack() as stack:  # a refused start still closes what it opened
             app.state.rsvc = await open_state(settings, metrics, stack)
+            if mcp is not None:
+                await stack.enter_async_context(mcp.session_manager.run())
             yield
 
     docs = settings.api_docs  # /docs, /redoc, /openapi.json: an operator's choice
@@ -137,6 +143,8 @@ def create_app(settings: Settings) -> FastAPI:
             if isinstance(route, APIRoute) and route.endpoint in direct
         ],
     )
+    if mcp_transport is not None:  # /mcp: the same pipeline over MCP (design.md §13)
+        app.add_middleware(McpRoutes, settings=settings, transport=mcp_transport, tokens=tokens)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
     app.add_middleware(NoStoreMiddleware)
@@ -222,6 +230,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         web=WebSearch(http, web_config(settings), metrics=metrics),
         metrics=metrics,
         embedder=embedder,
+        embedding_model=model,
         query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,
         reranker=Reranker(http, rerank_config(settings)) if settings.rerank_url else None,
         oidc=OidcVerifier(

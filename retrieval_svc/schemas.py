@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval_svc.acl.values import ListValueError, parse_list
 from retrieval_svc.auth.identity import Claims, make_claims
+from retrieval_svc.errors import InvalidRequest
+from retrieval_svc.filters import FilterNode, parse_filter
 
 RetrievalMode = Literal["hybrid", "bm25", "vector"]
 SET_BY_APP = " Set by the application, never by the model."
@@ -174,6 +178,34 @@ class ToolRequest(BaseModel):
         description="Retrieval mode: hybrid (keywords and meaning), bm25 (keywords only) or "
         "vector (meaning only). Leave empty for the configured default.",
     )
+
+
+def tool_knowledge_ids(value: str | list[str]) -> list[str]:
+    """A tool's knowledge bases: a list, JSON-array text or comma text; 1 to 50 of them."""
+    try:
+        ids = [str(v) for v in parse_list(value, what="knowledge_ids", max_items=MAX_KNOWLEDGE_IDS)]
+    except ListValueError as exc:
+        raise InvalidRequest(f"knowledge_ids: {exc}", path="knowledge_ids") from None
+    if not ids:
+        raise InvalidRequest(
+            "knowledge_ids: name at least one knowledge base", path="knowledge_ids"
+        )
+    return ids
+
+
+def tool_filter(value: str | dict[str, Any] | None) -> FilterNode | None:
+    """A tool's filter tree: an object, or JSON text of one (empty: none)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        return parse_filter(value)
+    try:
+        raw = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"filter: not valid JSON ({exc.msg})", path="filter") from None
+    except RecursionError:
+        raise InvalidRequest("filter: nested too deeply", path="filter") from None
+    return parse_filter(raw)
 
 
 class MergeRequest(BaseModel):

@@ -368,8 +368,14 @@ class Settings(IndexSettings):
     web_cache_size: int = Field(256, ge=1)
     web_knowledge_ids: list[str] = Field(default_factory=list)
 
-    # Dify custom tool
+    # Dify custom tool (and MCP's protected-resource metadata): where clients reach the service
     public_url: str = "http://127.0.0.1:8080"
+
+    # MCP (design.md §13) at /mcp: "key" an API key in Authorization, as on every route;
+    # "oidc" the end user's access token from RSVC_OIDC_ISSUER, acting in ``mcp_tenant``;
+    # "off" not served.
+    mcp_auth: Literal["key", "oidc", "off"] = "key"
+    mcp_tenant: str = DEFAULT_TENANT
 
     # Requests
     # Dify reads with a 5 s timeout: the deadline (all Elasticsearch and web work) ends first.
@@ -398,6 +404,11 @@ class Settings(IndexSettings):
     def _urls(cls, value: str | None) -> str | None:
         return None if value is None else http_url(value)
 
+    @field_validator("mcp_tenant")
+    @classmethod
+    def _mcp_tenant(cls, value: str) -> str:
+        return check_tenant(value)
+
     @field_validator("casbin_db_url")
     @classmethod
     def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
@@ -420,6 +431,8 @@ class Settings(IndexSettings):
     def tenants(self) -> list[str]:
         """The tenants this service answers for: its keys' (the default one without auth)."""
         found = {k.tenant for k in self.api_keys}
+        if self.mcp_auth == "oidc":
+            found.add(self.mcp_tenant)
         return sorted(found | {DEFAULT_TENANT} if self.auth_disabled else found)
 
     @property
@@ -457,6 +470,8 @@ class Settings(IndexSettings):
             raise ValueError(
                 "RSVC_OIDC_ISSUER needs RSVC_OIDC_AUDIENCE: the client id(s) tokens must be for"
             )
+        if self.mcp_auth == "oidc" and not self.oidc_issuer:
+            raise ValueError("RSVC_MCP_AUTH=oidc needs RSVC_OIDC_ISSUER (and RSVC_OIDC_AUDIENCE)")
         if self.web_provider and not self.web_api_key:
             raise ValueError(f"RSVC_WEB_PROVIDER={self.web_provider} needs RSVC_WEB_API_KEY")
         if not self.api_keys and not self.auth_disabled:

@@ -10,7 +10,7 @@ from elasticsearch import AsyncElasticsearch
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcVerifier
-from retrieval_svc.embedding import Embedder, QueryCache
+from retrieval_svc.embedding import Embedder, EmbeddingModel, QueryCache
 from retrieval_svc.filters.dify import IdentityNames
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.catalog import CatalogCache
@@ -34,6 +34,7 @@ class AppState:
     web: WebSearch
     metrics: Metrics
     embedder: Embedder | None = None
+    embedding_model: EmbeddingModel | None = None
     query_vectors: QueryCache | None = None
     reranker: Reranker | None = None
     oidc: OidcVerifier | None = None

@@ -2,46 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter
 
-from retrieval_svc.acl.values import ListValueError, parse_list
 from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.deps import ApiKeyDep, SettingsDep, StateDep
-from retrieval_svc.errors import InvalidRequest
-from retrieval_svc.filters import parse_filter
 from retrieval_svc.merge import numbered_output
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
-from retrieval_svc.schemas import MAX_KNOWLEDGE_IDS, ToolRequest, ToolSearchOutput
+from retrieval_svc.schemas import (
+    ToolRequest,
+    ToolSearchOutput,
+    tool_filter,
+    tool_knowledge_ids,
+)
 from retrieval_svc.tool_openapi import tool_openapi
 
 router = APIRouter(prefix="/v1/tools", tags=["dify tool"])
-
-
-def _knowledge_ids(value: str | list[str]) -> list[str]:
-    try:
-        ids = [str(v) for v in parse_list(value, what="knowledge_ids", max_items=MAX_KNOWLEDGE_IDS)]
-    except ListValueError as exc:
-        raise InvalidRequest(f"knowledge_ids: {exc}", path="knowledge_ids") from None
-    if not ids:
-        raise InvalidRequest(
-            "knowledge_ids: name at least one knowledge base", path="knowledge_ids"
-        )
-    return ids
-
-
-def _filter(value: str | dict[str, Any] | None) -> Any:
-    if value is None or value == "":
-        return None
-    if isinstance(value, dict):
-        return parse_filter(value)
-    try:
-        raw = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise InvalidRequest(f"filter: not valid JSON ({exc.msg})", path="filter") from None
-    return parse_filter(raw)
 
 
 @router.post("/unified-search", response_model=ToolSearchOutput)
@@ -56,10 +33,10 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
         key,
         RetrievalQuery(
             query=cut_query(body.query, state.settings.max_query_chars),
-            knowledge_ids=_knowledge_ids(body.knowledge_ids),
+            knowledge_ids=tool_knowledge_ids(body.knowledge_ids),
             top_k=body.top_k,
             score_threshold=body.score_threshold,
-            filter=_filter(body.filter),
+            filter=tool_filter(body.filter),
             claims=make_claims(body.user_id, body.user_roles, body.principal_token, path="body"),
             mode=body.mode,
         ),

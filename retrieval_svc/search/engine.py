@@ -279,6 +279,36 @@ class SearchEngine:
         present = {b["key"] for b in response["aggregations"]["kb"]["buckets"]}
         return [kb for kb in knowledge_ids if kb not in present]
 
+    async def knowledge_bases(self, tenant: str, roles: Collection[str]) -> list[dict[str, Any]]:
+        """``tenant``'s knowledge bases that hold a chunk visible to holders of ``roles``, each
+        with its display name and the documents and chunks visible (one request)."""
+        response = await self._call(
+            "knowledge_bases",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": [tenant_query(tenant), acl_query(roles)]}},
+                aggs={
+                    "kb": {
+                        "terms": {"field": "knowledge_id", "size": 1000},
+                        "aggs": {
+                            "documents": {"cardinality": {"field": "document_id"}},
+                            "name": {"terms": {"field": "dataset_name", "size": 1}},
+                        },
+                    }
+                },
+            ),
+        )
+        return [
+            {
+                "knowledge_id": b["key"],
+                "name": next((n["key"] for n in b["name"]["buckets"]), b["key"]),
+                "documents": b["documents"]["value"],
+                "chunks": b["doc_count"],
+            }
+            for b in response["aggregations"]["kb"]["buckets"]
+        ]
+
     async def fields_present(
         self,
         tenant: str,

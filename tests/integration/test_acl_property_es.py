@@ -32,6 +32,7 @@ from tests.support import (
     reference,
 )
 from tests.support.corpus import own, tenant_index
+from tests.support.mcp import MCP_HEADERS, rpc
 
 pytestmark = pytest.mark.anyio
 
@@ -261,6 +262,16 @@ async def test_service_agrees_with_reference(
         return
     assert resp.status_code == 200, resp.text
     got = {c["chunk_id"] for c in resp.json()["chunk_metadata"]}
+    if int(kb[-1], 16) % 4 == 0:  # a sample through MCP's search too: the same answer
+        arguments = {**{k: body[k] for k in ("query", "knowledge_ids", "top_k")}, "filter": flt}
+        arguments["user_roles"] = sorted(asserted)
+        call = rpc("tools/call", {"name": "search", "arguments": arguments})
+        over_mcp = await client.post("/mcp", json=call, headers={**MCP_HEADERS, **auth("anon")})
+        result = over_mcp.json()["result"]
+        assert not result.get("isError"), result
+        assert [c["chunk_id"] for c in result["structuredContent"]["chunk_metadata"]] == [
+            c["chunk_id"] for c in resp.json()["chunk_metadata"]
+        ]
     expected = {
         chunk["chunk_id"]
         for chunk, doc in zip(chunks, docs, strict=True)

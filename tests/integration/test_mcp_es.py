@@ -1,0 +1,248 @@
+"""MCP at /mcp (issue #27; design.md §13): the SDK's own client against the service, live and
+in-process; API keys and the end user's OIDC token; hostile input."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import time
+from collections.abc import Iterator
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from bench.service import start_service
+from retrieval_svc.app import create_app
+from retrieval_svc.auth.keys import hash_key
+from tests.integration.test_oidc_es import (  # noqa: F401 (fixtures: the local OIDC provider)
+    AUDIENCE,
+    POLICY,
+    Provider,
+    b64,
+    policy,
+    provider,
+    signing_keys,
+)
+from tests.support import ES_URL, KEYS, app_client, auth, key_entry, make_settings
+from tests.support.corpus import ACL_DOCS, ACL_KB, SAMPLES_KB
+from tests.support.fake_provider import free_port
+from tests.support.mcp import MCP_HEADERS, mcp_session, rpc
+
+pytestmark = pytest.mark.anyio
+
+MANAGER = {"user_roles": ["物业经理"]}  # a trusted key's claim, as the application passes it
+QUERY = {"query": "消防演练", "knowledge_ids": [SAMPLES_KB, ACL_KB], "top_k": 10}
+MANAGER_ONLY = {d for d, acl in ACL_DOCS.items() if acl.get("access_roles")}
+
+
+@pytest.fixture(scope="module")
+def live(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``retrieval-svc serve`` on loopback with a trusted key of tenant acme."""
+    folder = tmp_path_factory.mktemp("mcp")
+    keys = folder / "keys.json"
+    keys.write_text(
+        json.dumps([{"name": "anon", "sha256": hash_key(KEYS["anon"]), "tenant": "acme",
+                     "mode": "trusted"}])
+    )  # fmt: skip
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_ES_URL": ES_URL,
+        "RSVC_INDEX_ALIAS": corpus,
+        "RSVC_MANAGE_INDEX": "false",
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+    }
+    with (folder / "serve.log").open("w") as log:
+        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            child.terminate()
+            child.wait(timeout=60)
+
+
+async def test_a_client_gets_what_v1_search_gives_each_principal(live: str) -> None:
+    key = {"Authorization": f"Bearer {KEYS['anon']}"}
+    async with mcp_session(live, key) as session:
+        listed = await session.list_tools()
+        assert {t.name for t in listed.tools} == {"search", "list_knowledge_bases", "read_document"}
+        search = next(t for t in listed.tools if t.name == "search")
+        assert search.output_schema and "chunk_metadata" in search.output_schema["properties"]
+        got = {}
+        for who, claims in (("anonymous", {}), ("manager", MANAGER)):
+            result = await session.call_tool("search", {**QUERY, **claims})
+            assert not result.is_error, result.content
+            ids = [c["chunk_id"] for c in result.structured_content["chunk_metadata"]]
+            assert result.content[0].text.startswith("[C:1]")
+            body = {**QUERY, "principal": {"roles": claims.get("user_roles")}}
+            http = httpx.post(f"{live}/v1/search", json=body, headers=key, timeout=30).json()
+            assert ids == [c["chunk_id"] for c in http["chunk_metadata"]], who
+            got[who] = set(ids)
+    assert MANAGER_ONLY <= got["manager"] and not MANAGER_ONLY & got["anonymous"]
+
+
+async def test_list_and_read_show_only_what_the_principal_sees(live: str) -> None:
+    key = {"Authorization": f"Bearer {KEYS['anon']}"}
+    async with mcp_session(live, key) as session:
+        listed = await session.call_tool("list_knowledge_bases", {})
+        kbs = {kb["knowledge_id"]: kb for kb in listed.structured_content["knowledge_bases"]}
+        assert SAMPLES_KB in kbs and "my-kb" not in kbs  # (another tenant's)
+        as_manager = await session.call_tool("list_knowledge_bases", MANAGER)
+        more = {kb["knowledge_id"]: kb for kb in as_manager.structured_content["knowledge_bases"]}
+        assert more[ACL_KB]["chunks"] > kbs[ACL_KB]["chunks"]  # counts are what each sees
+
+        hidden = await session.call_tool("read_document", {"document_id": "acl-mgr"})
+        absent = await session.call_tool("read_document", {"document_id": "acl-zzz"})
+        assert hidden.is_error and absent.is_error
+        assert hidden.content[0].text.replace("acl-mgr", "X") == absent.content[0].text.replace(
+            "acl-zzz", "X"
+        )
+        seen = await session.call_tool("read_document", {"document_id": "acl-mgr", **MANAGER})
+        assert not seen.is_error and seen.structured_content["chunks"][0]["chunk_id"] == "acl-mgr"
+
+
+async def test_without_a_key_nothing_is_served(corpus: str) -> None:
+    async with app_client(make_settings(corpus)) as c:
+        for headers in ({}, {"Authorization": "Bearer not-a-key-0123456789"}):
+            resp = await c.post("/mcp", json=rpc("tools/list"), headers={**MCP_HEADERS, **headers})
+            assert resp.status_code == 401 and resp.json()["error_code"] in (1001, 1002)
+
+
+HOSTILE = [
+    pytest.param(b"{not json", id="malformed-json"),
+    pytest.param(json.dumps({"jsonrpc": "2.0", "id": 1}).encode(), id="no-method"),
+    pytest.param(json.dumps(rpc("tools/call", {"name": "nope", "arguments": {}})), id="unknown"),
+    pytest.param(
+        json.dumps(rpc("tools/call", {"name": "search", "arguments": {"query": 5, "top_k": "x"}})),
+        id="wrong-types",
+    ),
+    pytest.param(
+        json.dumps(
+            rpc(
+                "tools/call",
+                {
+                    "name": "search",
+                    "arguments": {"query": "巡" * 300_000, "knowledge_ids": [SAMPLES_KB]},
+                },
+            )
+        ),
+        id="megabyte-argument",
+    ),
+    pytest.param(
+        json.dumps(
+            rpc(
+                "tools/call",
+                {
+                    "name": "search",
+                    "arguments": {"query": "巡更", "knowledge_ids": [f"k{i}" for i in range(5000)]},
+                },
+            )
+        ),
+        id="many-knowledge-ids",
+    ),
+    pytest.param(json.dumps([rpc("tools/list")] * 500), id="batch"),
+]
+
+
+@pytest.mark.parametrize("payload", HOSTILE)
+async def test_hostile_input_is_an_error_never_a_500(corpus: str, payload: Any) -> None:
+    async with app_client(make_settings(corpus)) as c:
+        started = time.perf_counter()
+        resp = await c.post(
+            "/mcp",
+            content=payload,
+            headers={**MCP_HEADERS, **auth("anon"), "Mcp-Session-Id": "someone-elses-session"},
+        )
+        took = time.perf_counter() - started
+    assert resp.status_code < 500, resp.text[:300]
+    assert took < 5, took
+    if resp.status_code == 200:
+        body = resp.json()
+        assert "error" in body or body["result"].get("isError"), str(body)[:300]
+
+
+async def test_the_query_is_the_pipeline_s(corpus: str) -> None:
+    # One pipeline: the same deadline, limits and metrics as every route.
+    app = create_app(make_settings(corpus))
+    async with mcp_session(app, auth("anon")) as session:
+        await session.call_tool("search", {"query": "巡更", "knowledge_ids": [SAMPLES_KB]})
+    text = app.state.rsvc.metrics.exposition().decode()
+    assert 'route="/mcp"' in text
+
+
+# OAuth resource-server mode: the end user's own token from the company's provider.
+
+
+def oauth_settings(corpus: str, policy: Path, provider: Provider) -> Any:  # noqa: F811
+    return make_settings(
+        corpus,
+        api_keys=[key_entry("anon", tenant="acme")],
+        casbin_policy=policy,
+        oidc_issuer=provider.url,
+        oidc_audience=[AUDIENCE],
+        oidc_roles_claim="realm_access.roles",
+        oidc_jwks_min_refresh_s=3600,
+        mcp_auth="oidc",
+        mcp_tenant="acme",
+    )
+
+
+async def test_oauth_user_tokens(corpus: str, policy: Path, provider: Provider) -> None:  # noqa: F811
+    query = {"query": "消防演练", "knowledge_ids": [ACL_KB], "top_k": 10}
+    seen = {}
+    for who, roles in (("manager", ["物业经理"]), ("nobody", [])):
+        token = provider.token(sub=f"u-{who}", realm_access={"roles": roles})
+        app = create_app(oauth_settings(corpus, policy, provider))  # (a lifespan runs once)
+        async with mcp_session(app, {"Authorization": f"Bearer {token}"}) as session:
+            result = await session.call_tool("search", query)
+            assert not result.is_error, result.content
+            seen[who] = {c["chunk_id"] for c in result.structured_content["chunk_metadata"]}
+    assert MANAGER_ONLY <= seen["manager"] and not MANAGER_ONLY & seen["nobody"]
+
+
+async def test_oauth_refusals_carry_the_challenge(
+    corpus: str,
+    policy: Path,  # noqa: F811
+    provider: Provider,  # noqa: F811
+) -> None:
+    expired = provider.token(sub="w", exp=int(time.time()) - 600, iat=int(time.time()) - 900)
+    wrong_audience = provider.token(sub="w", aud="another-client")
+    payload = {"iss": provider.url, "aud": AUDIENCE, "sub": "w", "exp": int(time.time()) + 300}
+    unsigned = jwt.encode(payload, None, algorithm="none", headers={"kid": "rsa-1"})
+    public_pem = (
+        provider.keys[0]
+        .private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    signing_input = ".".join(  # HS256 "signed" with the provider's public key
+        b64(json.dumps(part).encode())
+        for part in ({"alg": "HS256", "typ": "JWT", "kid": "rsa-1"}, payload)
+    )
+    confused = (
+        f"{signing_input}.{b64(hmac.new(public_pem, signing_input.encode(), sha256).digest())}"
+    )
+    metadata_url = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"
+    async with app_client(oauth_settings(corpus, policy, provider)) as c:
+        for token in (None, expired, wrong_audience, unsigned, confused, "garbage"):
+            headers = {**MCP_HEADERS, **({"Authorization": f"Bearer {token}"} if token else {})}
+            resp = await c.post("/mcp", json=rpc("tools/list"), headers=headers)
+            assert resp.status_code == 401, (token, resp.text)
+            challenge = resp.headers["www-authenticate"]
+            assert (
+                challenge.startswith("Bearer")
+                and f'resource_metadata="{metadata_url}"' in challenge
+            )
+        document = await c.get(
+            "/.well-known/oauth-protected-resource/mcp", headers={"Host": "127.0.0.1:8080"}
+        )
+    assert document.status_code == 200, document.text
+    meta = document.json()  # RFC 9728 §2: resource is required; the servers that issue tokens
+    assert meta["resource"] == "http://127.0.0.1:8080/mcp"
+    assert meta["authorization_servers"] == [provider.url]

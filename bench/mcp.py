@@ -1,0 +1,134 @@
+"""What MCP adds to a search: the service's CPU per request of MCP ``search`` against
+``POST /v1/search`` for the same query, at concurrency 16 (issue #27).
+
+    python -m bench.mcp [--requests 2000] [--out bench/results/mcp]
+
+A real ``retrieval-svc serve`` (one process, BM25, the sample corpus in a private alias) is
+driven by one aiohttp session; each scenario's service CPU (``/proc``) is divided by its
+requests. Interleaved rounds, so a busy machine slows both alike. Prints and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from elasticsearch import AsyncElasticsearch
+
+from bench.measure import drive
+from bench.service import cpu_seconds, start_service
+from indexer.pipeline import IndexOptions, index_source
+from indexer.sources import LocalSource
+from retrieval_svc.auth.keys import hash_key
+from retrieval_svc.search.index import ensure_index
+from retrieval_svc.settings import tenant_alias
+
+ROOT = Path(__file__).resolve().parents[1]
+ALIAS = "rsvc-bench-mcp"
+TENANT = "bench"
+KEY = "bench-mcp-key-0123456789"
+QUERIES = [
+    "巡更点标签损坏怎么办",
+    "配电房倒闸操作",
+    "访客如何登记",
+    "电梯维保记录",
+    "消防控制室值班",
+]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    es = AsyncElasticsearch(args.es_url, request_timeout=120)
+    await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
+    await ensure_index(es, ALIAS, tenant=TENANT)
+    options = IndexOptions("building-ops", tenant_alias(ALIAS, TENANT), tenant=TENANT)
+    await index_source(es, LocalSource(ROOT / "samples" / "building-ops"), options)
+    work = Path(tempfile.mkdtemp(prefix="rsvc-bench-mcp-"))
+    keys = work / "keys.json"
+    keys.write_text(json.dumps([{"name": "b", "sha256": hash_key(KEY), "tenant": TENANT}]))
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_ES_URL": args.es_url,
+        "RSVC_INDEX_ALIAS": ALIAS,
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+    }
+    url = f"http://127.0.0.1:{args.port}"
+    headers = {"Authorization": f"Bearer {KEY}", "Accept": "application/json, text/event-stream"}
+    with (work / "serve.log").open("w") as log:
+        child = start_service("--port", str(args.port), env=env, port=args.port, log=log,
+                              timeout_s=180)  # fmt: skip
+        try:
+            async with aiohttp.ClientSession(headers=headers) as http:
+
+                async def native(q: str) -> list[str]:
+                    body = {"query": q, "knowledge_ids": ["building-ops"], "top_k": 5}
+                    async with http.post(f"{url}/v1/search", json=body) as resp:
+                        assert resp.status == 200, await resp.text()
+                        data = await resp.json()
+                    return [c["chunk_id"] for c in data["chunk_metadata"]]
+
+                async def mcp(q: str) -> list[str]:
+                    arguments = {"query": q, "knowledge_ids": ["building-ops"], "top_k": 5}
+                    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "search", "arguments": arguments}}  # fmt: skip
+                    async with http.post(f"{url}/mcp", json=call) as resp:
+                        assert resp.status == 200, await resp.text()
+                        data = await resp.json()
+                    chunks = data["result"]["structuredContent"]["chunk_metadata"]
+                    return [c["chunk_id"] for c in chunks]
+
+                items = [QUERIES[i % len(QUERIES)] for i in range(args.requests)]
+                same = await drive(native, QUERIES, 1), await drive(mcp, QUERIES, 1)
+                assert same[0].outputs == same[1].outputs, "MCP and /v1/search disagree"
+                cpu: dict[str, list[float]] = {"v1_search": [], "mcp_search": []}
+                latency: dict[str, Any] = {}
+                for _ in range(args.rounds):
+                    for name, call in (("v1_search", native), ("mcp_search", mcp)):
+                        before = cpu_seconds(child.pid)
+                        done = await drive(call, items, 16)
+                        cpu[name].append((cpu_seconds(child.pid) - before) * 1000 / len(items))
+                        latency[name] = done.summary()
+        finally:
+            child.terminate()
+            child.wait(timeout=60)
+            await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
+            await es.close()
+    median = {k: round(statistics.median(v), 3) for k, v in cpu.items()}
+    return {
+        "requests_per_round": args.requests,
+        "rounds": args.rounds,
+        "cpu_ms_per_request": median,
+        "cpu_ms_per_request_rounds": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
+        "mcp_added_cpu_ms": round(median["mcp_search"] - median["v1_search"], 3),
+        "latency_at_16": latency,
+        "same_answers": True,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--port", type=int, default=18093)
+    parser.add_argument("--es-url", default=os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(text + "\n", "utf-8")
+    print(f"mcp: +{result['mcp_added_cpu_ms']} ms CPU per search", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

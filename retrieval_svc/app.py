@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from retrieval_svc import __version__
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError, PolicyFiles, PolicySource
+from retrieval_svc.audit import Audit
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
 from retrieval_svc.deps import authenticate
@@ -211,6 +212,9 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         raise ConfigurationError(str(exc)) from exc
     except (ApiError, TransportError) as exc:
         log.warning("could not prepare the index now (%s); /readyz will say so", exc)
+    audit = Audit(settings, es, metrics)
+    await audit.start()
+    stack.push_async_callback(audit.stop)
     engine = SearchEngine(
         es,
         alias=settings.index_alias,
@@ -229,6 +233,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         acl=acl,
         web=WebSearch(http, web_config(settings), metrics=metrics),
         metrics=metrics,
+        audit=audit,
         embedder=embedder,
         embedding_model=model,
         query_vectors=QueryCache(embedder, settings.query_cache_size) if embedder else None,

@@ -23,22 +23,15 @@ from retrieval_svc.acl.policy_store import (
 )
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
-from retrieval_svc.settings import Settings, database_url, describe_errors
+from retrieval_svc.cli_audit import audit_app
+from retrieval_svc.cli_config import load_settings
+from retrieval_svc.settings import Settings, database_url
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-
-
-def load_settings() -> Settings:
-    """Settings from the environment, or a readable exit."""
-    try:
-        return Settings()
-    except ValidationError as exc:
-        typer.secho(f"configuration error: {describe_errors(exc)}", err=True, fg="red")
-        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -176,6 +169,7 @@ policy_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(policy_app, name="policy")
+app.add_typer(audit_app, name="audit")
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant the rule applies in.")]
 

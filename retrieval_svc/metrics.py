@@ -154,6 +154,15 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.audit_events = Counter(
+            "rsvc_audit_events_total",
+            "Audit events, by outcome: queued, written, dropped (queue full), failed (not "
+            "written: the cluster refused or was away).",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in ("queued", "written", "dropped", "failed"):
+            self.audit_events.labels(outcome=outcome)
         self.event_loop_lag = Gauge(
             "rsvc_event_loop_lag_seconds",
             "The longest the event loop was late to wake a timer in the last "

@@ -23,6 +23,16 @@ access_log = logging.getLogger("rsvc.access")
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _fields: ContextVar[dict[str, Any] | None] = ContextVar("rsvc_request_fields", default=None)
+_request: ContextVar[tuple[str, Scope] | None] = ContextVar("rsvc_request", default=None)
+
+
+def current_request() -> tuple[str | None, str | None]:
+    """This request's id and route template (None, None outside a request)."""
+    found = _request.get()
+    if found is None:
+        return None, None
+    request_id, scope = found
+    return request_id, getattr(scope.get("route"), "path", None)
 
 
 def log_fields(**fields: Any) -> None:
@@ -56,6 +66,7 @@ class ObservabilityMiddleware:
         request_id = request_id_from(scope)
         fields: dict[str, Any] = {}
         token = _fields.set(fields)
+        request_token = _request.set((request_id, scope))
         status = 500
         started = time.perf_counter()
 
@@ -88,6 +99,7 @@ class ObservabilityMiddleware:
                 }
                 access_log.info("request", extra={"fields": line})
             _fields.reset(token)
+            _request.reset(request_token)
 
 
 class JsonFormatter(logging.Formatter):

@@ -29,7 +29,7 @@ from retrieval_svc.errors import (
 from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.merge import merge_within_top_k, ordered, web_chunks
-from retrieval_svc.observability import log_fields
+from retrieval_svc.observability import current_request, log_fields
 from retrieval_svc.search.engine import Mode, SearchResult
 from retrieval_svc.search.rerank import RerankStatus
 from retrieval_svc.state import AppState
@@ -171,6 +171,20 @@ async def answer(
     else:
         chunks = number_chunks(ordered([*done.result.chunks, *found]))
     state.metrics.count_chunks(chunks)
+    principal = done.principal
+    request_id, route = current_request()
+    state.audit.record(
+        key=principal.key_name or key.name,
+        tenant=principal.tenant,
+        user_id=principal.user_id,
+        roles=len(principal.roles),
+        knowledge_ids=q.knowledge_ids,
+        mode=done.result.mode,
+        chunks=chunks,
+        request_id=request_id,
+        route=route,
+        query=q.query,
+    )
     return Answer(chunks, done, int((time.perf_counter() - started) * 1000))
 
 

@@ -385,6 +385,15 @@ class Settings(IndexSettings):
     max_body_bytes: int = Field(1_048_576, ge=1024)
     score_saturation: float = Field(10.0, gt=0)
 
+    # Audit trail (design.md §14): one event per retrieval, to a log stream or to per-tenant
+    # daily Elasticsearch indices written from a bounded queue in the background.
+    audit: Literal["off", "log", "elasticsearch"] = "off"
+    audit_user: Literal["plain", "hash"] = "plain"  # hash: HMAC-SHA-256 with audit_hash_key
+    audit_hash_key: SecretStr | None = Field(None, min_length=32)
+    audit_queries: bool = False  # the query text in the event (off: ids and counts only)
+    audit_retention_days: int = Field(90, ge=1, le=36500)
+    audit_queue_size: int = Field(10_000, ge=1, le=1_000_000)
+
     # HTTP server (the ``serve`` command)
     # /docs, /redoc, /openapi.json; unset: served only when ``host`` is a loopback address
     # (development), never on an address others reach unless said so.
@@ -469,6 +478,11 @@ class Settings(IndexSettings):
         if self.oidc_issuer and not self.oidc_audience:
             raise ValueError(
                 "RSVC_OIDC_ISSUER needs RSVC_OIDC_AUDIENCE: the client id(s) tokens must be for"
+            )
+        if self.audit != "off" and self.audit_user == "hash" and self.audit_hash_key is None:
+            raise ValueError(
+                "RSVC_AUDIT_USER=hash needs RSVC_AUDIT_HASH_KEY (32 characters or more): the "
+                "same key hashes the ids you later search the trail for"
             )
         if self.mcp_auth == "oidc" and not self.oidc_issuer:
             raise ValueError("RSVC_MCP_AUTH=oidc needs RSVC_OIDC_ISSUER (and RSVC_OIDC_AUDIENCE)")

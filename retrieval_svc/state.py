@@ -8,6 +8,7 @@ import httpx
 from elasticsearch import AsyncElasticsearch
 
 from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.audit import Audit
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcVerifier
 from retrieval_svc.embedding import Embedder, EmbeddingModel, QueryCache
@@ -33,6 +34,7 @@ class AppState:
     acl: AccessControl
     web: WebSearch
     metrics: Metrics
+    audit: Audit
     embedder: Embedder | None = None
     embedding_model: EmbeddingModel | None = None
     query_vectors: QueryCache | None = None

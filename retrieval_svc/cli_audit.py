@@ -1,0 +1,109 @@
+"""``retrieval-svc audit search``: who retrieved a document, or what a user retrieved."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+from elasticsearch import ApiError, TransportError
+
+from retrieval_svc.audit import audit_prefix, user_token
+from retrieval_svc.cli_config import load_settings
+from retrieval_svc.search.client import make_es_client
+from retrieval_svc.settings import Settings, check_tenant, tenant_slug
+
+audit_app = typer.Typer(
+    help="Read the audit trail (RSVC_AUDIT=elasticsearch): who retrieved what, and when.",
+    no_args_is_help=True,
+)
+_SPAN = re.compile(r"^(\d+)([dhm])$")
+
+
+def since_time(value: str) -> datetime:
+    """``7d``, ``24h``, ``30m`` ago, or an ISO date/time (UTC unless it says)."""
+    if match := _SPAN.match(value.strip()):
+        amount, unit = int(match[1]), match[2]
+        span = {"d": timedelta(days=amount), "h": timedelta(hours=amount)}.get(
+            unit, timedelta(minutes=amount)
+        )
+        return datetime.now(UTC) - span
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: say 7d, 24h, 30m or an ISO date") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def search_query(
+    settings: Settings, *, document: str | None, user: str | None, since: datetime
+) -> dict[str, Any]:
+    """The audit-index query for a document or a user since a time."""
+    clauses: list[dict[str, Any]] = [{"range": {"@timestamp": {"gte": since.isoformat()}}}]
+    if document:
+        clauses.append({"term": {"documents": document}})
+    if user:
+        secret = settings.audit_hash_key
+        key = secret.get_secret_value().encode() if secret else b""
+        clauses.append({"term": {"user": user_token(user, settings.audit_user, key)}})
+    return {"bool": {"filter": clauses}}
+
+
+@audit_app.command("search")
+def search(
+    document: Annotated[
+        str | None, typer.Option(help="Events that returned this document.")
+    ] = None,
+    user: Annotated[str | None, typer.Option(help="Events of this user id.")] = None,
+    since: Annotated[str, typer.Option(help="How far back: 7d, 24h, 30m or an ISO date.")] = "7d",
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's trail.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Events at most.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
+) -> None:
+    """Events, newest first, that returned --document, or of --user, since --since."""
+    if not document and not user:
+        raise typer.BadParameter("name --document or --user (or both)")
+    settings = load_settings()
+    if tenant is not None:
+        try:
+            check_tenant(tenant)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    where = audit_prefix(settings.index_alias) + (f"{tenant_slug(tenant)}-*" if tenant else "*")
+    query = search_query(settings, document=document, user=user, since=since_time(since))
+
+    async def fetch() -> list[dict[str, Any]]:
+        es = make_es_client(settings)
+        try:
+            found = await es.search(
+                index=where,
+                query=query,
+                size=limit,
+                sort=[{"@timestamp": "desc"}],
+                ignore_unavailable=True,
+                allow_no_indices=True,
+            )
+            return [hit["_source"] for hit in found["hits"]["hits"]]
+        finally:
+            await es.close()
+
+    try:
+        events = asyncio.run(fetch())
+    except (ApiError, TransportError) as exc:
+        typer.echo(f"error: Elasticsearch at {settings.es_url}: {type(exc).__name__}", err=True)
+        raise typer.Exit(3) from None
+    for event in events:
+        if as_json:
+            typer.echo(json.dumps(event, ensure_ascii=False))
+            continue
+        typer.echo(
+            f"{event['@timestamp'][:19]}Z  {event['tenant']}  user={event.get('user') or '-'}  "
+            f"key={event['key']}  {event.get('route') or '-'}  "
+            f"kbs={','.join(event['knowledge_ids'])}  docs={','.join(event['documents']) or '-'}  "
+            f"chunks={len(event['chunks'])}  request={event.get('request_id') or '-'}"
+        )
+    if not events:
+        typer.echo("no events", err=True)

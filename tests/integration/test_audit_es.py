@@ -1,0 +1,200 @@
+"""The audit trail (issue #28 §1; design.md §14): an event per retrieval on every route
+carrying exactly what was returned; a sink that never fails or slows a request; retention."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from elasticsearch import AsyncElasticsearch
+from typer.testing import CliRunner
+
+from retrieval_svc.audit import audit_index, audit_prefix, user_token
+from retrieval_svc.cli import app as svc_cli
+from tests.support import ES_URL, app_client, auth, key_entry, make_settings, metric_sample
+from tests.support.corpus import ACL_KB, SAMPLES_KB, TENANT
+from tests.support.mcp import MCP_HEADERS, rpc
+
+pytestmark = pytest.mark.anyio
+HASH_KEY = "audit-hash-key-for-tests-0123456789abcdef"
+
+
+@pytest.fixture
+async def audited(corpus: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """The app with the Elasticsearch sink, under a private alias prefix for its indices."""
+    prefix = corpus
+    settings = make_settings(
+        corpus,
+        audit="elasticsearch",
+        audit_user="hash",
+        audit_hash_key=HASH_KEY,
+        api_keys=[key_entry("anon", tenant=TENANT, mode="trusted")],
+    )
+    async with app_client(settings) as c:
+        yield c, prefix
+    es = AsyncElasticsearch(ES_URL)
+    await es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
+    await es.close()
+
+
+def events_counted(c: httpx.AsyncClient, outcome: str) -> float:
+    return metric_sample(c, "rsvc_audit_events_total", {"outcome": outcome}) or 0.0
+
+
+async def written(c: httpx.AsyncClient, at_least: int) -> None:
+    deadline = time.monotonic() + 60
+    while events_counted(c, "written") < at_least:
+        assert time.monotonic() < deadline, "the audit events were not written"
+        await asyncio.sleep(0.1)
+
+
+async def events(alias: str) -> dict[str, dict[str, Any]]:
+    es = AsyncElasticsearch(ES_URL)
+    try:
+        await es.indices.refresh(index=f"{audit_prefix(alias)}*")
+        found = await es.search(index=f"{audit_prefix(alias)}*", size=100)
+        return {h["_source"]["request_id"]: h["_source"] for h in found["hits"]["hits"]}
+    finally:
+        await es.close()
+
+
+def chunk_ids(route: str, body: dict[str, Any]) -> list[str]:
+    if route == "/retrieval":
+        return [r["metadata"]["chunk_id"] for r in body["records"]]
+    if route == "/mcp":
+        return [c["chunk_id"] for c in body["result"]["structuredContent"]["chunk_metadata"]]
+    return [c["chunk_id"] for c in body["chunk_metadata"]]
+
+
+async def test_each_route_records_exactly_what_it_returned(
+    audited: tuple[httpx.AsyncClient, str],
+) -> None:
+    c, alias = audited
+    who = {"user_id": "wang", "user_roles": ["物业经理"]}
+    calls = {
+        "/retrieval": {
+            "knowledge_id": ACL_KB,
+            "query": "消防演练",
+            "retrieval_setting": {"top_k": 5},
+            "metadata_condition": {
+                "conditions": [
+                    {"name": "user_id", "comparison_operator": "is", "value": "wang"},
+                    {"name": "user_roles", "comparison_operator": "in", "value": ["物业经理"]},
+                ]
+            },
+        },
+        "/v1/search": {
+            "query": "消防演练",
+            "knowledge_ids": [ACL_KB, SAMPLES_KB],
+            "principal": {"user_id": "wang", "roles": ["物业经理"]},
+        },
+        "/v1/tools/unified-search": {"query": "消防演练", "knowledge_ids": ACL_KB, **who},
+        "/mcp": rpc("tools/call", {"name": "search", "arguments": {
+            "query": "消防演练", "knowledge_ids": [ACL_KB], **who}}),
+    }  # fmt: skip
+    returned = {}
+    for route, body in calls.items():
+        request_id = uuid.uuid4().hex
+        headers = {**auth("anon"), "X-Request-ID": request_id}
+        if route == "/mcp":
+            headers |= MCP_HEADERS
+        resp = await c.post(route, json=body, headers=headers)
+        assert resp.status_code == 200, resp.text
+        returned[request_id] = (route, chunk_ids(route, resp.json()))
+        assert returned[request_id][1], route
+    await written(c, len(calls))
+    recorded = await events(alias)
+    for request_id, (route, ids) in returned.items():
+        event = recorded[request_id]
+        assert event["route"] == route and event["chunks"] == ids, (route, event)
+        assert event["tenant"] == TENANT and event["key"] == "anon"
+        assert event["user"] == user_token("wang", "hash", HASH_KEY.encode()) != "wang"
+        assert event["roles"] == 1 and event["documents"]  # (the count, never the names)
+        assert "query" not in event  # unless RSVC_AUDIT_QUERIES
+    # Who retrieved this document? The CLI asks the trail.
+    document = next(iter(recorded.values()))["documents"][0]
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_AUTH_DISABLED": "true",
+           "RSVC_AUDIT": "elasticsearch", "RSVC_AUDIT_USER": "hash",
+           "RSVC_AUDIT_HASH_KEY": HASH_KEY}  # fmt: skip
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        svc_cli,
+        ["audit", "search", "--user", "wang", "--document", document, "--since", "1h", "--json"],
+        env=env,
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {e["request_id"] for e in lines} == set(returned)
+
+
+async def test_the_log_sink_writes_a_line(corpus: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="rsvc.audit")
+    settings = make_settings(corpus, audit="log", audit_queries=True)
+    async with app_client(settings) as c:
+        resp = await c.post(
+            "/v1/search",
+            json={"query": "巡更", "knowledge_ids": [SAMPLES_KB]},
+            headers=auth("anon"),
+        )
+    (record,) = [r for r in caplog.records if r.name == "rsvc.audit"]
+    fields = record.fields  # type: ignore[attr-defined]
+    assert fields["chunks"] == [m["chunk_id"] for m in resp.json()["chunk_metadata"]]
+    assert fields["query"] == "巡更" and fields["route"] == "/v1/search"
+
+
+async def test_a_refusing_cluster_or_a_full_queue_never_fails_a_request(corpus: str) -> None:
+    es = AsyncElasticsearch(ES_URL)
+    today = datetime.now(UTC).date()
+    blocked = audit_index(corpus, TENANT, today)
+    await es.indices.create(index=blocked)
+    await es.indices.close(index=blocked)  # the cluster refuses every write to today's index
+    settings = make_settings(corpus, audit="elasticsearch", audit_queue_size=3)
+    body = {"query": "巡更", "knowledge_ids": [SAMPLES_KB]}
+    try:
+        async with app_client(settings) as c:
+            answers = await asyncio.gather(
+                *(c.post("/v1/search", json=body, headers=auth("anon")) for _ in range(40))
+            )
+            assert all(a.status_code == 200 for a in answers)
+            deadline = time.monotonic() + 60
+            while events_counted(c, "failed") == 0:
+                assert time.monotonic() < deadline, "failed writes were not counted"
+                await asyncio.sleep(0.1)
+            assert events_counted(c, "dropped") > 0
+            await es.indices.open(index=blocked)  # the cluster takes writes again
+            before = events_counted(c, "written")
+            assert (await c.post("/v1/search", json=body, headers=auth("anon"))).status_code == 200
+            await written(c, int(before) + 1)
+    finally:
+        await es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
+        await es.close()
+
+
+async def test_retention_deletes_old_indices_only(corpus: str) -> None:
+    from retrieval_svc.audit import Audit
+    from retrieval_svc.metrics import Metrics
+
+    es = AsyncElasticsearch(ES_URL)
+    settings = make_settings(corpus, audit="elasticsearch", audit_retention_days=30)
+    audit = Audit(settings, es, Metrics())
+    today = datetime.now(UTC).date()
+    days = {"old": today - timedelta(days=31), "edge": today - timedelta(days=30), "new": today}
+    try:
+        await audit.put_template()
+        for day in days.values():
+            await es.indices.create(index=audit_index(corpus, TENANT, day))
+        deleted = await audit.apply_retention(today)
+        assert deleted == [audit_index(corpus, TENANT, days["old"])]
+        for name in ("edge", "new"):
+            assert await es.indices.exists(index=audit_index(corpus, TENANT, days[name]))
+    finally:
+        await es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
+        await es.close()

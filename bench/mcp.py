@@ -16,20 +16,13 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from elasticsearch import AsyncElasticsearch
 
 from bench.measure import drive
-from bench.service import cpu_seconds, start_service
-from indexer.pipeline import IndexOptions, index_source
-from indexer.sources import LocalSource
-from retrieval_svc.auth.keys import hash_key
-from retrieval_svc.search.index import ensure_index
-from retrieval_svc.settings import tenant_alias
+from bench.service import cpu_seconds, sample_service
 
 ROOT = Path(__file__).resolve().parents[1]
 ALIAS = "rsvc-bench-mcp"
@@ -45,62 +38,39 @@ QUERIES = [
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    es = AsyncElasticsearch(args.es_url, request_timeout=120)
-    await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
-    await ensure_index(es, ALIAS, tenant=TENANT)
-    options = IndexOptions("building-ops", tenant_alias(ALIAS, TENANT), tenant=TENANT)
-    await index_source(es, LocalSource(ROOT / "samples" / "building-ops"), options)
-    work = Path(tempfile.mkdtemp(prefix="rsvc-bench-mcp-"))
-    keys = work / "keys.json"
-    keys.write_text(json.dumps([{"name": "b", "sha256": hash_key(KEY), "tenant": TENANT}]))
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_ES_URL": args.es_url,
-        "RSVC_INDEX_ALIAS": ALIAS,
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_EMBEDDER": "none",
-    }
     url = f"http://127.0.0.1:{args.port}"
     headers = {"Authorization": f"Bearer {KEY}", "Accept": "application/json, text/event-stream"}
-    with (work / "serve.log").open("w") as log:
-        child = start_service("--port", str(args.port), env=env, port=args.port, log=log,
-                              timeout_s=180)  # fmt: skip
-        try:
-            async with aiohttp.ClientSession(headers=headers) as http:
+    async with sample_service(args.es_url, args.port, ALIAS, KEY) as child:
+        async with aiohttp.ClientSession(headers=headers) as http:
 
-                async def native(q: str) -> list[str]:
-                    body = {"query": q, "knowledge_ids": ["building-ops"], "top_k": 5}
-                    async with http.post(f"{url}/v1/search", json=body) as resp:
-                        assert resp.status == 200, await resp.text()
-                        data = await resp.json()
-                    return [c["chunk_id"] for c in data["chunk_metadata"]]
+            async def native(q: str) -> list[str]:
+                body = {"query": q, "knowledge_ids": ["building-ops"], "top_k": 5}
+                async with http.post(f"{url}/v1/search", json=body) as resp:
+                    assert resp.status == 200, await resp.text()
+                    data = await resp.json()
+                return [c["chunk_id"] for c in data["chunk_metadata"]]
 
-                async def mcp(q: str) -> list[str]:
-                    arguments = {"query": q, "knowledge_ids": ["building-ops"], "top_k": 5}
-                    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                            "params": {"name": "search", "arguments": arguments}}  # fmt: skip
-                    async with http.post(f"{url}/mcp", json=call) as resp:
-                        assert resp.status == 200, await resp.text()
-                        data = await resp.json()
-                    chunks = data["result"]["structuredContent"]["chunk_metadata"]
-                    return [c["chunk_id"] for c in chunks]
+            async def mcp(q: str) -> list[str]:
+                arguments = {"query": q, "knowledge_ids": ["building-ops"], "top_k": 5}
+                call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                        "params": {"name": "search", "arguments": arguments}}  # fmt: skip
+                async with http.post(f"{url}/mcp", json=call) as resp:
+                    assert resp.status == 200, await resp.text()
+                    data = await resp.json()
+                chunks = data["result"]["structuredContent"]["chunk_metadata"]
+                return [c["chunk_id"] for c in chunks]
 
-                items = [QUERIES[i % len(QUERIES)] for i in range(args.requests)]
-                same = await drive(native, QUERIES, 1), await drive(mcp, QUERIES, 1)
-                assert same[0].outputs == same[1].outputs, "MCP and /v1/search disagree"
-                cpu: dict[str, list[float]] = {"v1_search": [], "mcp_search": []}
-                latency: dict[str, Any] = {}
-                for _ in range(args.rounds):
-                    for name, call in (("v1_search", native), ("mcp_search", mcp)):
-                        before = cpu_seconds(child.pid)
-                        done = await drive(call, items, 16)
-                        cpu[name].append((cpu_seconds(child.pid) - before) * 1000 / len(items))
-                        latency[name] = done.summary()
-        finally:
-            child.terminate()
-            child.wait(timeout=60)
-            await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
-            await es.close()
+            items = [QUERIES[i % len(QUERIES)] for i in range(args.requests)]
+            same = await drive(native, QUERIES, 1), await drive(mcp, QUERIES, 1)
+            assert same[0].outputs == same[1].outputs, "MCP and /v1/search disagree"
+            cpu: dict[str, list[float]] = {"v1_search": [], "mcp_search": []}
+            latency: dict[str, Any] = {}
+            for _ in range(args.rounds):
+                for name, call in (("v1_search", native), ("mcp_search", mcp)):
+                    before = cpu_seconds(child.pid)
+                    done = await drive(call, items, 16)
+                    cpu[name].append((cpu_seconds(child.pid) - before) * 1000 / len(items))
+                    latency[name] = done.summary()
     median = {k: round(statistics.median(v), 3) for k, v in cpu.items()}
     return {
         "requests_per_round": args.requests,

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -57,3 +60,48 @@ def cpu_seconds(pid: int) -> float:
     """CPU time (user + system, all threads) a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.asynccontextmanager
+async def sample_service(
+    es_url: str, port: int, alias: str, key: str, env: dict[str, str] | None = None
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """The sample corpus in tenant ``bench`` under a private ``alias``, and a one-process
+    ``retrieval-svc serve`` on it (BM25, a key of that tenant, ``env`` on top); both gone
+    after."""
+    from elasticsearch import AsyncElasticsearch
+
+    from indexer.pipeline import IndexOptions, index_source
+    from indexer.sources import LocalSource
+    from retrieval_svc.auth.keys import hash_key
+    from retrieval_svc.search.index import ensure_index
+    from retrieval_svc.settings import tenant_alias
+
+    tenant = "bench"
+    es = AsyncElasticsearch(es_url, request_timeout=120)
+    await es.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-audit.*")
+    await ensure_index(es, alias, tenant=tenant)
+    samples = Path(__file__).resolve().parents[1] / "samples" / "building-ops"
+    options = IndexOptions("building-ops", tenant_alias(alias, tenant), tenant=tenant)
+    await index_source(es, LocalSource(samples), options)
+    work = Path(tempfile.mkdtemp(prefix="rsvc-bench-"))
+    keys = work / "keys.json"
+    keys.write_text(json.dumps([{"name": "b", "sha256": hash_key(key), "tenant": tenant}]))
+    child_env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_ES_URL": es_url,
+        "RSVC_INDEX_ALIAS": alias,
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+        **(env or {}),
+    }
+    with (work / "serve.log").open("w") as log:
+        child = start_service("--port", str(port), env=child_env, port=port, log=log,
+                              timeout_s=180)  # fmt: skip
+        try:
+            yield child
+        finally:
+            child.terminate()
+            child.wait(timeout=60)
+            await es.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-audit.*")
+            await es.close()

@@ -37,7 +37,7 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.search.index import ensure_index, template_name
-from retrieval_svc.settings import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
 
 ROOT = Path(__file__).resolve().parents[1]
 ALIAS = "rsvc-bench-reload"

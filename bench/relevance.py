@@ -49,7 +49,8 @@ from retrieval_svc.embedding import Embedder, embedder_config, make_embedder
 from retrieval_svc.search.fusion import Hit, fuse, vector_score
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.search.query import TextFields, knn_body, normalize_score, search_body
-from retrieval_svc.settings import IndexSettings, Settings, tenant_alias
+from retrieval_svc.settings import IndexSettings, Settings
+from retrieval_svc.tenancy import tenant_alias
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "cmrc2018" / "cmrc2018_dev.json"

@@ -39,7 +39,8 @@ from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.filters import FieldCatalog
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index, template_name
-from retrieval_svc.settings import ElasticsearchSettings, tenant_alias
+from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.tenancy import tenant_alias
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench"

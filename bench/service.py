@@ -75,7 +75,7 @@ async def sample_service(
     from indexer.sources import LocalSource
     from retrieval_svc.auth.keys import hash_key
     from retrieval_svc.search.index import ensure_index
-    from retrieval_svc.settings import tenant_alias
+    from retrieval_svc.tenancy import tenant_alias
 
     tenant = "bench"
     es = AsyncElasticsearch(es_url, request_timeout=120)

@@ -27,6 +27,7 @@ from indexer.metrics import export as export_metrics
 from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.acl import DEFAULT_TENANT
+from retrieval_svc.config_checks import describe_errors
 from retrieval_svc.embedding import (
     Embedder,
     EmbeddingError,
@@ -37,13 +38,8 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
-from retrieval_svc.settings import (
-    IndexSettings,
-    check_tenant,
-    describe_errors,
-    tenant_alias,
-    tenant_of_slug,
-)
+from retrieval_svc.settings import IndexSettings
+from retrieval_svc.tenancy import check_tenant, tenant_alias, tenant_of_slug
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",

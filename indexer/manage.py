@@ -21,7 +21,7 @@ from retrieval_svc.search.index import (
     template_name,
     tenant_indices,
 )
-from retrieval_svc.settings import tenant_alias
+from retrieval_svc.tenancy import tenant_alias
 
 
 async def tenant_aliases(es: AsyncElasticsearch, alias: str) -> dict[str, list[str]]:

@@ -27,7 +27,8 @@ from elasticsearch.helpers import async_bulk
 
 from retrieval_svc.chunks import UnifiedChunk
 from retrieval_svc.metrics import Metrics
-from retrieval_svc.settings import Settings, tenant_slug
+from retrieval_svc.settings import Settings
+from retrieval_svc.tenancy import tenant_slug
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("rsvc.audit")

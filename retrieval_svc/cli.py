@@ -25,7 +25,8 @@ from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
 from retrieval_svc.cli_audit import audit_app
 from retrieval_svc.cli_config import load_settings
-from retrieval_svc.settings import Settings, database_url
+from retrieval_svc.config_checks import database_url
+from retrieval_svc.settings import Settings
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",

@@ -14,7 +14,8 @@ from elasticsearch import ApiError, TransportError
 from retrieval_svc.audit import audit_prefix, user_token
 from retrieval_svc.cli_config import load_settings
 from retrieval_svc.search.client import make_es_client
-from retrieval_svc.settings import Settings, check_tenant, tenant_slug
+from retrieval_svc.settings import Settings
+from retrieval_svc.tenancy import check_tenant, tenant_slug
 
 audit_app = typer.Typer(
     help="Read the audit trail (RSVC_AUDIT=elasticsearch): who retrieved what, and when.",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError
 
-from retrieval_svc.settings import Settings, describe_errors
+from retrieval_svc.config_checks import describe_errors
+from retrieval_svc.settings import Settings
 
 
 def load_settings() -> Settings:

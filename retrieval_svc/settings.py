@@ -5,27 +5,28 @@ Every setting, its default and its meaning is listed in ``docs/configuration.md`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-from enum import StrEnum
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, Self
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from retrieval_svc.config_checks import database_url, http_url
+from retrieval_svc.key_entry import ApiKeyConfig
+from retrieval_svc.tenancy import (
+    DEFAULT_TENANT,
+    MAX_INDEX_ALIAS,
+    check_tenant,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,181 +44,6 @@ OIDC_ALGORITHM_FAMILIES: dict[str, frozenset[str]] = {
 OIDC_ALGORITHMS = frozenset().union(*OIDC_ALGORITHM_FAMILIES.values())
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
-
-# Casbin subjects that are not roles (design.md §4): ``user:<id>`` names a user and ``anyone``
-# is held by every principal. A role that a caller or a key asserts can never be one of them,
-# or asserting ``user:wang`` would act as wang. (The acl package re-exports these.)
-ANYONE = "anyone"
-USER_PREFIX = "user:"
-
-
-# Tenants are isolated physically (design.md §4): each has its own index behind its own alias,
-# ``<RSVC_INDEX_ALIAS>.<tenant slug>``. The slug keeps ``a``-``z`` and ``0``-``9`` and writes
-# every other character as ``_`` and the hex of each of its UTF-8 bytes (``acme-corp`` →
-# ``acme_2dcorp``, ``Acme`` → ``_41cme``): a name Elasticsearch accepts for an index, and one
-# tenant's alone, since ``_`` appears only in escapes of fixed length and ``-`` not at all
-# (``-`` separates the index generation: ``rsvc-chunks.acme_2dcorp-000002``).
-DEFAULT_TENANT = "default"  # a key's tenant unless it names one (re-exported by the acl package)
-MAX_TENANT_SLUG = 160  # with the alias (≤ 64) and the generation, within 255 bytes
-MAX_INDEX_ALIAS = 64
-
-
-def tenant_slug(tenant: str) -> str:
-    """``tenant`` as an index-name part: the same name always, another name never."""
-    return "".join(
-        c if ("a" <= c <= "z" or "0" <= c <= "9") else "".join(f"_{b:02x}" for b in c.encode())
-        for c in tenant
-    )
-
-
-def tenant_of_slug(slug: str) -> str:
-    """The tenant whose ``tenant_slug`` is ``slug`` (its inverse)."""
-    out, raw, i = [], bytearray(), 0
-    while i < len(slug):
-        if slug[i] == "_":
-            raw.append(int(slug[i + 1 : i + 3], 16))
-            i += 3
-            continue
-        out.append(raw.decode() + slug[i])
-        raw.clear()
-        i += 1
-    return "".join(out) + raw.decode()
-
-
-def tenant_alias(index_alias: str, tenant: str) -> str:
-    """The alias through which ``tenant``'s chunks are read and written."""
-    return f"{index_alias}.{tenant_slug(tenant)}"
-
-
-def check_tenant(tenant: str) -> str:
-    """``tenant``, if it can name an index; ValueError saying why not otherwise."""
-    if not tenant or tenant != tenant.strip():
-        raise ValueError(f"tenant {tenant!r} is empty or starts or ends with a space")
-    if len(tenant_slug(tenant)) > MAX_TENANT_SLUG:
-        raise ValueError(
-            f"tenant {tenant[:40]!r}… is too long to name its index "
-            f"({MAX_TENANT_SLUG} characters once written as an index name: a-z and 0-9 count "
-            "one, other characters three per UTF-8 byte)"
-        )
-    return tenant
-
-
-def http_url(value: str, *, port: bool = False) -> str:
-    """``value`` if it is an http(s) URL with a host (and a port, if asked); else ValueError
-    saying what a good one looks like (the value shown without credentials)."""
-    try:
-        parts = urlsplit(value.strip())
-        has_port = parts.port is not None
-    except ValueError:
-        parts, has_port = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        shown = value.rsplit("@", 1)[-1][:80]
-        raise ValueError(f"{shown!r} is not an http(s) URL (like http://127.0.0.1:9200)")
-    if port and not has_port:
-        raise ValueError(f"{parts.hostname!r} needs a port (like http://127.0.0.1:9200)")
-    return value.strip()
-
-
-def database_url(value: str) -> str:
-    """``value`` if it has SQLAlchemy's form, ``dialect[+driver]://…``; else ValueError (the
-    URL, which may hold a password, is never shown)."""
-    scheme, sep, _ = value.partition("://")
-    if not sep or not scheme.replace("+", "").isalnum():
-        raise ValueError(
-            "not a database URL: give SQLAlchemy's form, like sqlite:///policy.db or "
-            "postgresql+psycopg://user:password@host:5432/db"
-        )
-    return value
-
-
-def describe_errors(exc: ValidationError) -> str:
-    """A settings error on one line, naming the environment variables: what a CLI prints."""
-    parts = []
-    for error in exc.errors():
-        loc = [str(p) for p in error["loc"]]
-        name = f"RSVC_{loc[0].upper()}" + "".join(f"[{p}]" for p in loc[1:]) if loc else "settings"
-        parts.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
-    return "; ".join(parts)
-
-
-def reserved_role(role: str) -> str | None:
-    """Why ``role`` may not be asserted as a role (it names a user, or everyone), else None."""
-    if role.startswith(USER_PREFIX):
-        return f"{role!r} names a user ({USER_PREFIX}<id>), not a role"
-    if role == ANYONE:
-        return f"{ANYONE!r} is held by every principal and cannot be asserted"
-    return None
-
-
-# Keys that documentation, tutorials or lazy configuration tend to use.
-_PLACEHOLDERS = ("", "changethis", "changeme", "secret", "password", "test", "dev", "your-api-key")
-_PLACEHOLDER_HASHES = frozenset(hashlib.sha256(p.encode()).hexdigest() for p in _PLACEHOLDERS)
-
-
-class IdentityMode(StrEnum):
-    """Where a key's principal gets its roles."""
-
-    CASBIN = "casbin"
-    TRUSTED = "trusted"
-    SIGNED = "signed"
-    OIDC = "oidc"
-    FIXED = "fixed"
-
-
-class ApiKeyConfig(BaseModel):
-    """One configured API key."""
-
-    # Configuration errors must never echo a secret back into a log.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
-
-    name: str = Field(min_length=1, max_length=128)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    tenant: str = Field(DEFAULT_TENANT, min_length=1, max_length=128)
-    knowledge_ids: tuple[str, ...] = ("*",)
-    mode: IdentityMode = IdentityMode.CASBIN
-    roles: tuple[str, ...] = ()
-    token_secret: SecretStr | None = Field(None, min_length=32)  # HS256 wants >= 256 bits
-    admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
-
-    @field_validator("tenant")
-    @classmethod
-    def _index_name(cls, value: str) -> str:
-        return check_tenant(value)
-
-    @field_validator("sha256", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.lower() if isinstance(value, str) else value
-
-    @field_validator("sha256")
-    @classmethod
-    def _not_placeholder(cls, value: str) -> str:
-        if value in _PLACEHOLDER_HASHES:
-            raise ValueError("this is the hash of a placeholder key; generate a real one")
-        return value
-
-    @model_validator(mode="after")
-    def _mode_has_what_it_needs(self) -> Self:
-        # Refused at start, naming the key: at request time these would fail every request
-        # (signed without a secret) or act anonymous without a word (fixed without roles).
-        if self.mode is IdentityMode.SIGNED and self.token_secret is None:
-            raise ValueError(
-                f"API key {self.name!r} has mode signed but no token_secret: set one "
-                "(`retrieval-svc new-key --mode signed` generates a strong one)"
-            )
-        for role in self.roles:
-            if (why := reserved_role(role)) is not None:
-                raise ValueError(f"API key {self.name!r}: role {why}")
-        if self.mode is IdentityMode.FIXED and not self.roles:
-            raise ValueError(
-                f"API key {self.name!r} has mode fixed but no roles: set the roles it carries "
-                "(`retrieval-svc new-key --mode fixed --roles 巡检员,…`)"
-            )
-        return self
-
-    def may_read(self, knowledge_id: str) -> bool:
-        """Whether this key is scoped to ``knowledge_id`` (``*`` patterns allowed)."""
-        return any(fnmatchcase(knowledge_id, pattern) for pattern in self.knowledge_ids)
 
 
 class ElasticsearchSettings(BaseSettings):

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_svc.settings import ANYONE, DEFAULT_MODEL, DEFAULT_POLICY, USER_PREFIX
+from retrieval_svc.key_entry import ANYONE, USER_PREFIX
+from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
 
 __all__ = [
     "ANYONE",  # ANYONE, USER_PREFIX and the DEFAULT_* paths are defined in settings (the ground

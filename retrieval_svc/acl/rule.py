@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from retrieval_svc.settings import DEFAULT_TENANT
+from retrieval_svc.tenancy import DEFAULT_TENANT
 
 __all__ = [
     "ACL_FIELD",

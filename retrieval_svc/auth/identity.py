@@ -28,7 +28,7 @@ from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken, InvalidRequest
-from retrieval_svc.settings import reserved_role
+from retrieval_svc.key_entry import reserved_role
 
 MAX_USER_ID_LENGTH = 256
 TOKEN_LEEWAY_S = 5

@@ -7,7 +7,7 @@ import hmac
 import secrets
 
 from retrieval_svc.errors import AuthorizationFailed, MalformedAuthorization
-from retrieval_svc.settings import ApiKeyConfig, IdentityMode
+from retrieval_svc.key_entry import ApiKeyConfig, IdentityMode
 
 __all__ = [  # the key entry and the modes are configuration: they live in settings
     "ApiKeyConfig",

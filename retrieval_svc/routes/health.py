@@ -8,7 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from retrieval_svc.deps import StateDep
 from retrieval_svc.search.index import tenant_indices
-from retrieval_svc.settings import tenant_alias
+from retrieval_svc.tenancy import tenant_alias
 
 router = APIRouter(tags=["operations"])
 

@@ -19,7 +19,8 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch, BadRequestError
 
 from retrieval_svc.embedding.base import EmbeddingModel, ModelMismatch
-from retrieval_svc.settings import IndexSettings, tenant_alias
+from retrieval_svc.settings import IndexSettings
+from retrieval_svc.tenancy import tenant_alias
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index
-from retrieval_svc.settings import ElasticsearchSettings, tenant_alias
+from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.tenancy import tenant_alias
 from tests.support import SAMPLES, app_client, auth, make_settings, postcheck_drops
 
 pytestmark = pytest.mark.anyio

@@ -206,7 +206,7 @@ async def test_cluster_lost_mid_traffic(corpus: str, caplog: pytest.LogCaptureFi
     after = [s for ph, s, _, _ in answers if ph == "after"]
     assert after and all(s == 200 for s in after), "answers failed after the cluster came back"
     # The log says it once each way (not a line and a traceback per failed call).
-    said = [r.getMessage() for r in caplog.records if r.name == "retrieval_svc.search.engine"]
+    said = [r.getMessage() for r in caplog.records if r.name == "retrieval_svc.search.failures"]
     assert sum("unreachable" in m for m in said) == 1, said
     assert sum("reachable again" in m for m in said) == 1, said
     transport = [r for r in caplog.records if r.name.startswith("elastic_transport")]

@@ -6,7 +6,7 @@ import pytest
 from elasticsearch import AsyncElasticsearch, BadRequestError, Elasticsearch
 
 from retrieval_svc.search.index import ensure_index, index_name, template_name
-from retrieval_svc.settings import tenant_alias
+from retrieval_svc.tenancy import tenant_alias
 
 pytestmark = pytest.mark.anyio
 T = "index-test"  # a tenant of these tests alone (its own index under the session's alias)

@@ -28,7 +28,8 @@ from elasticsearch.helpers import async_bulk
 
 from retrieval_svc.embedding import embedder_config, make_embedder
 from retrieval_svc.search.index import ensure_index
-from retrieval_svc.settings import IndexSettings, tenant_alias
+from retrieval_svc.settings import IndexSettings
+from retrieval_svc.tenancy import tenant_alias
 from tests.support import CMRC, ES_URL, app_client, auth, make_settings, postcheck_drops
 from tests.support.corpus import TENANT
 

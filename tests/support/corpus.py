@@ -9,7 +9,7 @@ from elasticsearch import AsyncElasticsearch, Elasticsearch
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index, index_name
-from retrieval_svc.settings import tenant_alias
+from retrieval_svc.tenancy import tenant_alias
 from tests.support import ES_URL, SAMPLES
 
 TENANT = "acme"  # the test keys' tenant (tests/support/__init__.py)

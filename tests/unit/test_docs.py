@@ -87,7 +87,7 @@ def test_the_layout_table_matches_the_tree() -> None:
 
 
 def test_every_identity_mode_is_documented() -> None:
-    from retrieval_svc.settings import ApiKeyConfig, IdentityMode
+    from retrieval_svc.key_entry import ApiKeyConfig, IdentityMode
 
     text = DOC.read_text("utf-8")
     row = next(line for line in text.splitlines() if line.startswith("| `mode` |"))

@@ -1,0 +1,103 @@
+"""An API key's configuration entry (design.md §6): its name, hash, tenant, scope and
+identity mode, refused at start when it cannot work.
+
+The ground floor, with settings (which reads the entries): imports nothing of the project but
+the tenant naming rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from retrieval_svc.tenancy import DEFAULT_TENANT, check_tenant
+
+# Casbin subjects that are not roles (design.md §4): ``user:<id>`` names a user and ``anyone``
+# is held by every principal. A role that a caller or a key asserts can never be one of them,
+# or asserting ``user:wang`` would act as wang. (The acl package re-exports these.)
+ANYONE = "anyone"
+USER_PREFIX = "user:"
+
+
+def reserved_role(role: str) -> str | None:
+    """Why ``role`` may not be asserted as a role (it names a user, or everyone), else None."""
+    if role.startswith(USER_PREFIX):
+        return f"{role!r} names a user ({USER_PREFIX}<id>), not a role"
+    if role == ANYONE:
+        return f"{ANYONE!r} is held by every principal and cannot be asserted"
+    return None
+
+
+# Keys that documentation, tutorials or lazy configuration tend to use.
+_PLACEHOLDERS = ("", "changethis", "changeme", "secret", "password", "test", "dev", "your-api-key")
+_PLACEHOLDER_HASHES = frozenset(hashlib.sha256(p.encode()).hexdigest() for p in _PLACEHOLDERS)
+
+
+class IdentityMode(StrEnum):
+    """Where a key's principal gets its roles."""
+
+    CASBIN = "casbin"
+    TRUSTED = "trusted"
+    SIGNED = "signed"
+    OIDC = "oidc"
+    FIXED = "fixed"
+
+
+class ApiKeyConfig(BaseModel):
+    """One configured API key."""
+
+    # Configuration errors must never echo a secret back into a log.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tenant: str = Field(DEFAULT_TENANT, min_length=1, max_length=128)
+    knowledge_ids: tuple[str, ...] = ("*",)
+    mode: IdentityMode = IdentityMode.CASBIN
+    roles: tuple[str, ...] = ()
+    token_secret: SecretStr | None = Field(None, min_length=32)  # HS256 wants >= 256 bits
+    admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
+
+    @field_validator("tenant")
+    @classmethod
+    def _index_name(cls, value: str) -> str:
+        return check_tenant(value)
+
+    @field_validator("sha256", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("sha256")
+    @classmethod
+    def _not_placeholder(cls, value: str) -> str:
+        if value in _PLACEHOLDER_HASHES:
+            raise ValueError("this is the hash of a placeholder key; generate a real one")
+        return value
+
+    @model_validator(mode="after")
+    def _mode_has_what_it_needs(self) -> Self:
+        # Refused at start, naming the key: at request time these would fail every request
+        # (signed without a secret) or act anonymous without a word (fixed without roles).
+        if self.mode is IdentityMode.SIGNED and self.token_secret is None:
+            raise ValueError(
+                f"API key {self.name!r} has mode signed but no token_secret: set one "
+                "(`retrieval-svc new-key --mode signed` generates a strong one)"
+            )
+        for role in self.roles:
+            if (why := reserved_role(role)) is not None:
+                raise ValueError(f"API key {self.name!r}: role {why}")
+        if self.mode is IdentityMode.FIXED and not self.roles:
+            raise ValueError(
+                f"API key {self.name!r} has mode fixed but no roles: set the roles it carries "
+                "(`retrieval-svc new-key --mode fixed --roles 巡检员,…`)"
+            )
+        return self
+
+    def may_read(self, knowledge_id: str) -> bool:
+        """Whether this key is scoped to ``knowledge_id`` (``*`` patterns allowed)."""
+        return any(fnmatchcase(knowledge_id, pattern) for pattern in self.knowledge_ids)

@@ -1,0 +1,57 @@
+"""Tenants' names as index names (design.md §4; docs/indexer.md, "Tenants and their indices").
+
+The ground floor, with settings (which validates keys' tenants with it): imports nothing of
+the project.
+"""
+
+from __future__ import annotations
+
+# Tenants are isolated physically (design.md §4): each has its own index behind its own alias,
+# ``<RSVC_INDEX_ALIAS>.<tenant slug>``. The slug keeps ``a``-``z`` and ``0``-``9`` and writes
+# every other character as ``_`` and the hex of each of its UTF-8 bytes (``acme-corp`` →
+# ``acme_2dcorp``, ``Acme`` → ``_41cme``): a name Elasticsearch accepts for an index, and one
+# tenant's alone, since ``_`` appears only in escapes of fixed length and ``-`` not at all
+# (``-`` separates the index generation: ``rsvc-chunks.acme_2dcorp-000002``).
+DEFAULT_TENANT = "default"  # a key's tenant unless it names one (re-exported by the acl package)
+MAX_TENANT_SLUG = 160  # with the alias (≤ 64) and the generation, within 255 bytes
+MAX_INDEX_ALIAS = 64
+
+
+def tenant_slug(tenant: str) -> str:
+    """``tenant`` as an index-name part: the same name always, another name never."""
+    return "".join(
+        c if ("a" <= c <= "z" or "0" <= c <= "9") else "".join(f"_{b:02x}" for b in c.encode())
+        for c in tenant
+    )
+
+
+def tenant_of_slug(slug: str) -> str:
+    """The tenant whose ``tenant_slug`` is ``slug`` (its inverse)."""
+    out, raw, i = [], bytearray(), 0
+    while i < len(slug):
+        if slug[i] == "_":
+            raw.append(int(slug[i + 1 : i + 3], 16))
+            i += 3
+            continue
+        out.append(raw.decode() + slug[i])
+        raw.clear()
+        i += 1
+    return "".join(out) + raw.decode()
+
+
+def tenant_alias(index_alias: str, tenant: str) -> str:
+    """The alias through which ``tenant``'s chunks are read and written."""
+    return f"{index_alias}.{tenant_slug(tenant)}"
+
+
+def check_tenant(tenant: str) -> str:
+    """``tenant``, if it can name an index; ValueError saying why not otherwise."""
+    if not tenant or tenant != tenant.strip():
+        raise ValueError(f"tenant {tenant!r} is empty or starts or ends with a space")
+    if len(tenant_slug(tenant)) > MAX_TENANT_SLUG:
+        raise ValueError(
+            f"tenant {tenant[:40]!r}… is too long to name its index "
+            f"({MAX_TENANT_SLUG} characters once written as an index name: a-z and 0-9 count "
+            "one, other characters three per UTF-8 byte)"
+        )
+    return tenant

@@ -311,8 +311,12 @@ class _IndexRun:
         started = time.perf_counter()
         options, report = self.options, self.report
         kb, alias, tenant = options.knowledge_id, options.alias, options.tenant
-        # A first load into an empty knowledge base has no versions to compare with.
-        has_chunks = bool((await self.es.count(index=alias, query=kb_query(tenant, kb)))["count"])
+        # A first load into an empty knowledge base has no versions to compare with (nor does
+        # a dry run for a tenant whose index does not exist yet).
+        counted = await self.es.options(ignore_status=404).count(
+            index=alias, query=kb_query(tenant, kb)
+        )
+        has_chunks = bool(counted.get("count", 0))
         stages = [asyncio.create_task(self.read(has_chunks)), asyncio.create_task(self.embed())]
         try:
             while (batch := await self._embedded.get()) is not None:

@@ -160,6 +160,13 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(merge.router)
     app.include_router(citations.router)
     app.include_router(explain.router)
+    if settings.console:  # the operator's console (off by default; admin keys only)
+        from fastapi.staticfiles import StaticFiles
+
+        from retrieval_svc import console
+
+        app.include_router(console.router)
+        app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
     return app
 
 

@@ -188,6 +188,33 @@ class Audit:
                 self.metrics.audit_events.labels(outcome="failed").inc(len(batch))
                 log.warning("audit: %d events not written (%s)", len(batch), type(exc).__name__)
 
+    async def search(
+        self,
+        *,
+        tenant: str | None,
+        document: str | None = None,
+        user: str | None = None,
+        since: datetime,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Events, newest first, since ``since``: that returned ``document`` and/or of
+        ``user`` (its id, hashed here as events record it); of one tenant, or of all."""
+        clauses: list[dict[str, Any]] = [{"range": {"@timestamp": {"gte": since.isoformat()}}}]
+        if document:
+            clauses.append({"term": {"documents": document}})
+        if user:
+            clauses.append({"term": {"user": self.user(user)}})
+        prefix = audit_prefix(self.settings.index_alias)
+        found = await self.es.search(
+            index=prefix + (f"{tenant_slug(tenant)}-*" if tenant else "*"),
+            query={"bool": {"filter": clauses}},
+            size=limit,
+            sort=[{"@timestamp": "desc"}],
+            ignore_unavailable=True,
+            allow_no_indices=True,
+        )
+        return [hit["_source"] for hit in found["hits"]["hits"]]
+
     async def put_template(self) -> None:
         """The template of the audit indices (strict mapping, one shard)."""
         prefix = audit_prefix(self.settings.index_alias)

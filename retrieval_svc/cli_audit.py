@@ -11,11 +11,11 @@ from typing import Annotated, Any
 import typer
 from elasticsearch import ApiError, TransportError
 
-from retrieval_svc.audit import audit_prefix, user_token
+from retrieval_svc.audit import Audit
 from retrieval_svc.cli_config import load_settings
+from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.client import make_es_client
-from retrieval_svc.settings import Settings
-from retrieval_svc.tenancy import check_tenant, tenant_slug
+from retrieval_svc.tenancy import check_tenant
 
 audit_app = typer.Typer(
     help="Read the audit trail (RSVC_AUDIT=elasticsearch): who retrieved what, and when.",
@@ -39,20 +39,6 @@ def since_time(value: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def search_query(
-    settings: Settings, *, document: str | None, user: str | None, since: datetime
-) -> dict[str, Any]:
-    """The audit-index query for a document or a user since a time."""
-    clauses: list[dict[str, Any]] = [{"range": {"@timestamp": {"gte": since.isoformat()}}}]
-    if document:
-        clauses.append({"term": {"documents": document}})
-    if user:
-        secret = settings.audit_hash_key
-        key = secret.get_secret_value().encode() if secret else b""
-        clauses.append({"term": {"user": user_token(user, settings.audit_user, key)}})
-    return {"bool": {"filter": clauses}}
-
-
 @audit_app.command("search")
 def search(
     document: Annotated[
@@ -73,21 +59,15 @@ def search(
             check_tenant(tenant)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-    where = audit_prefix(settings.index_alias) + (f"{tenant_slug(tenant)}-*" if tenant else "*")
-    query = search_query(settings, document=document, user=user, since=since_time(since))
+    moment = since_time(since)
 
     async def fetch() -> list[dict[str, Any]]:
         es = make_es_client(settings)
         try:
-            found = await es.search(
-                index=where,
-                query=query,
-                size=limit,
-                sort=[{"@timestamp": "desc"}],
-                ignore_unavailable=True,
-                allow_no_indices=True,
+            audit = Audit(settings, es, Metrics())
+            return await audit.search(
+                tenant=tenant, document=document, user=user, since=moment, limit=limit
             )
-            return [hit["_source"] for hit in found["hits"]["hits"]]
         finally:
             await es.close()
 

@@ -11,10 +11,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
+from typing import Any
 
-from retrieval_svc.access import authorize
-from retrieval_svc.auth.identity import Claims, principal_for
-from retrieval_svc.auth.keys import ApiKeyConfig
+from retrieval_svc.access import authorize, explain_chunk, kb_access
+from retrieval_svc.auth.identity import Claims, principal_for, resolve_principal
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, number_chunks
 from retrieval_svc.deadline import remaining, within
@@ -276,3 +277,37 @@ async def _search(
             names = ", ".join(repr(kb) for kb in missing)
             raise KnowledgeBaseNotFound(f"knowledge base {names} does not exist")
     return result, status
+
+
+async def explain_visibility(
+    state: AppState,
+    key: ApiKeyConfig,
+    claims: Claims,
+    *,
+    chunk_id: str | None = None,
+    document_id: str | None = None,
+) -> dict[str, Any]:
+    """For a principal of an admin key's tenant and a chunk or document: visible or not, and
+    by which rule (``/v1/explain`` and the console's *Why not* both ask this). It sees what
+    the key could retrieve, no more: a chunk of a knowledge base outside the key's scope is
+    not found, exactly like one that does not exist."""
+    # An admin key describes any principal of its tenant, as a trusted backend would.
+    as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
+    principal = resolve_principal(as_trusted, claims, state.acl)
+    sources = await state.engine.get_chunks(
+        tenant=principal.tenant, chunk_id=chunk_id, document_id=document_id
+    )
+    chunks = [
+        explain_chunk(source, principal, kb_access(state.acl, key, principal, kb))
+        for source in sources
+        if key.may_read(kb := str(source.get("knowledge_id", "")))
+    ]
+    return {
+        "principal": {
+            "tenant": principal.tenant,
+            "user_id": principal.user_id,
+            "effective_roles": sorted(principal.roles),
+        },
+        "found": bool(chunks),
+        "chunks": chunks,
+    }

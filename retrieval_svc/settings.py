@@ -220,6 +220,12 @@ class Settings(IndexSettings):
     audit_retention_days: int = Field(90, ge=1, le=36500)
     audit_queue_size: int = Field(10_000, ge=1, le=1_000_000)
 
+    # Operator console (design.md §14) at /console, for admin keys of a tenant.
+    console: bool = False
+    # Signs the session cookies (None: a secret per process; set one with --workers).
+    console_secret: SecretStr | None = Field(None, min_length=32)
+    console_session_s: int = Field(1800, ge=60, le=86400)
+
     # HTTP server (the ``serve`` command)
     # /docs, /redoc, /openapi.json; unset: served only when ``host`` is a loopback address
     # (development), never on an address others reach unless said so.

@@ -282,6 +282,45 @@ class SearchEngine:
             for b in response["aggregations"]["kb"]["buckets"]
         ]
 
+    async def tenant_overview(self, tenant: str) -> dict[str, Any]:
+        """For an operator: every role the tenant's chunks name, and per knowledge base its
+        documents, chunks, restricted chunks and last indexing time (one request)."""
+        response = await self._call(
+            "tenant_overview",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": [tenant_query(tenant)]}},
+                aggs={
+                    "roles": {"terms": {"field": "access_roles", "size": 10_000}},
+                    "kb": {
+                        "terms": {"field": "knowledge_id", "size": 1000},
+                        "aggs": {
+                            "documents": {"cardinality": {"field": "document_id"}},
+                            "restricted": {"filter": {"exists": {"field": "access_roles"}}},
+                            "last_indexed": {"max": {"field": "indexed_at"}},
+                            "name": {"terms": {"field": "dataset_name", "size": 1}},
+                        },
+                    },
+                },
+            ),
+        )
+        aggs = response["aggregations"]
+        return {
+            "roles": sorted(b["key"] for b in aggs["roles"]["buckets"]),
+            "knowledge_bases": [
+                {
+                    "knowledge_id": b["key"],
+                    "name": next((n["key"] for n in b["name"]["buckets"]), b["key"]),
+                    "documents": b["documents"]["value"],
+                    "chunks": b["doc_count"],
+                    "restricted": b["restricted"]["doc_count"],
+                    "last_indexed": b["last_indexed"].get("value_as_string"),
+                }
+                for b in aggs["kb"]["buckets"]
+            ],
+        }
+
     async def fields_present(
         self,
         tenant: str,

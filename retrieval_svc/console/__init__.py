@@ -1,0 +1,7 @@
+"""The operator's console (design.md §14), served at ``/console`` when ``RSVC_CONSOLE``."""
+
+from retrieval_svc.console.pages import HERE, router
+
+STATIC = HERE / "static"
+
+__all__ = ["STATIC", "router"]

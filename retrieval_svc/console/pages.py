@@ -1,0 +1,325 @@
+"""The operator's console at ``/console`` (design.md §14): server-rendered pages for the
+admin keys of a tenant — *Search as*, *Why not*, *Policy*, *Knowledge bases*, *Audit*.
+
+A transport like ``routes/``: it translates forms into the one pipeline (``retrieval.answer``,
+``retrieval.explain_visibility``) and the policy store's validated commands, and renders the
+answers; it decides nothing about access itself. Sign-in takes an admin key once; then a
+signed, HttpOnly, SameSite=Strict, short-lived cookie; every form carries a CSRF token; every
+answer a strict Content-Security-Policy (no script at all) and ``no-store``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from starlette.datastructures import FormData
+
+from retrieval_svc.acl.policy_store import PolicyAdmin, PolicyDatabase, PolicyError
+from retrieval_svc.auth.identity import make_claims
+from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
+from retrieval_svc.console.session import COOKIE, Sessions
+from retrieval_svc.console.text import WORDS, language
+from retrieval_svc.deps import StateDep
+from retrieval_svc.errors import AuthError, ServiceError
+from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
+from retrieval_svc.state import AppState
+
+HERE = Path(__file__).resolve().parent
+templates = Jinja2Templates(directory=HERE / "templates")
+router = APIRouter(prefix="/console", include_in_schema=False)
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+PAGES = ("search", "why-not", "policy", "knowledge-bases", "audit")
+
+
+def sessions(state: AppState) -> Sessions:
+    """The app's console sessions (made once, with the configured secret)."""
+    found = _SESSIONS.get(id(state))
+    if found is None or found[0] is not state:
+        secret = state.settings.console_secret
+        made = Sessions(
+            secret.get_secret_value() if secret else None, state.settings.console_session_s
+        )
+        found = _SESSIONS[id(state)] = (state, made)
+    return found[1]
+
+
+_SESSIONS: dict[int, tuple[AppState, Sessions]] = {}
+
+
+def _admin(state: AppState, name: str) -> ApiKeyConfig | None:
+    return next((k for k in state.settings.api_keys if k.name == name and k.admin), None)
+
+
+def signed_in(request: Request, state: AppState) -> tuple[ApiKeyConfig, dict[str, str]] | None:
+    """The admin key and session of this request's cookie, if it is a live one."""
+    session = sessions(state).read(request.cookies.get(COOKIE))
+    key = _admin(state, session["key"]) if session else None
+    return (key, session) if key and session else None
+
+
+def render(request: Request, page: str, status: int = 200, **context: Any) -> Response:
+    """A page, in the browser's language, with the console's security headers."""
+    lang = language(request.headers.get("accept-language"))
+    response = templates.TemplateResponse(
+        request,
+        f"{page}.html",
+        {"t": WORDS[lang], "lang": lang, "page": page, "pages": PAGES, **context},
+        status_code=status,
+    )
+    return secured(response)
+
+
+def secured(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def to_login() -> Response:
+    return secured(RedirectResponse("/console/login", status_code=303))
+
+
+def _list(value: Any) -> list[str]:
+    return [v.strip() for v in str(value or "").replace("，", ",").split(",") if v.strip()]
+
+
+async def _form(request: Request, state: AppState, session: dict[str, str]) -> FormData | None:
+    """The posted form, or None when it does not carry this session's CSRF token."""
+    form = await request.form()
+    token = form.get("csrf")
+    return (
+        form
+        if sessions(state).csrf_ok(session, token if isinstance(token, str) else None)
+        else None
+    )
+
+
+@router.get("")
+async def home() -> Response:
+    """The console starts at *Search as*."""
+    return secured(RedirectResponse("/console/search", status_code=303))
+
+
+@router.get("/login")
+async def login_page(request: Request) -> Response:
+    """Sign in with an admin key."""
+    return render(request, "login")
+
+
+@router.post("/login")
+async def login(request: Request, state: StateDep) -> Response:
+    """An admin key of a tenant opens a session; any other answer is the same refusal."""
+    form = await request.form()
+    presented = str(form.get("key") or "")
+    try:
+        key = state.keys.lookup(presented)
+    except AuthError:
+        key = None
+    if key is None or not key.admin:
+        state.metrics.auth_failures.labels(reason="ConsoleRefused").inc()
+        t = WORDS[language(request.headers.get("accept-language"))]
+        return render(request, "login", status=403, error=t["refused"])
+    response = secured(RedirectResponse("/console/search", status_code=303))
+    response.set_cookie(
+        COOKIE,
+        sessions(state).issue(key.name),
+        max_age=state.settings.console_session_s,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https" or state.settings.public_url.startswith("https"),
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, state: StateDep) -> Response:
+    """End the session."""
+    response = to_login()
+    if signed_in(request, state):
+        response.delete_cookie(COOKIE, path="/console")
+    return response
+
+
+Handler = Callable[..., Any]
+
+
+async def _guarded(
+    request: Request, state: AppState, page: str, work: Handler | None = None
+) -> Response:
+    """The page for a signed-in admin: GET renders the form; POST checks the CSRF token and
+    runs ``work(key, form)`` for the page's context."""
+    found = signed_in(request, state)
+    if found is None:
+        return to_login()
+    key, session = found
+    context: dict[str, Any] = {"key": key, "csrf": sessions(state).csrf(session), "form": {}}
+    if request.method == "POST":
+        form = await _form(request, state, session)
+        if form is None:
+            t = WORDS[language(request.headers.get("accept-language"))]
+            return render(request, page, status=403, error=t["csrf"], **context)
+        context["form"] = {k: str(v) for k, v in form.items() if k != "csrf"}
+        if work is not None:
+            try:
+                context |= await work(key, context["form"])
+            except (ServiceError, PolicyError, ValueError) as exc:
+                context["error"] = getattr(exc, "message", str(exc))
+    elif work is not None and page in ("policy", "knowledge-bases", "audit"):
+        context["form"] = dict(request.query_params)
+        try:
+            context |= await work(key, context["form"])
+        except (ServiceError, PolicyError, ValueError) as exc:
+            context["error"] = getattr(exc, "message", str(exc))
+    return render(request, page, **context)
+
+
+@router.api_route("/search", methods=["GET", "POST"])
+async def search_as(request: Request, state: StateDep) -> Response:
+    """What a user gets for a question, why each passage is visible, and (for the operator
+    only) which better-scoring passages are hidden from them and by which rule."""
+
+    async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
+        as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
+        claims = make_claims(form.get("user_id") or None, _list(form.get("roles")) or None,
+                             None, path="form")  # fmt: skip
+        query = RetrievalQuery(
+            query=form.get("query", "").strip() or " ",
+            knowledge_ids=_list(form.get("knowledge_ids")) or ["*"],
+            top_k=10,
+            claims=claims,
+            mode=form.get("mode") or None,  # type: ignore[arg-type]
+        )
+        got = await answer(state, as_trusted, query)
+        rows = []
+        for chunk in got.chunks:
+            why = await explain_visibility(state, key, claims, chunk_id=chunk.chunk_id)
+            rule = why["chunks"][0]["acl"] if why["chunks"] else {}
+            rows.append({"chunk": chunk, "matched": rule.get("matched_roles", []),
+                         "rule": rule.get("rule", "")})  # fmt: skip
+        overview = await state.engine.tenant_overview(key.tenant)
+        everyone = make_claims(None, overview["roles"] or None, None, path="form")
+        seen = {c.chunk_id for c in got.chunks}
+        floor = min((c.score for c in got.chunks), default=0.0)
+        operator = await answer(state, as_trusted, RetrievalQuery(
+            query=query.query, knowledge_ids=query.knowledge_ids, top_k=10, claims=everyone,
+            mode=query.mode))  # fmt: skip
+        hidden = []
+        for chunk in operator.chunks:
+            if chunk.chunk_id in seen or chunk.score <= floor:
+                continue
+            why = await explain_visibility(state, key, claims, chunk_id=chunk.chunk_id)
+            rule = why["chunks"][0]["acl"] if why["chunks"] else {}
+            hidden.append({"chunk": chunk, "roles": rule.get("access_roles", []),
+                           "rule": rule.get("rule", "")})  # fmt: skip
+        return {
+            "rows": rows,
+            "hidden": hidden,
+            "roles_after": sorted(got.retrieval.principal.roles),
+        }
+
+    return await _guarded(request, state, "search", work)
+
+
+@router.api_route("/why-not", methods=["GET", "POST"])
+async def why_not(request: Request, state: StateDep) -> Response:
+    """User × document: the knowledge-base grant, the roles after the hierarchy, the chunk's
+    access_roles — the answer ``/v1/explain`` gives."""
+
+    async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
+        claims = make_claims(form.get("user_id") or None, _list(form.get("roles")) or None,
+                             None, path="form")  # fmt: skip
+        found = await explain_visibility(
+            state, key, claims, document_id=form.get("document_id", "").strip() or "-"
+        )
+        return {"explained": found}
+
+    return await _guarded(request, state, "why-not", work)
+
+
+@router.api_route("/policy", methods=["GET", "POST"])
+async def policy(request: Request, state: StateDep) -> Response:
+    """Roles and their inheritance, users of each role, grants; editable when the policy is
+    in a database, with the same validations as ``retrieval-svc policy``."""
+    source = state.acl.source
+
+    async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
+        done = ""
+        if request.method == "POST" and isinstance(source, PolicyDatabase):
+            admin = PolicyAdmin(source)
+            action, tenant = form.get("action", ""), key.tenant
+            changes: dict[str, Callable[[], bool]] = {
+                "grant-role": lambda: admin.grant_role(form["user"], form["role"], tenant),
+                "revoke-role": lambda: admin.revoke_role(form["user"], form["role"], tenant),
+                "inherit": lambda: admin.inherit(form["role"], form["parent"], tenant),
+                "allow": lambda: admin.allow(form["subject"], form["knowledge_ids"], tenant),
+            }
+            if action not in changes:
+                raise ValueError(f"unknown change {action!r}")
+            await asyncio.to_thread(changes[action])
+            await asyncio.to_thread(state.acl.reload)  # in force now, for every page
+            done = action
+        grants, grouping = await asyncio.to_thread(source.rules)
+        mine = key.tenant
+        inherits = sorted(
+            (g[0], g[1]) for g in grouping if g[2] == mine and not g[0].startswith("user:")
+        )
+        users: dict[str, list[str]] = {}
+        for g in grouping:
+            if g[2] == mine and g[0].startswith("user:"):
+                users.setdefault(g[1], []).append(g[0].removeprefix("user:"))
+        return {
+            "inherits": inherits,
+            "users": sorted(users.items()),
+            "grants": sorted(p for p in grants if p[1] in (mine, "*") or "*" in p[1]),
+            "editable": isinstance(source, PolicyDatabase),
+            "done": done,
+        }
+
+    return await _guarded(request, state, "policy", work)
+
+
+@router.get("/knowledge-bases")
+async def knowledge_bases(request: Request, state: StateDep) -> Response:
+    """Documents and chunks per knowledge base, the restricted share, the embedding model,
+    when it was last indexed."""
+
+    async def work(key: ApiKeyConfig, _form: dict[str, str]) -> dict[str, Any]:
+        overview = await state.engine.tenant_overview(key.tenant)
+        model = state.embedding_model
+        return {"kbs": overview["knowledge_bases"], "model": model.model if model else "-"}
+
+    return await _guarded(request, state, "knowledge-bases", work)
+
+
+@router.get("/audit")
+async def audit(request: Request, state: StateDep) -> Response:
+    """The audit trail of the key's tenant, by user, document and time."""
+
+    async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
+        span = form.get("since") or "7d"
+        amount, unit = int(span[:-1] or 7), span[-1:]
+        delta = {"d": timedelta(days=amount), "h": timedelta(hours=amount)}.get(
+            unit, timedelta(minutes=amount)
+        )
+        events = await state.audit.search(
+            tenant=key.tenant,
+            document=form.get("document") or None,
+            user=form.get("user") or None,
+            since=datetime.now(UTC) - delta,
+        )
+        return {"events": events}
+
+    return await _guarded(request, state, "audit", work)

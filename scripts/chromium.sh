@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Headless Chromium and its driver for the console's browser tests, from Debian's
+# `chromium` and `chromium-driver` packages — installed with apt-get when missing and we
+# are root. Prints the two paths: the browser, then the driver.
+#
+#   scripts/chromium.sh
+set -euo pipefail
+log() { echo "chromium: $*" >&2; }
+
+find_both() {
+  browser=$(command -v chromium 2>/dev/null || command -v chromium-browser 2>/dev/null || true)
+  driver=$(command -v chromedriver 2>/dev/null || true)
+}
+
+find_both
+if { [ -z "$browser" ] || [ -z "$driver" ]; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  log "installing Debian's chromium and chromium-driver packages (once, a few minutes)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }
+  find_both
+fi
+[ -n "$browser" ] && [ -n "$driver" ] ||
+  { log "error: chromium and chromedriver not found (install Debian's chromium chromium-driver)"; exit 1; }
+printf '%s\n%s\n' "$browser" "$driver"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Headless Chromium and its driver for the console's browser tests, from Debian's
-# `chromium` and `chromium-driver` packages — installed with apt-get when missing and we
+# `chromium` and `chromium-driver` packages, and a CJK font (`fonts-wqy-zenhei`) so the
+# Chinese pages' screenshots show characters — installed with apt-get when missing and we
 # are root. Prints the two paths: the browser, then the driver.
 #
 #   scripts/chromium.sh
@@ -12,12 +13,16 @@ find_both() {
   driver=$(command -v chromedriver 2>/dev/null || true)
 }
 
+PACKAGES="chromium chromium-driver fonts-wqy-zenhei"
 find_both
-if { [ -z "$browser" ] || [ -z "$driver" ]; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  log "installing Debian's chromium and chromium-driver packages (once, a few minutes)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 ||
+font=$(ls /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc 2>/dev/null || true)
+if { [ -z "$browser" ] || [ -z "$driver" ] || [ -z "$font" ]; } && [ "$(id -u)" = 0 ] &&
+  command -v apt-get >/dev/null; then
+  log "installing Debian's $PACKAGES packages (once, a few minutes)"
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PACKAGES >/dev/null 2>&1 ||
     { apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PACKAGES >/dev/null; }
   find_both
 fi
 [ -n "$browser" ] && [ -n "$driver" ] ||

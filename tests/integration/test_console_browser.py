@@ -1,0 +1,235 @@
+"""The operator's console in a real headless Chromium (issue #28 §3): sign in, *Search as*
+two users of the seed's access table, *Why not*, a policy edit that reaches *Search as*
+without a restart, *Audit*; refusals; screenshots of each page to docs/console/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from elasticsearch import Elasticsearch
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from bench.service import start_service
+from retrieval_svc.audit import audit_prefix
+from retrieval_svc.auth.keys import hash_key
+from tests.support import ES_URL, KEYS
+from tests.support.corpus import SAMPLES_KB, own
+from tests.support.fake_provider import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "docs" / "console"
+POLICY = "p, anyone, acme, *, read\ng, 物业经理, 运维工程师, acme\n"
+POWER = "配电房设备参数与操作规程"  # 运维工程师, 物业经理
+RESTRICTED = {POWER, "消防控制室值班制度", "物业费用与合同管理制度", "电梯维保记录规范"}
+QUESTION = "配电房 消防 物业费 电梯 巡更 访客 巡检 操作 规程 制度"
+
+
+@pytest.fixture(scope="module")
+def console(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``retrieval-svc serve`` with the console, the policy in a SQLite database, and the
+    audit trail in Elasticsearch."""
+    folder = tmp_path_factory.mktemp("console")
+    keys = folder / "keys.json"
+    keys.write_text(json.dumps([
+        {"name": "admin", "sha256": hash_key(KEYS["anon"]), "tenant": "acme", "admin": True},
+        {"name": "plain", "sha256": hash_key(KEYS["ops"]), "tenant": "acme"},
+    ]))  # fmt: skip
+    (folder / "policy.csv").write_text(POLICY, encoding="utf-8")
+    db = f"sqlite:///{folder / 'policy.db'}"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
+        "RSVC_ES_URL": ES_URL,
+        "RSVC_INDEX_ALIAS": corpus,
+        "RSVC_MANAGE_INDEX": "false",
+        "RSVC_API_KEYS_FILE": str(keys),
+        "RSVC_EMBEDDER": "none",
+        "RSVC_CONSOLE": "true",
+        "RSVC_AUDIT": "elasticsearch",
+        "RSVC_CASBIN_DB_URL": db,
+        "RSVC_POLICY_CHECK_INTERVAL_S": "0.2",
+    }
+    cli = ["-c", "from retrieval_svc.cli import app; app()"]
+    subprocess.run(
+        [sys.executable, *cli, "policy", "import", str(folder / "policy.csv")],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    port = free_port()
+    with (folder / "serve.log").open("w") as log:
+        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            child.terminate()
+            child.wait(timeout=60)
+            es = Elasticsearch(ES_URL)
+            es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
+            es.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    found = subprocess.run(
+        [str(ROOT / "scripts" / "chromium.sh")], capture_output=True, text=True, timeout=900
+    )
+    if found.returncode != 0:
+        pytest.fail(f"no headless Chromium: {found.stderr}", pytrace=False)
+    binary, driver = found.stdout.split()
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1280,900", "--lang=zh-CN"):  # fmt: skip
+        options.add_argument(argument)
+    options.add_experimental_option("prefs", {"intl.accept_languages": "zh-CN,zh"})
+    chrome = webdriver.Chrome(service=Service(driver), options=options)
+    chrome.set_page_load_timeout(60)
+    yield chrome
+    chrome.quit()
+
+
+def submit(chrome: webdriver.Chrome, button: Any) -> None:
+    """Click a form's button and wait until the next page has loaded (the old one is gone)."""
+    old = chrome.find_element(By.TAG_NAME, "html")
+    button.click()
+    wait = WebDriverWait(chrome, 60)
+    wait.until(expected_conditions.staleness_of(old))
+    wait.until(lambda c: c.execute_script("return document.readyState") == "complete")
+
+
+def fill(chrome: webdriver.Chrome, **fields: str) -> None:
+    for name, value in fields.items():
+        element = chrome.find_element(By.NAME, name)
+        element.clear()
+        element.send_keys(value)
+
+
+def shot(chrome: webdriver.Chrome, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    chrome.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def titles(chrome: webdriver.Chrome, table: str) -> set[str]:
+    rows = chrome.find_elements(By.CSS_SELECTOR, f"#{table} tr td:nth-child(2)")
+    found = {re.sub(r" v[\d.]+$", "", r.text) for r in rows} if table == "results" else set()
+    if table == "hidden":
+        found = {r.text for r in chrome.find_elements(By.CSS_SELECTOR, "#hidden tr td:first-child")}
+    return found
+
+
+def search_as(chrome: webdriver.Chrome, base: str, **who: str) -> tuple[set[str], set[str]]:
+    chrome.get(f"{base}/console/search")
+    fill(chrome, user_id=who.get("user_id", ""), roles=who.get("roles", ""), query=QUESTION,
+         knowledge_ids=SAMPLES_KB)  # fmt: skip
+    submit(chrome, chrome.find_element(By.ID, "search"))
+    return titles(chrome, "results"), titles(chrome, "hidden")
+
+
+def test_the_console_in_a_browser(
+    console: str, browser: webdriver.Chrome, es_sync: Elasticsearch, corpus: str
+) -> None:
+    chrome = browser
+    chrome.get(f"{console}/console/search")
+    assert chrome.current_url.endswith("/console/login")  # not signed in: the sign-in page
+    shot(chrome, "login")
+    fill(chrome, key=KEYS["anon"])
+    submit(chrome, chrome.find_element(By.ID, "sign-in"))
+    assert chrome.current_url.endswith("/console/search"), re.sub(r"\s+", " ", chrome.page_source)[
+        -1500:
+    ]
+    assert "以用户身份检索" in chrome.page_source  # Chinese, from Accept-Language
+
+    # Search as: the seed's access table, and what is hidden from whom.
+    cleaner, hidden = search_as(chrome, console, roles="保洁主管")
+    assert cleaner and not cleaner & RESTRICTED, cleaner
+    assert POWER in hidden, (hidden, re.sub(r"\s+", " ", chrome.page_source)[-3000:])
+    manager, _ = search_as(chrome, console, roles="物业经理")
+    assert POWER in manager and "电梯维保记录规范" in manager  # (物业经理 → 运维工程师)
+    shot(chrome, "search")
+
+    # Why not: 配电房 for 保洁主管.
+    document = es_sync.search(
+        index=own(corpus), query={"term": {"document_title.keyword": POWER}}, size=1
+    )["hits"]["hits"][0]["_source"]["document_id"]
+    chrome.get(f"{console}/console/why-not")
+    fill(chrome, roles="保洁主管", document_id=document)
+    submit(chrome, chrome.find_element(By.ID, "explain"))
+    explained = chrome.find_element(By.ID, "explained").text
+    assert "restricted: the principal holds none of the chunk's roles" in explained
+    assert "运维工程师" in explained and "物业经理" in explained
+    shot(chrome, "why-not")
+
+    # Policy: a grant in the database reaches Search as at once.
+    before, _ = search_as(chrome, console, user_id="zhao")
+    assert POWER not in before
+    chrome.get(f"{console}/console/policy")
+    form = chrome.find_element(By.ID, "form-grant-role")
+    form.find_element(By.NAME, "user").send_keys("zhao")
+    form.find_element(By.NAME, "role").send_keys("物业经理")
+    submit(chrome, form.find_element(By.TAG_NAME, "button"))
+    assert "zhao" in chrome.find_element(By.ID, "users").text
+    shot(chrome, "policy")
+    after, _ = search_as(chrome, console, user_id="zhao")
+    assert POWER in after
+
+    chrome.get(f"{console}/console/knowledge-bases")
+    assert SAMPLES_KB in chrome.find_element(By.ID, "kbs").text
+    shot(chrome, "knowledge-bases")
+
+    # Audit: the searches just made (the console's own, recorded like any retrieval).
+    for _ in range(120):  # the trail is written in the background, within a second or so
+        chrome.get(f"{console}/console/audit?user=zhao&since=1h")
+        if len(chrome.find_elements(By.CSS_SELECTOR, "#events tr")) >= 3:
+            break
+        time.sleep(0.5)
+    events = chrome.find_element(By.ID, "events").text
+    assert "/console/search" in events and SAMPLES_KB in events
+    shot(chrome, "audit")
+
+
+def test_refusals(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=30) as http:
+        plain = http.post("/console/login", data={"key": KEYS["ops"]})
+        assert plain.status_code == 403 and "rsvc_console" not in plain.cookies
+        signed = http.post("/console/login", data={"key": KEYS["anon"]})
+        assert signed.status_code == 303
+        page = http.get("/console/search")
+        assert page.status_code == 200 and "script" not in page.headers["content-security-policy"]
+        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        without = http.post("/console/search", data={"roles": "x", "query": "q",
+                                                     "knowledge_ids": SAMPLES_KB})  # fmt: skip
+        assert without.status_code == 403
+        forged = http.post("/console/search", data={"csrf": "0" * 64, "query": "q",
+                                                    "knowledge_ids": SAMPLES_KB})  # fmt: skip
+        assert forged.status_code == 403
+        ok = http.post("/console/search", data={"csrf": csrf.group(1), "query": "巡更",
+                                                "knowledge_ids": SAMPLES_KB})  # fmt: skip
+        assert ok.status_code == 200
+        cookie = signed.cookies.get("rsvc_console")
+        assert cookie and "httponly" in signed.headers["set-cookie"].lower()
+        assert "samesite=strict" in signed.headers["set-cookie"].lower()
+
+
+def test_no_console_when_it_is_off(corpus: str) -> None:
+    import anyio
+
+    from tests.support import app_client, make_settings
+
+    async def probe() -> int:
+        async with app_client(make_settings(corpus)) as c:
+            return (await c.get("/console/login")).status_code
+
+    assert anyio.run(probe) == 404

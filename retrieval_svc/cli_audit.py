@@ -53,7 +53,7 @@ def search(
     """Events, newest first, that returned --document, or of --user, since --since."""
     if not document and not user:
         raise typer.BadParameter("name --document or --user (or both)")
-    settings = load_settings()
+    settings = load_settings(serving=False)
     if tenant is not None:
         try:
             check_tenant(tenant)

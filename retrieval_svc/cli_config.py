@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 from pydantic import ValidationError
 
@@ -9,9 +11,16 @@ from retrieval_svc.config_checks import describe_errors
 from retrieval_svc.settings import Settings
 
 
-def load_settings() -> Settings:
-    """Settings from the environment, or a readable exit."""
+def load_settings(*, serving: bool = True) -> Settings:
+    """Settings from the environment, or a readable exit. A command that serves nobody
+    (``serving=False``: it only reads the cluster) does not need API keys configured."""
     try:
+        if (
+            not serving
+            and not os.environ.get("RSVC_API_KEYS")
+            and not os.environ.get("RSVC_API_KEYS_FILE")
+        ):
+            return Settings(auth_disabled=True)
         return Settings()
     except ValidationError as exc:
         typer.secho(f"configuration error: {describe_errors(exc)}", err=True, fg="red")

@@ -121,7 +121,7 @@ async def test_each_route_records_exactly_what_it_returned(
         assert "query" not in event  # unless RSVC_AUDIT_QUERIES
     # Who retrieved this document? The CLI asks the trail.
     document = next(iter(recorded.values()))["documents"][0]
-    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_AUTH_DISABLED": "true",
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias,  # (no API key needed to read)
            "RSVC_AUDIT": "elasticsearch", "RSVC_AUDIT_USER": "hash",
            "RSVC_AUDIT_HASH_KEY": HASH_KEY}  # fmt: skip
     result = await asyncio.to_thread(

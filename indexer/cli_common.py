@@ -1,0 +1,172 @@
+"""What the ``retrieval-indexer`` commands share: the app, settings, the client run with
+its one-line errors, the embedder, the tenant option."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, TypeVar
+
+import httpx
+import typer
+from elasticsearch import ApiError, AsyncElasticsearch
+from elasticsearch import ConnectionError as ESConnectionError
+from pydantic import ValidationError
+from rich.console import Console
+
+from retrieval_svc.config_checks import describe_errors
+from retrieval_svc.embedding import (
+    Embedder,
+    EmbeddingError,
+    EmbeddingModel,
+    ModelMismatch,
+    embedder_config,
+    make_embedder,
+)
+from retrieval_svc.search.client import make_es_client
+from retrieval_svc.search.index import LEGACY_MESSAGE, legacy_layout
+from retrieval_svc.settings import IndexSettings
+from retrieval_svc.tenancy import check_tenant
+
+app = typer.Typer(
+    help="Load documents into retrieval-svc's chunk index.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+# soft_wrap: lines are never broken by rich (piped output has 80 columns); the terminal wraps.
+err = Console(stderr=True, soft_wrap=True)
+T = TypeVar("T")
+
+# Exit codes (docs/indexer.md): 0 done, 1 some documents failed, 2 bad input or configuration,
+# 3 Elasticsearch or the embedding model unreachable.
+EXIT_UNREACHABLE = 3
+_debug = False
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (a test runner swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+) -> None:
+    """Load documents into retrieval-svc's chunk index."""
+    global _debug
+    _debug = debug
+    handler = _CurrentStderr()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.ERROR, handlers=[handler], force=True
+    )
+    # The transport's retry chatter ("node failed, putting on timeout") is noise in a CLI: the
+    # one-line error says what happened; --debug shows it. Never DEBUG: at that level these
+    # libraries log request bodies and headers (documents, credentials).
+    for name in ("elastic_transport", "elasticsearch", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING if debug else logging.CRITICAL)
+
+
+def _tenant(value: str) -> str:
+    try:
+        return check_tenant(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+TenantOption = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        callback=_tenant,
+        help="Tenant that owns the knowledge base (the API keys' tenant); it has its own index.",
+    ),
+]
+
+
+def settings_or_exit() -> IndexSettings:
+    """The environment's settings, or a one-line error and exit 2."""
+    try:
+        return IndexSettings()
+    except ValidationError as exc:
+        typer.echo(f"configuration error: {describe_errors(exc)}", err=True)
+        raise typer.Exit(2) from None
+
+
+def run(
+    work: Callable[[AsyncElasticsearch, IndexSettings], Awaitable[T]],
+    settings: IndexSettings | None = None,
+) -> T:
+    """Run ``work(es, settings)`` with a client from the settings (read from the environment
+    unless given).
+
+    An unreachable cluster or model server is one line with the cause and what to do (exit 3),
+    a refused model mismatch one line too (exit 2); ``--debug`` shows the traceback.
+    """
+    settings = settings or settings_or_exit()
+
+    async def main() -> T:
+        es = make_es_client(settings)
+        try:
+            return await work(es, settings)
+        finally:
+            await es.close()
+
+    try:
+        return asyncio.run(main())
+    except ESConnectionError as exc:
+        if _debug:
+            raise
+        cause = getattr(exc, "message", None) or type(exc).__name__
+        typer.echo(
+            f"error: Elasticsearch at {settings.es_url} is unreachable ({cause}). Start the local "
+            "one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    except ApiError as exc:
+        if _debug:
+            raise
+        typer.echo(
+            f"error: Elasticsearch at {settings.es_url} refused the request: {exc.meta.status} "
+            f"{exc.error} ({exc.message}). --debug shows the details.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    except EmbeddingError as exc:
+        if _debug:
+            raise
+        typer.echo(f"error: {exc} (RSVC_EMBEDDER={settings.embedder})", err=True)
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    except ModelMismatch as exc:
+        if _debug:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@asynccontextmanager
+async def open_embedder(
+    settings: IndexSettings,
+) -> AsyncIterator[tuple[Embedder | None, EmbeddingModel | None]]:
+    """The configured embedder and its model (both None for RSVC_EMBEDDER=none)."""
+    async with httpx.AsyncClient() as http:
+        embedder = make_embedder(embedder_config(settings), http)
+        try:
+            yield embedder, (await embedder.describe() if embedder else None)
+        finally:
+            if embedder is not None:
+                await embedder.aclose()
+
+
+async def refuse_legacy(es: AsyncElasticsearch, settings: IndexSettings) -> None:
+    """Exit 2 with what to do while the index is in the shared layout of earlier versions."""
+    if await legacy_layout(es, settings.index_alias):
+        typer.echo(f"error: {LEGACY_MESSAGE.format(alias=settings.index_alias)}", err=True)
+        raise typer.Exit(2)

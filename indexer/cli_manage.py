@@ -1,0 +1,169 @@
+"""``retrieval-indexer init``, ``delete``, ``stats`` and ``rebuild``: the index itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from elasticsearch import AsyncElasticsearch
+
+from indexer import manage
+from indexer.cli_common import (
+    TenantOption,
+    _tenant,
+    app,
+    err,
+    open_embedder,
+    refuse_legacy,
+    run,
+    settings_or_exit,
+)
+from retrieval_svc.acl import DEFAULT_TENANT
+from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
+from retrieval_svc.settings import IndexSettings
+from retrieval_svc.tenancy import tenant_alias, tenant_of_slug
+
+
+@app.command()
+def init(tenant: TenantOption = DEFAULT_TENANT) -> None:
+    """Apply the index template and create the tenant's first index if missing."""
+
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> str:
+        await refuse_legacy(es, settings)
+        async with open_embedder(settings) as (_, model):
+            return await ensure_configured_index(es, settings, model, tenant)
+
+    settings = settings_or_exit()
+    flavour = run(work, settings)
+    alias = tenant_alias(settings.index_alias, tenant)
+    typer.echo(f"index alias {alias} ready (analysis: {flavour})")
+
+
+@app.command()
+def delete(
+    knowledge_id: Annotated[str, typer.Option(help="Knowledge base to delete from.")],
+    tenant: TenantOption = DEFAULT_TENANT,
+    document_id: Annotated[
+        list[str] | None, typer.Option(help="Only these documents (repeatable).")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Really delete; without it, only count.")
+    ] = False,
+) -> None:
+    """Delete a knowledge base's chunks, or some documents'."""
+    ids = document_id or []
+
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> tuple[int, int]:
+        await refuse_legacy(es, settings)
+        alias = tenant_alias(settings.index_alias, tenant)
+        if not await es.indices.exists_alias(name=alias):
+            return 0, 0
+        matching = await manage.count(es, alias, manage.delete_query(tenant, knowledge_id, ids))
+        deleted = await manage.delete(es, alias, tenant, knowledge_id, ids) if yes else 0
+        return matching, deleted
+
+    matching, deleted = run(work)
+    if not matching:
+        typer.echo(f"no chunks of {tenant}/{knowledge_id} match; nothing to delete")
+        return
+    if not yes:
+        typer.echo(f"{matching} chunks match; nothing deleted (pass --yes to delete them)")
+        return
+    typer.echo(f"deleted {deleted} chunks")
+
+
+@app.command()
+def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every tenant's index and counts per knowledge base."""
+    out = run(lambda es, settings: manage.stats(es, settings.index_alias))
+    if as_json:
+        typer.echo(json.dumps(out, ensure_ascii=False))
+        return
+    if out["legacy"]:
+        typer.echo(f"warning: {LEGACY_MESSAGE.format(alias=out['alias'])}")
+    typer.echo(f"{len(out['tenants'])} tenants under {out['alias']} (analysis: {out['analysis']})")
+    for own, indices in out["tenants"].items():
+        typer.echo(f"  {own} → {', '.join(indices)}")
+    models = {
+        f"{m['model']} ({m['dims']} dimensions)" if m else "none (BM25 only)"
+        for m in out["embedding"].values()
+    }
+    typer.echo(f"embedding: {', '.join(sorted(models)) or '-'}")
+    typer.echo(f"{out['chunks']} chunks")
+    for kb in out["knowledge_bases"]:
+        typer.echo(
+            f"  {kb['tenant']}/{kb['knowledge_id']}: {kb['documents']} documents, "
+            f"{kb['chunks']} chunks ({kb['restricted_chunks']} restricted), "
+            f"last indexed {kb['last_indexed']}"
+        )
+
+
+@app.command()
+def rebuild(
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Only this tenant's index (default: every tenant's)."),
+    ] = None,
+    keep_old: Annotated[bool, typer.Option(help="Keep the old index after the swap.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Copy each tenant's index into a new one from the current template and swap its alias.
+
+    In the shared layout of earlier versions (every tenant in one index behind the alias
+    itself), this splits it: each tenant's chunks into an index of its own.
+    """
+    if tenant is not None:
+        _tenant(tenant)
+
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> list[dict[str, Any]]:
+        layout: dict[str, Any] = {
+            "vector_index_type": settings.vector_index_type,
+            "shards": settings.index_shards,
+            "replicas": settings.index_replicas,
+        }
+        async with open_embedder(settings) as (embedder, model):
+            progress = lambda n: err.print(f"copied {n} chunks")  # noqa: E731
+            if await legacy_layout(es, settings.index_alias):
+                split = await manage.split_legacy(
+                    es,
+                    settings.index_alias,
+                    keep_old=keep_old,
+                    progress=progress,
+                    embedder=embedder,
+                    model=model,
+                    **layout,
+                )
+                return [split]
+            aliases = await manage.tenant_aliases(es, settings.index_alias)
+            prefix = f"{settings.index_alias}."
+            tenants = [tenant] if tenant else [tenant_of_slug(a[len(prefix) :]) for a in aliases]
+            return [
+                await manage.rebuild(
+                    es,
+                    settings.index_alias,
+                    t,
+                    keep_old=keep_old,
+                    progress=progress,
+                    embedder=embedder,
+                    model=model,
+                    **layout,
+                )
+                for t in tenants
+            ]
+
+    outs = run(work)
+    if as_json:
+        typer.echo(json.dumps(outs[0] if len(outs) == 1 else outs))
+        return
+    for out in outs:
+        if "split" in out:
+            for own, done in out["split"].items():
+                typer.echo(f"alias {own} now → {done['index']} ({done['chunks']} chunks)")
+            kept = " kept (without its alias)" if keep_old else " deleted"
+            typer.echo(f"shared index {', '.join(out['old'])}{kept}")
+            continue
+        typer.echo(
+            f"alias {out['alias']} now → {out['new']} ({out['chunks']} chunks); "
+            f"old: {', '.join(out['old']) or '-'}{' kept' if keep_old else ' deleted'}"
+        )

@@ -17,20 +17,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from string import Formatter
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from elasticsearch import ApiError, AsyncElasticsearch
-from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.helpers import async_streaming_bulk
 
 from indexer.chunking import ChunkOptions
 from indexer.documents import DocumentError, SourceObject, build_chunks, document_id
 from indexer.parsers import parse
 from indexer.sources import ObjectRef, Source
-from retrieval_svc.acl import DEFAULT_TENANT, tenant_query
+from indexer.store import (
+    current_versions,
+    delete_matching,
+    kb_query,
+    prune,
+    refresh,
+    stale_query,
+)
+from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.settings import DEFAULT_TIMEZONE
 
@@ -137,70 +145,6 @@ def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list
         tz=ZoneInfo(options.timezone),
         tenant=options.tenant,
     )
-
-
-def kb_query(tenant: str, knowledge_id: str, *more: dict[str, Any]) -> dict[str, Any]:
-    """The chunks of one tenant's knowledge base (and ``more`` clauses)."""
-    return {
-        "bool": {"filter": [tenant_query(tenant), {"term": {"knowledge_id": knowledge_id}}, *more]}
-    }
-
-
-async def current_versions(
-    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, doc_ids: list[str]
-) -> dict[str, set[str]]:
-    """The ETags stored for each of ``doc_ids`` (a clean document has exactly one)."""
-    response = await es.search(
-        index=alias,
-        size=0,
-        query=kb_query(tenant, knowledge_id, {"terms": {"document_id": doc_ids}}),
-        aggs={
-            "docs": {
-                "terms": {"field": "document_id", "size": len(doc_ids)},
-                "aggs": {"etags": {"terms": {"field": "source_etag", "size": 3, "missing": ""}}},
-            }
-        },
-    )
-    return {
-        bucket["key"]: {e["key"] for e in bucket["etags"]["buckets"]}
-        for bucket in response["aggregations"]["docs"]["buckets"]
-    }
-
-
-async def delete_matching(es: AsyncElasticsearch, alias: str, query: dict[str, Any]) -> int:
-    """Delete every chunk matching ``query`` (scan + bulk: no optional ES module needed)."""
-    deleted = 0
-    batch: list[dict[str, Any]] = []
-    async for hit in async_scan(es, index=alias, query={"query": query}, _source=False, size=1000):
-        batch.append({"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]})
-        if len(batch) >= 1000:
-            deleted += (await async_bulk(es, batch, raise_on_error=False))[0]
-            batch = []
-    if batch:
-        deleted += (await async_bulk(es, batch, raise_on_error=False))[0]
-    return deleted
-
-
-def stale_query(written: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
-    """Chunks of these documents that are not part of the version just written."""
-    return {
-        "bool": {
-            "should": [
-                {
-                    "bool": {
-                        "filter": [{"term": {"document_id": doc_id}}],
-                        "should": [
-                            {"bool": {"must_not": [{"term": {"source_etag": etag}}]}},
-                            {"range": {"segment_position": {"gt": count}}},
-                        ],
-                        "minimum_should_match": 1,
-                    }
-                }
-                for doc_id, etag, count in written
-            ],
-            "minimum_should_match": 1,
-        }
-    }
 
 
 async def _bulk(
@@ -431,53 +375,3 @@ async def _write(
     if replaced:
         await refresh(es, alias)  # the overwritten chunks must be visible
         report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))
-
-
-async def refresh(es: AsyncElasticsearch, index: str, attempts: int = 20) -> None:
-    """Refresh ``index``, riding out a node that was just lost.
-
-    Right after a node dies, a refresh still addresses its shard copies and fails with 503
-    until the cluster has noticed (seconds); the chunks are written on the surviving copies.
-    Each retry waits a second; after ``attempts`` the error is raised.
-    """
-    for attempt in range(attempts):
-        try:
-            await es.indices.refresh(index=index)
-            return
-        except ApiError as exc:
-            if exc.meta.status != 503 or attempt == attempts - 1:
-                raise
-            log.warning("refresh of %s: a shard copy is unavailable; retrying", index)
-            await asyncio.sleep(1.0)
-
-
-async def prune(
-    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, keep: set[str]
-) -> int:
-    """Delete the documents of ``tenant``'s ``knowledge_id`` not in ``keep``; how many."""
-    gone: list[str] = []
-    after: dict[str, Any] | None = None
-    while True:
-        composite: dict[str, Any] = {
-            "size": 1000,
-            "sources": [{"doc": {"terms": {"field": "document_id"}}}],
-        }
-        if after:
-            composite["after"] = after
-        response = await es.search(
-            index=alias,
-            size=0,
-            query=kb_query(tenant, knowledge_id),
-            aggs={"docs": {"composite": composite}},
-        )
-        agg = response["aggregations"]["docs"]
-        gone += [b["key"]["doc"] for b in agg["buckets"] if b["key"]["doc"] not in keep]
-        after = agg.get("after_key")
-        if not after or not agg["buckets"]:
-            break
-    for i in range(0, len(gone), 500):
-        part = gone[i : i + 500]
-        await delete_matching(
-            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}})
-        )
-    return len(gone)

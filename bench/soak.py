@@ -20,8 +20,9 @@ from typing import Any
 import httpx
 
 from bench import corpus
+from bench.common import CACHE, drop_alias, index_corpus
 from bench.measure import drive
-from bench.run import CACHE, Processes, drop_alias, index_corpus, service_client
+from bench.processes import Processes, service_client
 from bench.service import memory_mb
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings

@@ -6,7 +6,8 @@ from typing import Any
 
 from bench import report
 from bench.corpus import Query
-from bench.run import CpuMeter, same_share
+from bench.cpu import CpuMeter
+from bench.rounds import same_share
 from bench.scenarios import TEXT_FIELDS, Prepared
 from retrieval_svc.settings import Settings
 
@@ -126,7 +127,7 @@ def test_separate_cores_pins_every_thread_and_restores() -> None:
     import subprocess
     import sys
 
-    from bench.run import SeparateCores
+    from bench.cpu import SeparateCores
 
     es, service = (
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)

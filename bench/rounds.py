@@ -1,0 +1,94 @@
+"""One measured round of scenarios: latencies, same answers, CPU; and the forward-only floor."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import aiohttp
+from elasticsearch import AsyncElasticsearch
+
+from bench.common import KEY, SCENARIOS
+from bench.cpu import CpuMeter
+from bench.measure import Run, drive
+from bench.processes import Processes
+from bench.scenarios import Prepared, Scenarios
+
+
+def ids(run: Run) -> list[list[str]]:
+    """The chunk ids each call returned (empty where it failed)."""
+    return [list(o[0]) if o else [] for o in run.outputs]
+
+
+def same_share(a: list[list[str]], b: list[list[str]]) -> float:
+    """Share of queries answered with exactly the same chunk ids in the same order: 1.0 when
+    the raw scenario sends the service's query (a check on the comparison itself)."""
+    return round(sum(x == y for x, y in zip(a, b, strict=True)) / max(len(a), 1), 4)
+
+
+def scenarios(http: aiohttp.ClientSession, es_url: str, procs: Processes, alias: str) -> Scenarios:
+    """The scenarios against these Elasticsearch nodes (comma-separated) and this service."""
+    nodes = [u.strip() for u in es_url.split(",") if u.strip()]
+    return Scenarios(
+        http, es_urls=nodes, service_url=procs.url, key=KEY, alias=alias, hop_url=procs.hop_url
+    )
+
+
+async def hop_floor(
+    es: AsyncElasticsearch, scen: Scenarios, prepared: list[Prepared], procs: Processes
+) -> dict[str, Any]:
+    """Raw, bench/hop.py and the service at concurrency 16 on the shared cores, each with the
+    CPU per request of the process in between (none for raw): what forwarding alone costs."""
+    out: dict[str, Any] = {}
+    runs: dict[str, Run] = {}
+    between = {"raw": procs.service_pid, "hop": procs.hop_pid, "service": procs.service_pid}
+    for name in between:
+        await drive(getattr(scen, name), prepared[:50], 4)  # warm its connections
+    for name, pid in between.items():
+        cpu = CpuMeter(es, pid)
+        before = await cpu.read()
+        runs[name] = await drive(getattr(scen, name), prepared, 16)
+        out[name] = runs[name].summary()
+        out[name]["cpu_ms_per_request"] = cpu.per_request(
+            before, await cpu.read(), len(runs[name].latencies_ms)
+        )
+        print(f"  {name:12s} c=16  hop floor {out[name]}", file=sys.stderr)
+    out["hop_same_as_raw"] = same_share(ids(runs["raw"]), ids(runs["hop"]))
+    return out
+
+
+def took_p50(run: Run) -> float | None:
+    tooks = sorted(t for _, t in (o for o in run.outputs if o) if t is not None)
+    return tooks[len(tooks) // 2] if tooks else None
+
+
+async def measure(
+    scen: Scenarios,
+    prepared: list[Prepared],
+    concurrencies: tuple[int, ...],
+    warmup: int,
+    cpu: CpuMeter,
+    names: tuple[str, ...] = SCENARIOS,
+) -> tuple[dict[str, Any], dict[str, Run]]:
+    """Every scenario at every concurrency, interleaved per concurrency level, with the CPU
+    each part spent per request at the highest concurrency (where every core is busy)."""
+    results: dict[str, Any] = {k: {} for k in names}
+    keep: dict[str, Run] = {}
+    for name in names:  # warm caches and connections
+        await drive(getattr(scen, name), prepared[:warmup], 4)
+    for conc in concurrencies:
+        for name in names:
+            accounted = conc == max(concurrencies)
+            before = await cpu.read() if accounted else None
+            run = await drive(getattr(scen, name), prepared, conc)
+            summary = run.summary()
+            summary["es_took_p50_ms"] = took_p50(run)
+            if before is not None:
+                after = await cpu.read()
+                summary["cpu_ms_per_request"] = cpu.per_request(
+                    before, after, len(run.latencies_ms)
+                )
+            results[name][str(conc)] = summary
+            keep[f"{name}@{conc}"] = run
+            print(f"  {name:12s} c={conc:<3d} {summary}", file=sys.stderr)
+    return results, keep

@@ -10,6 +10,12 @@ the neighbours of a cluster ties: recall@10 was 0.945–0.962 here (0.93 on othe
 this corpus), whatever ``num_candidates``; with it, 1.0. The issue's target is 0.95; this
 corpus is gentler than the issue's (0.72 there), so the test asks for 0.98, which
 quantization without rescoring does not reach here.
+
+Selective permissions (issue #25 §2, at this small scale): a third knowledge base holds the
+paragraph heads again, each restricted to roles (``sel10``: every other one, ``sel1``: one in
+twenty, else a role nobody here holds), so a principal holding one of them sees about 9% or
+1% of the index through the filter. The ACL sits inside ``knn.filter``; the answers must be
+the exact top 10 over what that principal may see, and nothing else.
 """
 
 from __future__ import annotations
@@ -27,10 +33,19 @@ from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk
 
 from retrieval_svc.embedding import embedder_config, make_embedder
+from retrieval_svc.key_entry import IdentityMode
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
-from tests.support import CMRC, ES_URL, app_client, auth, make_settings, postcheck_drops
+from tests.support import (
+    CMRC,
+    ES_URL,
+    app_client,
+    auth,
+    key_entry,
+    make_settings,
+    postcheck_drops,
+)
 from tests.support.corpus import TENANT
 
 pytestmark = pytest.mark.anyio
@@ -68,6 +83,7 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
     own = tenant_alias(alias, TENANT)
     docs = [("asked", i, t, v) for i, (t, v) in enumerate(zip(questions, asked, strict=True))]
     docs += [("passages", i, t, v) for i, (t, v) in enumerate(zip(heads, passages, strict=True))]
+    docs += [("restricted", i, t, v) for i, (t, v) in enumerate(zip(heads, passages, strict=True))]
     try:
         for run in range(4):  # written in several runs, as an index is used
             actions = [
@@ -81,6 +97,7 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
                         "knowledge_id": kb,
                         "content": text,
                         "embedding": vector,
+                        **({"access_roles": restricted_roles(i)} if kb == "restricted" else {}),
                     },
                 }
                 for kb, i, text, vector in docs[run::4]
@@ -101,9 +118,25 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
         await es.close()
 
 
-async def recall(alias: str, passages: np.ndarray, questions: list[str], **settings: Any) -> float:
-    """The service's mean recall@10 of vector search against numpy's exact top 10."""
-    unit = passages / np.linalg.norm(passages, axis=1, keepdims=True)
+def restricted_roles(i: int) -> list[str]:
+    """The roles of the ``restricted`` knowledge base's ``i``-th chunk."""
+    if i % 20 == 0:
+        return ["sel1", "sel10"]
+    return ["sel10"] if i % 2 == 0 else ["nobody-here"]
+
+
+async def recall(
+    alias: str,
+    passages: np.ndarray,
+    questions: list[str],
+    knowledge_id: str = "passages",
+    visible: list[int] | None = None,
+    **settings: Any,
+) -> float:
+    """The service's mean recall@10 of vector search in ``knowledge_id`` against numpy's exact
+    top 10 over the ``visible`` passages (all by default); a hit outside them fails."""
+    rows = np.asarray(visible if visible is not None else range(len(passages)))
+    unit = passages[rows] / np.linalg.norm(passages[rows], axis=1, keepdims=True)
     async with httpx.AsyncClient() as http:
         embedder = make_embedder(embedder_config(IndexSettings(embedder="local")), http)
         assert embedder is not None
@@ -112,12 +145,14 @@ async def recall(alias: str, passages: np.ndarray, questions: list[str], **setti
     found = []
     async with app_client(make_settings(alias, embedder="local", **settings)) as c:
         for question, vector in zip(questions, vectors, strict=True):
-            exact = np.argsort(-(unit @ (vector / np.linalg.norm(vector))))[:10]
-            body = {"query": question, "knowledge_ids": ["passages"], "mode": "vector", "top_k": 10}
+            exact = rows[np.argsort(-(unit @ (vector / np.linalg.norm(vector))))[:10]]
+            body = {"query": question, "knowledge_ids": [knowledge_id], "mode": "vector"}
+            body["top_k"] = 10
             resp = await c.post("/v1/search", json=body, headers=auth("anon"))
             assert resp.status_code == 200, resp.text
             got = {m["chunk_id"] for m in resp.json()["chunk_metadata"]}
-            found.append(len(got & {f"passages-{i}" for i in exact}) / 10)
+            assert got <= {f"{knowledge_id}-{i}" for i in rows}, "a chunk it may not see"
+            found.append(len(got & {f"{knowledge_id}-{i}" for i in exact}) / 10)
         assert postcheck_drops(c) == 0
     return float(np.mean(found))
 
@@ -129,4 +164,17 @@ async def test_knn_recall_against_exact_search_after_a_merge(
     measured = await recall(alias, passages, questions)
     with capsys.disabled():
         print(f"\nrecall@10 after a merge, {len(questions)} questions: {measured:.3f}")
+    assert measured >= 0.98
+
+
+@pytest.mark.parametrize("role", ["sel1", "sel10"])
+async def test_knn_recall_under_a_selective_acl(
+    merged: tuple[str, np.ndarray, list[str]], role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alias, passages, questions = merged
+    visible = [i for i in range(len(passages)) if role in restricted_roles(i)]
+    keys = [key_entry("anon", tenant=TENANT, mode=IdentityMode.FIXED, roles=(role,))]
+    measured = await recall(alias, passages, questions, "restricted", visible, api_keys=keys)
+    with capsys.disabled():
+        print(f"\nrecall@10 with {role} ({len(visible)} chunks visible): {measured:.3f}")
     assert measured >= 0.98

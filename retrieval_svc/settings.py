@@ -98,6 +98,8 @@ class IndexSettings(ElasticsearchSettings):
     embedding_dimensions: int | None = Field(None, ge=1, le=4096)
     embedding_batch_size: int = Field(16, ge=1, le=2048)
     embedding_timeout_s: float = Field(30.0, gt=0)
+    embedding_in_flight: int = Field(4, ge=1, le=64)  # openai: passage batches sent at once
+    embedding_retries: int = Field(5, ge=0, le=20)  # openai: tries again of a passage batch
     embedding_input_type: bool = False  # send input_type=query|passage (e5/bge servers)
     embedding_query_prefix: str = ""
     embedding_passage_prefix: str = ""

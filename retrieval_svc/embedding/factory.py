@@ -48,6 +48,8 @@ def embedder_config(settings: IndexSettings) -> EmbedderConfig:
             dimensions=settings.embedding_dimensions,
             batch_size=settings.embedding_batch_size,
             timeout_s=settings.embedding_timeout_s,
+            in_flight=settings.embedding_in_flight,
+            retries=settings.embedding_retries,
             send_input_type=settings.embedding_input_type,
             query_prefix=settings.embedding_query_prefix,
             passage_prefix=settings.embedding_passage_prefix,

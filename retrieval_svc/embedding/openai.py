@@ -1,8 +1,17 @@
 """Any OpenAI-compatible ``/v1/embeddings`` endpoint (Xinference, TEI, vLLM, Ollama, DashScope's
-compatible mode, OpenAI itself): how a deployment plugs in its own model server."""
+compatible mode, OpenAI itself): how a deployment plugs in its own model server.
+
+Passages (the indexer's side) go as several batches in flight, so a GPU server is never idle
+between one answer and the next call, and a call the server refuses for load (429, 502, 503,
+504) or that fails on the way is tried again after a back-off (the server's ``Retry-After``
+when it sends one). Queries are asked once: a search has a deadline, and hybrid search falls
+back to BM25 sooner than a retry would answer.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,12 +31,36 @@ class OpenAIConfig:
     dimensions: int | None = None  # sent as ``dimensions`` when set (models that truncate)
     batch_size: int = 32
     timeout_s: float = 30.0
+    in_flight: int = 4  # passage batches sent at once
+    retries: int = 5  # further tries of a passage batch refused for load or lost on the way
+    backoff_s: float = 0.5  # the first wait; doubled on every try (with jitter), at most 30 s
     # Servers that embed queries and passages differently (e5, bge with instructions) take an
     # ``input_type`` of ``query``/``passage``; OpenAI itself refuses unknown fields, so it is
     # sent only when enabled.
     send_input_type: bool = False
     query_prefix: str = ""
     passage_prefix: str = ""
+
+
+RETRY_STATUS = frozenset({429, 502, 503, 504})
+MAX_WAIT_S = 30.0
+
+
+class _Retryable(EmbeddingError):
+    """A failure that another try may not meet (load, a lost connection), with the server's
+    ``Retry-After`` when it sent one."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The seconds of a ``Retry-After`` header (its date form is not followed)."""
+    try:
+        return max(0.0, float(response.headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
 
 
 class OpenAIEmbedder(Embedder):
@@ -37,6 +70,23 @@ class OpenAIEmbedder(Embedder):
         self._http = http
         self._config = config
         self._dims: int | None = config.dimensions
+        self.retried = 0  # calls tried again (read by tests and benchmarks)
+
+    async def _call_with_retries(self, texts: Sequence[str], input_type: str) -> list[Vector]:
+        """``_call``, tried again on load or a lost connection up to ``retries`` times."""
+        cfg = self._config
+        for attempt in range(cfg.retries + 1):
+            try:
+                return await self._call(texts, input_type)
+            except _Retryable as exc:
+                if attempt == cfg.retries:
+                    raise EmbeddingError(f"{exc} (after {attempt + 1} tries)") from exc
+                wait = exc.retry_after_s
+                if wait is None:
+                    wait = cfg.backoff_s * 2**attempt * random.uniform(0.5, 1.0)
+                self.retried += 1
+                await asyncio.sleep(min(wait, MAX_WAIT_S))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _call(self, texts: Sequence[str], input_type: str) -> list[Vector]:
         cfg = self._config
@@ -54,11 +104,14 @@ class OpenAIEmbedder(Embedder):
         try:
             response = await self._http.post(url, json=body, headers=headers, timeout=cfg.timeout_s)
         except httpx.TimeoutException as exc:
-            raise EmbeddingError(f"embedding server {url} did not answer in time") from exc
+            raise _Retryable(f"embedding server {url} did not answer in time") from exc
         except httpx.HTTPError as exc:
-            raise EmbeddingError(
-                f"embedding server {url} unreachable: {type(exc).__name__}"
-            ) from exc
+            raise _Retryable(f"embedding server {url} unreachable: {type(exc).__name__}") from exc
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(
+                f"embedding server {url} answered HTTP {response.status_code}",
+                _retry_after(response),
+            )
         if response.status_code != 200:
             raise EmbeddingError(f"embedding server {url} answered HTTP {response.status_code}")
         try:
@@ -73,10 +126,19 @@ class OpenAIEmbedder(Embedder):
         return vectors
 
     async def _embed(self, texts: Sequence[str], prefix: str, input_type: str) -> list[Vector]:
-        out: list[Vector] = []
         size = self._config.batch_size
-        for i in range(0, len(texts), size):
-            out += await self._call([prefix + t for t in texts[i : i + size]], input_type)
+        batches = [[prefix + t for t in texts[i : i + size]] for i in range(0, len(texts), size)]
+        if input_type == "query":  # once, in order: a search's deadline is near
+            answers = [await self._call(batch, input_type) for batch in batches]
+        else:
+            gate = asyncio.Semaphore(self._config.in_flight)
+
+            async def one(batch: list[str]) -> list[Vector]:
+                async with gate:
+                    return await self._call_with_retries(batch, input_type)
+
+            answers = list(await asyncio.gather(*(one(b) for b in batches)))
+        out = [vector for answer in answers for vector in answer]
         if out:
             self._dims = len(out[0])
         return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ import httpx
 import numpy as np
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
+from starlette.requests import Request
+from starlette.responses import Response
 
 from indexer.manage import rebuild
 from indexer.pipeline import IndexOptions, index_source
@@ -276,6 +279,77 @@ async def test_openai_embedder_errors_are_embedding_errors() -> None:
         dead = OpenAIEmbedder(http, openai_config(f"http://127.0.0.1:{free_port()}/v1"))
         with pytest.raises(EmbeddingError, match="unreachable"):
             await dead.embed_queries(["x"])
+
+
+class Flaky:
+    """A loopback proxy in front of the real model server: it refuses the first calls as an
+    overloaded server does (the given statuses, ``Retry-After: 0`` on 429s) and forwards the
+    rest, counting the calls it holds at once."""
+
+    def __init__(self, upstream: str, refusals: list[int]) -> None:
+        self.upstream = upstream
+        self.refusals = list(refusals)
+        self.calls = self.open = self.most_open = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        request = Request(scope, receive)
+        self.calls += 1
+        if self.refusals:
+            status = self.refusals.pop(0)
+            headers = {"Retry-After": "0"} if status == 429 else {}
+            await Response(b'{"error": "busy"}', status, headers)(scope, receive, send)
+            return
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        body = await request.body()
+        try:
+            async with httpx.AsyncClient() as http:
+                answer = await http.post(self.upstream + "/embeddings", content=body)
+        finally:
+            self.open -= 1
+        await Response(answer.content, answer.status_code, media_type="application/json")(
+            scope, receive, send
+        )
+
+
+async def test_openai_passages_go_in_flight_and_are_retried_on_load(
+    model_server: str, local: LocalEmbedder
+) -> None:
+    texts = [f"第{i}号楼的电梯维保记录" for i in range(24)]
+    flaky = Flaky(model_server, [429, 503, 502])
+    transport = httpx.ASGITransport(app=flaky)
+    async with httpx.AsyncClient(transport=transport, base_url="http://model") as http:
+        config = openai_config("http://model/v1", batch_size=4, in_flight=3, backoff_s=0.01)
+        remote = OpenAIEmbedder(http, config)
+        got = np.array(await remote.embed_passages(texts))
+    want = np.array(await local.embed_passages(texts))
+    assert ((got * want).sum(axis=1) > 0.999).all()  # every vector, in its text's place
+    assert remote.retried == 3 and flaky.calls == 6 + 3
+    assert flaky.most_open >= 2  # batches really were in flight together
+
+
+async def test_openai_gives_up_after_its_retries_and_never_retries_a_client_error(
+    model_server: str,
+) -> None:
+    for refusals, retries, message, calls in (
+        ([503] * 5, 2, "HTTP 503 (after 3 tries)", 3),
+        ([400], 5, "HTTP 400", 1),
+    ):
+        flaky = Flaky(model_server, refusals)
+        transport = httpx.ASGITransport(app=flaky)
+        async with httpx.AsyncClient(transport=transport) as http:
+            config = openai_config("http://model/v1", retries=retries, backoff_s=0.01)
+            with pytest.raises(EmbeddingError, match=re.escape(message)):
+                await OpenAIEmbedder(http, config).embed_passages(["巡更打卡"])
+        assert flaky.calls == calls
+
+
+async def test_openai_query_embeddings_are_not_retried(model_server: str) -> None:
+    flaky = Flaky(model_server, [503])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=flaky)) as http:
+        with pytest.raises(EmbeddingError, match="HTTP 503"):
+            await OpenAIEmbedder(http, openai_config("http://model/v1")).embed_queries(["访客"])
+    assert flaky.calls == 1  # a search has a deadline; hybrid falls back to BM25 instead
 
 
 async def test_hybrid_falls_back_to_bm25_when_the_model_server_goes(

@@ -11,6 +11,7 @@ answer a strict Content-Security-Policy (no script at all) and ``no-store``.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +40,7 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 PAGES = ("search", "why-not", "policy", "knowledge-bases", "audit")
+SPAN = re.compile(r"[1-9][0-9]{0,3}[mhd]")  # the audit page's "since": up to 9999 days
 
 
 def sessions(state: AppState) -> Sessions:
@@ -309,8 +311,10 @@ async def audit(request: Request, state: StateDep) -> Response:
     """The audit trail of the key's tenant, by user, document and time."""
 
     async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
-        span = form.get("since") or "7d"
-        amount, unit = int(span[:-1] or 7), span[-1:]
+        span = (form.get("since") or "7d").strip()
+        if not SPAN.fullmatch(span):
+            raise ValueError(f"since: {span[:20]!r} is not a span such as 30m, 12h or 7d")
+        amount, unit = int(span[:-1]), span[-1]
         delta = {"d": timedelta(days=amount), "h": timedelta(hours=amount)}.get(
             unit, timedelta(minutes=amount)
         )

@@ -223,6 +223,16 @@ def test_refusals(console: str) -> None:
         assert "samesite=strict" in signed.headers["set-cookie"].lower()
 
 
+def test_hostile_page_parameters_are_errors_on_the_page_not_500s(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert http.post("/console/login", data={"key": KEYS["anon"]}).status_code == 303
+        for since in ("99999999999d", "abc", "9" * 5000 + "d", "0d", "-3d", "7w"):
+            page = http.get("/console/audit", params={"since": since})
+            assert page.status_code == 200, (since, page.status_code)
+            assert "is not a span such as 30m, 12h or 7d" in page.text, since
+        assert http.get("/console/audit", params={"since": "12h"}).status_code == 200
+
+
 def test_no_console_when_it_is_off(corpus: str) -> None:
     import anyio
 

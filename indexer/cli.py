@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from elasticsearch import AsyncElasticsearch
+from elasticsearch import ApiError, AsyncElasticsearch, TransportError
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -33,6 +33,7 @@ from indexer.pipeline import IndexOptions, Report, index_source
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
+from retrieval_svc.search.runs import record_run, run_record
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
 
@@ -74,6 +75,27 @@ def print_report(report: Report, as_json: bool) -> None:
         err.print(line, soft_wrap=True)
     for failure in report.failures:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
+
+
+async def keep_run(es: AsyncElasticsearch, index_alias: str, tenant: str, report: Report) -> None:
+    """Keep the run's counts and failures for the console; a run is not failed by this."""
+    counts = {
+        name: getattr(report, name)
+        for name in (
+            "documents_seen",
+            "documents_indexed",
+            "documents_skipped",
+            "documents_failed",
+            "documents_pruned",
+            "chunks_indexed",
+            "chunks_failed",
+        )
+    }
+    record = run_record(report.knowledge_id, counts, report.failures)
+    try:
+        await record_run(es, index_alias, tenant, record)
+    except (ApiError, TransportError) as exc:
+        typer.echo(f"warning: the run's record for the console not kept: {exc}", err=True)
 
 
 @app.command()
@@ -165,7 +187,7 @@ def index(
                     if model and not dry_run
                     else None
                 )
-                return await index_source(
+                report = await index_source(
                     es,
                     src,
                     options,
@@ -173,6 +195,9 @@ def index(
                     embedder=None if dry_run else embedder,
                     embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
                 )
+                if not dry_run:
+                    await keep_run(es, settings.index_alias, tenant, report)
+                return report
 
         report = run(work, settings)
     print_report(report, as_json)

@@ -21,6 +21,7 @@ from indexer.cli_common import (
 )
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
+from retrieval_svc.search.runs import forget_run
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias, tenant_of_slug
 
@@ -61,6 +62,8 @@ def delete(
             return 0, 0
         matching = await manage.count(es, alias, manage.delete_query(tenant, knowledge_id, ids))
         deleted = await manage.delete(es, alias, tenant, knowledge_id, ids) if yes else 0
+        if yes and not ids:  # the whole knowledge base: its last run goes too
+            await forget_run(es, settings.index_alias, tenant, knowledge_id)
         return matching, deleted
 
     matching, deleted = run(work)

@@ -30,6 +30,7 @@ from retrieval_svc.console.text import WORDS, language
 from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
+from retrieval_svc.search.runs import last_runs
 from retrieval_svc.state import AppState
 
 HERE = Path(__file__).resolve().parent
@@ -296,12 +297,15 @@ async def policy(request: Request, state: StateDep) -> Response:
 @router.get("/knowledge-bases")
 async def knowledge_bases(request: Request, state: StateDep) -> Response:
     """Documents and chunks per knowledge base, the restricted share, the embedding model,
-    when it was last indexed."""
+    when it was last indexed, and what the indexer's last run could not index."""
 
     async def work(key: ApiKeyConfig, _form: dict[str, str]) -> dict[str, Any]:
         overview = await state.engine.tenant_overview(key.tenant)
+        kbs = overview["knowledge_bases"]
+        ids = [kb["knowledge_id"] for kb in kbs]
+        runs = await last_runs(state.es, state.settings.index_alias, key.tenant, ids)
         model = state.embedding_model
-        return {"kbs": overview["knowledge_bases"], "model": model.model if model else "-"}
+        return {"kbs": kbs, "runs": runs, "model": model.model if model else "-"}
 
     return await _guarded(request, state, "knowledge-bases", work)
 

@@ -272,6 +272,6 @@ async def test_a_node_killed_under_load_loses_nothing(
                 f"chunks {sum(seen.values())} = dry run {dry}"
             )
     finally:
-        for pattern in (f"{alias}.*", f"rsvc-red-{os.getpid()}.*"):
+        for pattern in (f"{alias}.*", f"{alias}-runs.*", f"rsvc-red-{os.getpid()}.*"):
             await es.options(ignore_status=404).indices.delete(index=pattern)
         await es.close()

@@ -22,10 +22,13 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
+from typer.testing import CliRunner
 
 from bench.service import start_service
+from indexer.cli import app as indexer_cli
 from retrieval_svc.audit import audit_prefix
 from retrieval_svc.auth.keys import hash_key
+from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL, KEYS
 from tests.support.corpus import SAMPLES_KB, own
 from tests.support.fake_provider import free_port
@@ -243,3 +246,28 @@ def test_no_console_when_it_is_off(corpus: str) -> None:
             return (await c.get("/console/login")).status_code
 
     assert anyio.run(probe) == 404
+
+
+def test_knowledge_bases_shows_what_the_last_run_could_not_index(
+    console: str, corpus: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    (folder / "坏的报表.pdf").write_bytes(b"%PDF-1.7 not really a pdf" + os.urandom(64))
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
+    args = ["index", str(folder), "--knowledge-id", SAMPLES_KB, "--tenant", "acme"]
+    try:
+        result = CliRunner().invoke(indexer_cli, args, env=env)
+        assert result.exit_code == 1, result.output  # a document failed
+        with httpx.Client(base_url=console, timeout=30) as http:
+            assert http.post("/console/login", data={"key": KEYS["anon"]}).status_code == 303
+            page = http.get("/console/knowledge-bases", headers={"Accept-Language": "zh-CN"})
+        assert page.status_code == 200
+        failures = page.text.split(f'id="failures-{SAMPLES_KB}"', 1)
+        assert len(failures) == 2, "no failures table for the knowledge base"
+        assert "坏的报表.pdf" in failures[1] and "最近一次运行未能索引的文档" in page.text
+        assert "0 / 1 失败" in page.text  # the last run: none indexed, one failed
+    finally:
+        es = Elasticsearch(ES_URL)
+        es.options(ignore_status=404).indices.delete(index=runs_index(corpus, "acme"))
+        es.close()

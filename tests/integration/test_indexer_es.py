@@ -19,6 +19,7 @@ from indexer.cli import app as indexer_cli
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index
+from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL, SAMPLES, doc_factory
 from tests.support.corpus import TENANT, own
 
@@ -201,7 +202,7 @@ def test_cli_json_report_and_exit_code(corpus: str, tmp_path: Path) -> None:
     assert again.exit_code == 2 and "not a folder" in again.output
 
 
-def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
+def test_cli_stats_delete(corpus: str, es_sync: Any, tmp_path: Path) -> None:
     env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
     (tmp_path / "a.md").write_text("---\naccess_roles: [x]\n---\n甲\n")
     (tmp_path / "b.md").write_text("乙\n")
@@ -218,10 +219,14 @@ def test_cli_stats_delete(corpus: str, tmp_path: Path) -> None:
     (kb,) = [k for k in stats["knowledge_bases"] if k["knowledge_id"] == "del-kb"]
     assert (kb["documents"], kb["chunks"], kb["restricted_chunks"]) == (2, 2, 1)
     assert stats["analysis"] in ("cjk", "core")
+    runs = runs_index(corpus, "default")
+    kept = es_sync.get(index=runs, id="del-kb")["_source"]  # the console's "last run"
+    assert (kept["documents_indexed"], kept["documents_failed"], kept["failures"]) == (2, 0, [])
     dry = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb"], env=env)
     assert "2 chunks match; nothing deleted" in dry.stdout
     done = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb", "--yes"], env=env)
     assert "deleted 2 chunks" in done.stdout
+    assert not es_sync.options(ignore_status=404).get(index=runs, id="del-kb")["found"]
     none = runner.invoke(indexer_cli, ["delete", "--knowledge-id", "del-kb"], env=env)
     assert none.stdout.strip() == "no chunks of default/del-kb match; nothing to delete"
 
@@ -246,7 +251,7 @@ async def test_rebuild_swaps_the_alias(
         again = await index_source(es, LocalSource(tmp_path), opts(alias, "rb"))
         assert again.documents_skipped == 1
     finally:
-        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")
 
 

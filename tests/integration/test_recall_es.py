@@ -113,7 +113,7 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
         picked = [questions[i] for i in rng.choice(len(questions), QUERIES, replace=False)]
         yield alias, np.asarray(passages, dtype=np.float32), picked
     finally:
-        await es.options(ignore_status=404).indices.delete(index=f"{alias}.*")
+        await es.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         await es.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")
         await es.close()
 

@@ -176,7 +176,7 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         demo.wait(timeout=30)
         if demo.stdout is not None:
             demo.stdout.close()
-        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
 
 

@@ -1,0 +1,84 @@
+"""The indexer's last run of each knowledge base, kept for the operator's console.
+
+One small index per tenant, ``<alias>-runs.<tenant slug>`` (beside the tenant's chunks, out of
+their alias and template), holds one document per knowledge base: the newest run's counts and
+the first ``KEPT_FAILURES`` documents that were not indexed, with why. The indexer writes it
+after every run that wrote anything; the console's *Knowledge bases* page reads it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from elasticsearch import ApiError, AsyncElasticsearch, TransportError
+
+from retrieval_svc.tenancy import tenant_slug
+
+log = logging.getLogger(__name__)
+
+KEPT_FAILURES = 50
+MAPPING: dict[str, Any] = {
+    "dynamic": False,  # the counts and failures are kept, not searched
+    "properties": {"knowledge_id": {"type": "keyword"}, "finished_at": {"type": "date"}},
+}
+
+
+def runs_index(index_alias: str, tenant: str) -> str:
+    """The tenant's index of last runs."""
+    return f"{index_alias}-runs.{tenant_slug(tenant)}"
+
+
+def run_record(
+    knowledge_id: str, counts: dict[str, int], failures: list[dict[str, str]]
+) -> dict[str, Any]:
+    """What is kept of one run: when it ended, its counts, and its first failures."""
+    return {
+        "knowledge_id": knowledge_id,
+        "finished_at": datetime.now(UTC).isoformat(),
+        **counts,
+        "failures": failures[:KEPT_FAILURES],
+        "failures_not_kept": max(0, len(failures) - KEPT_FAILURES),
+    }
+
+
+async def record_run(
+    es: AsyncElasticsearch, index_alias: str, tenant: str, record: dict[str, Any]
+) -> None:
+    """Keep ``record`` as its knowledge base's last run (the index made on first use)."""
+    index = runs_index(index_alias, tenant)
+    if not await es.indices.exists(index=index):
+        await es.options(ignore_status=400).indices.create(  # 400: made meanwhile
+            index=index,
+            settings={"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"}},
+            mappings=MAPPING,
+        )
+    await es.index(index=index, id=record["knowledge_id"], document=record, refresh="wait_for")
+
+
+async def forget_run(
+    es: AsyncElasticsearch, index_alias: str, tenant: str, knowledge_id: str
+) -> None:
+    """Drop a deleted knowledge base's last run."""
+    await es.options(ignore_status=404).delete(
+        index=runs_index(index_alias, tenant), id=knowledge_id, refresh=True
+    )
+
+
+async def last_runs(
+    es: AsyncElasticsearch, index_alias: str, tenant: str, knowledge_ids: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The last run of each of ``knowledge_ids`` that has one (none when the cluster fails:
+    the page that shows them still renders)."""
+    if not knowledge_ids:
+        return {}
+    try:
+        found = await es.options(ignore_status=404).mget(
+            index=runs_index(index_alias, tenant), ids=knowledge_ids
+        )
+    except (ApiError, TransportError) as exc:
+        log.warning("last runs not read: %s", type(exc).__name__)
+        return {}
+    docs = found.body.get("docs", []) if isinstance(found.body, dict) else []
+    return {d["_id"]: d["_source"] for d in docs if d.get("found")}

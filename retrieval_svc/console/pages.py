@@ -263,11 +263,18 @@ async def policy(request: Request, state: StateDep) -> Response:
         if request.method == "POST" and isinstance(source, PolicyDatabase):
             admin = PolicyAdmin(source)
             action, tenant = form.get("action", ""), key.tenant
+
+            def field(name: str) -> str:
+                value = form.get(name, "").strip()
+                if not value:
+                    raise ValueError(f"{name}: required for {action!r}")
+                return value
+
             changes: dict[str, Callable[[], bool]] = {
-                "grant-role": lambda: admin.grant_role(form["user"], form["role"], tenant),
-                "revoke-role": lambda: admin.revoke_role(form["user"], form["role"], tenant),
-                "inherit": lambda: admin.inherit(form["role"], form["parent"], tenant),
-                "allow": lambda: admin.allow(form["subject"], form["knowledge_ids"], tenant),
+                "grant-role": lambda: admin.grant_role(field("user"), field("role"), tenant),
+                "revoke-role": lambda: admin.revoke_role(field("user"), field("role"), tenant),
+                "inherit": lambda: admin.inherit(field("role"), field("parent"), tenant),
+                "allow": lambda: admin.allow(field("subject"), field("knowledge_ids"), tenant),
             }
             if action not in changes:
                 raise ValueError(f"unknown change {action!r}")

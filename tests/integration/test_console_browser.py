@@ -234,6 +234,12 @@ def test_hostile_page_parameters_are_errors_on_the_page_not_500s(console: str) -
             assert page.status_code == 200, (since, page.status_code)
             assert "is not a span such as 30m, 12h or 7d" in page.text, since
         assert http.get("/console/audit", params={"since": "12h"}).status_code == 200
+        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', http.get("/console/policy").text)
+        assert csrf is not None
+        for form in ({"action": "grant-role"}, {"action": "inherit", "role": "r"}, {}):
+            page = http.post("/console/policy", data={"csrf": csrf.group(1), **form})
+            assert page.status_code == 200, (form, page.status_code)
+            assert "required for" in page.text or "unknown change" in page.text, form
 
 
 def test_no_console_when_it_is_off(corpus: str) -> None:

@@ -15,10 +15,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.service import start_service
 from retrieval_svc.auth.keys import hash_key
-from tests.support import ES_URL, KEYS
-from tests.support.fake_provider import free_port
+from tests.support import KEYS
+from tests.support.live import live_service, serve_env
 
 
 def children(pid: int) -> set[int]:
@@ -65,34 +64,19 @@ def service(corpus: str, tmp_path: Path) -> Iterator[tuple[int, set[int]]]:
     )
     policy = tmp_path / "policy.csv"
     policy.write_text("p, anyone, *, *, read\n", encoding="utf-8")
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_ES_URL": ES_URL,
-        "RSVC_INDEX_ALIAS": corpus,
-        "RSVC_MANAGE_INDEX": "false",
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_CASBIN_POLICY": str(policy),
-        "RSVC_POLICY_CHECK_INTERVAL_S": "0.2",
-        "RSVC_EMBEDDER": "none",
-    }
-    with (tmp_path / "serve.log").open("w") as log:
-        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            policy.write_text("p, anyone, *, *, read\ng, user:li, 巡检员, default\n", "utf-8")
-            os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
-            deadline = time.monotonic() + 120
-            while reloads(url) < 1:
-                assert time.monotonic() < deadline, "the policy was not reloaded"
-                time.sleep(0.2)
-            helpers = children(child.pid)
-            assert len(helpers) >= 2, helpers  # the compiler and the resource tracker
-            yield child.pid, helpers
-        finally:
-            if child.poll() is None:
-                child.kill()
-            child.wait(timeout=60)
+    env = serve_env(
+        corpus, keys, RSVC_CASBIN_POLICY=str(policy), RSVC_POLICY_CHECK_INTERVAL_S="0.2"
+    )
+    with live_service(env, tmp_path) as (url, child):
+        policy.write_text("p, anyone, *, *, read\ng, user:li, 巡检员, default\n", "utf-8")
+        os.utime(policy, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+        deadline = time.monotonic() + 120
+        while reloads(url) < 1:
+            assert time.monotonic() < deadline, "the policy was not reloaded"
+            time.sleep(0.2)
+        helpers = children(child.pid)
+        assert len(helpers) >= 2, helpers  # the compiler and the resource tracker
+        yield child.pid, helpers
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])

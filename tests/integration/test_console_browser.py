@@ -24,14 +24,13 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from typer.testing import CliRunner
 
-from bench.service import start_service
 from indexer.cli import app as indexer_cli
 from retrieval_svc.audit import audit_prefix
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL, KEYS
 from tests.support.corpus import SAMPLES_KB, own
-from tests.support.fake_provider import free_port
+from tests.support.live import live_service, serve_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "console"
@@ -53,34 +52,26 @@ def console(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
     ]))  # fmt: skip
     (folder / "policy.csv").write_text(POLICY, encoding="utf-8")
     db = f"sqlite:///{folder / 'policy.db'}"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_ES_URL": ES_URL,
-        "RSVC_INDEX_ALIAS": corpus,
-        "RSVC_MANAGE_INDEX": "false",
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_EMBEDDER": "none",
-        "RSVC_CONSOLE": "true",
-        "RSVC_AUDIT": "elasticsearch",
-        "RSVC_CASBIN_DB_URL": db,
-        "RSVC_POLICY_CHECK_INTERVAL_S": "0.2",
-    }
+    env = serve_env(
+        corpus,
+        keys,
+        RSVC_CONSOLE="true",
+        RSVC_AUDIT="elasticsearch",
+        RSVC_CASBIN_DB_URL=db,
+        RSVC_POLICY_CHECK_INTERVAL_S="0.2",
+    )
     cli = ["-c", "from retrieval_svc.cli import app; app()"]
     subprocess.run(
         [sys.executable, *cli, "policy", "import", str(folder / "policy.csv")],
         env=env, check=True, capture_output=True,
     )  # fmt: skip
-    port = free_port()
-    with (folder / "serve.log").open("w") as log:
-        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            child.terminate()
-            child.wait(timeout=60)
-            es = Elasticsearch(ES_URL)
-            es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
-            es.close()
+    try:
+        with live_service(env, folder) as (url, _child):
+            yield url
+    finally:
+        es = Elasticsearch(ES_URL)
+        es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
+        es.close()
 
 
 @pytest.fixture(scope="module")

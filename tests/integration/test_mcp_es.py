@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import time
 from collections.abc import Iterator
 from hashlib import sha256
@@ -17,7 +16,6 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from bench.service import start_service
 from retrieval_svc.app import create_app
 from retrieval_svc.auth.keys import hash_key
 from tests.integration.test_oidc_es import (  # noqa: F401 (fixtures: the local OIDC provider)
@@ -29,9 +27,9 @@ from tests.integration.test_oidc_es import (  # noqa: F401 (fixtures: the local 
     provider,
     signing_keys,
 )
-from tests.support import ES_URL, KEYS, app_client, auth, key_entry, make_settings
+from tests.support import KEYS, app_client, auth, key_entry, make_settings
 from tests.support.corpus import ACL_DOCS, ACL_KB, SAMPLES_KB
-from tests.support.fake_provider import free_port
+from tests.support.live import live_service, serve_env
 from tests.support.mcp import MCP_HEADERS, mcp_session, rpc
 
 pytestmark = pytest.mark.anyio
@@ -50,22 +48,8 @@ def live(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         json.dumps([{"name": "anon", "sha256": hash_key(KEYS["anon"]), "tenant": "acme",
                      "mode": "trusted"}])
     )  # fmt: skip
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_ES_URL": ES_URL,
-        "RSVC_INDEX_ALIAS": corpus,
-        "RSVC_MANAGE_INDEX": "false",
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_EMBEDDER": "none",
-    }
-    with (folder / "serve.log").open("w") as log:
-        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            child.terminate()
-            child.wait(timeout=60)
+    with live_service(serve_env(corpus, keys), folder) as (url, _child):
+        yield url
 
 
 async def test_a_client_gets_what_v1_search_gives_each_principal(live: str) -> None:

@@ -9,7 +9,6 @@ Bounds are loose for a shared machine and still far from the failure they guard 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -19,11 +18,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.service import start_service
 from retrieval_svc.auth.keys import hash_key
-from tests.support import ES_URL
 from tests.support.corpus import SAMPLES_KB
-from tests.support.fake_provider import free_port
+from tests.support.live import live_service, serve_env
 
 KEYS = {
     "casbin": "stall-key-casbin-0123456789",
@@ -51,22 +48,8 @@ def url(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     entries[1]["token_secret"] = "s" * 40
     entries[2]["roles"] = ["巡检员"]
     keys.write_text(json.dumps(entries), encoding="utf-8")
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_ES_URL": ES_URL,
-        "RSVC_INDEX_ALIAS": corpus,
-        "RSVC_MANAGE_INDEX": "false",
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_EMBEDDER": "none",
-    }
-    with (folder / "serve.log").open("w") as log:
-        child = start_service("--port", str(port), env=env, port=port, log=log, timeout_s=180)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            child.terminate()
-            child.wait(timeout=60)
+    with live_service(serve_env(corpus, keys), folder) as (live, _child):
+        yield live
 
 
 class HealthPoller(threading.Thread):

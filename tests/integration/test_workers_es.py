@@ -14,11 +14,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.service import start_service
 from retrieval_svc.auth.keys import hash_key
-from tests.support import ES_URL, KEYS
+from tests.support import KEYS
 from tests.support.corpus import SAMPLES_KB
-from tests.support.fake_provider import free_port
+from tests.support.live import live_service, serve_env
 
 POLICY = "p, anyone, acme, *, read\n"
 POWER = "配电房设备参数与操作规程"  # for 运维工程师 and 物业经理
@@ -94,30 +93,17 @@ def service(corpus: str, tmp_path: Path) -> Iterator[Service]:
     policy = tmp_path / "policy.csv"
     policy.write_text(POLICY, encoding="utf-8")
     folder = tmp_path / "multiproc"
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("RSVC_")},
-        "RSVC_ES_URL": ES_URL,
-        "RSVC_INDEX_ALIAS": corpus,
-        "RSVC_MANAGE_INDEX": "false",
-        "RSVC_API_KEYS_FILE": str(keys),
-        "RSVC_CASBIN_POLICY": str(policy),
-        "RSVC_POLICY_CHECK_INTERVAL_S": "0.2",
-        "RSVC_EMBEDDER": "none",
-        "PROMETHEUS_MULTIPROC_DIR": str(folder),
-    }
-    log = (tmp_path / "serve.log").open("w")
-    child = start_service(
-        "--port", str(port), "--workers", "2", env=env, port=port, log=log, timeout_s=180
+    env = serve_env(
+        corpus,
+        keys,
+        RSVC_CASBIN_POLICY=str(policy),
+        RSVC_POLICY_CHECK_INTERVAL_S="0.2",
+        PROMETHEUS_MULTIPROC_DIR=str(folder),
     )
-    try:
-        service = Service(f"http://127.0.0.1:{port}", folder)
+    with live_service(env, tmp_path, "--workers", "2") as (url, _child):
+        service = Service(url, folder)
         service.wait_for_workers(2)
         yield service
-    finally:
-        child.terminate()
-        child.wait(timeout=60)
-        log.close()
 
 
 def test_two_workers_serve_and_their_metrics_add_up(service: Service) -> None:

@@ -1,45 +1,34 @@
 """Running retrievals against Elasticsearch, with the ACL re-checked on every hit.
 
-Elasticsearch and transport exceptions are translated into service errors here, at the one
-place they are raised.
+The other reads of a tenant's index are in ``tenant_reads``; every call goes through
+``calls.ElasticCalls``, which translates Elasticsearch's failures into service errors.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from elastic_transport import SerializationError
 from elasticsearch import (
-    ApiError,
     AsyncElasticsearch,
-    ConnectionError,
-    ConnectionTimeout,
-    NotFoundError,
-    TransportError,
 )
 
-from retrieval_svc.acl import acl_query, in_tenant, is_visible, stored_roles, tenant_query
+from retrieval_svc.acl import in_tenant, is_visible, stored_roles
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
-from retrieval_svc.deadline import remaining
-from retrieval_svc.errors import DeadlineExceeded, QueryRefused, SearchUnavailable
 from retrieval_svc.metrics import Metrics
-from retrieval_svc.search.failures import Reachability, refusal
+from retrieval_svc.search.failures import refusal
 from retrieval_svc.search.fusion import FusionMethod, Hit, fuse, vector_score
 from retrieval_svc.search.query import (
-    SOURCE_EXCLUDES,
     TextFields,
     knn_body,
     normalize_score,
     raw_score_floor,
     search_body,
 )
-from retrieval_svc.tenancy import tenant_alias
+from retrieval_svc.search.tenant_reads import TenantReads
 
 Mode = Literal["hybrid", "bm25", "vector"]
 
@@ -69,7 +58,7 @@ class HybridConfig:
     oversample: float = 3.0  # rescore k × this many neighbours with full-precision vectors
 
 
-class SearchEngine:
+class SearchEngine(TenantReads):
     """Knowledge-base retrieval, each tenant's through its own alias (``tenant_alias``)."""
 
     def __init__(
@@ -82,17 +71,9 @@ class SearchEngine:
         metrics: Metrics,
         hybrid: HybridConfig | None = None,
     ) -> None:
-        self._es = es
-        self._alias = alias  # the prefix of every tenant's alias
+        super().__init__(es, alias=alias, deadline_s=deadline_s, metrics=metrics)
         self._saturation = saturation
-        self._deadline_s = deadline_s
-        self._metrics = metrics
         self._hybrid = hybrid or HybridConfig()
-        self.reachability = Reachability()
-
-    def index(self, tenant: str) -> str:
-        """The alias ``tenant``'s chunks are read through."""
-        return tenant_alias(self._alias, tenant)
 
     async def search(
         self,
@@ -231,181 +212,3 @@ class SearchEngine:
                 continue
             out.append(Hit(str(hit.get("_id")), source, scorer(float(hit.get("_score") or 0.0))))
         return out
-
-    async def missing_knowledge_bases(self, tenant: str, knowledge_ids: Sequence[str]) -> list[str]:
-        """Which of ``knowledge_ids`` hold no chunk in ``tenant`` (visible or not), in one
-        request; another tenant's knowledge base of the same id does not count."""
-        wanted = sorted(set(knowledge_ids))
-        response = await self._call(
-            "knowledge_bases",
-            self._es.search(
-                index=self.index(tenant),
-                size=0,
-                query={"bool": {"filter": [tenant_query(tenant)]}},
-                aggs={
-                    "kb": {
-                        "terms": {"field": "knowledge_id", "include": wanted, "size": len(wanted)}
-                    }
-                },
-            ),
-        )
-        present = {b["key"] for b in response["aggregations"]["kb"]["buckets"]}
-        return [kb for kb in knowledge_ids if kb not in present]
-
-    async def knowledge_bases(self, tenant: str, roles: Collection[str]) -> list[dict[str, Any]]:
-        """``tenant``'s knowledge bases that hold a chunk visible to holders of ``roles``, each
-        with its display name and the documents and chunks visible (one request)."""
-        response = await self._call(
-            "knowledge_bases",
-            self._es.search(
-                index=self.index(tenant),
-                size=0,
-                query={"bool": {"filter": [tenant_query(tenant), acl_query(roles)]}},
-                aggs={
-                    "kb": {
-                        "terms": {"field": "knowledge_id", "size": 1000},
-                        "aggs": {
-                            "documents": {"cardinality": {"field": "document_id"}},
-                            "name": {"terms": {"field": "dataset_name", "size": 1}},
-                        },
-                    }
-                },
-            ),
-        )
-        return [
-            {
-                "knowledge_id": b["key"],
-                "name": next((n["key"] for n in b["name"]["buckets"]), b["key"]),
-                "documents": b["documents"]["value"],
-                "chunks": b["doc_count"],
-            }
-            for b in response["aggregations"]["kb"]["buckets"]
-        ]
-
-    async def tenant_overview(self, tenant: str) -> dict[str, Any]:
-        """For an operator: every role the tenant's chunks name, and per knowledge base its
-        documents, chunks, restricted chunks and last indexing time (one request)."""
-        response = await self._call(
-            "tenant_overview",
-            self._es.search(
-                index=self.index(tenant),
-                size=0,
-                query={"bool": {"filter": [tenant_query(tenant)]}},
-                aggs={
-                    "roles": {"terms": {"field": "access_roles", "size": 10_000}},
-                    "kb": {
-                        "terms": {"field": "knowledge_id", "size": 1000},
-                        "aggs": {
-                            "documents": {"cardinality": {"field": "document_id"}},
-                            "restricted": {"filter": {"exists": {"field": "access_roles"}}},
-                            "last_indexed": {"max": {"field": "indexed_at"}},
-                            "name": {"terms": {"field": "dataset_name", "size": 1}},
-                        },
-                    },
-                },
-            ),
-        )
-        aggs = response["aggregations"]
-        return {
-            "roles": sorted(b["key"] for b in aggs["roles"]["buckets"]),
-            "knowledge_bases": [
-                {
-                    "knowledge_id": b["key"],
-                    "name": next((n["key"] for n in b["name"]["buckets"]), b["key"]),
-                    "documents": b["documents"]["value"],
-                    "chunks": b["doc_count"],
-                    "restricted": b["restricted"]["doc_count"],
-                    "last_indexed": b["last_indexed"].get("value_as_string"),
-                }
-                for b in aggs["kb"]["buckets"]
-            ],
-        }
-
-    async def fields_present(
-        self,
-        tenant: str,
-        knowledge_ids: Sequence[str],
-        roles: Collection[str],
-        paths: Sequence[str],
-    ) -> list[str]:
-        """Which of ``paths`` some chunk of ``tenant``'s ``knowledge_ids`` visible to holders
-        of ``roles`` has (one request): a field only invisible chunks have is not listed."""
-        if not paths:
-            return []
-        scope = [
-            tenant_query(tenant),
-            {"terms": {"knowledge_id": sorted(knowledge_ids)}},
-            acl_query(roles),
-        ]
-        response = await self._call(
-            "fields_present",
-            self._es.search(
-                index=self.index(tenant),
-                size=0,
-                query={"bool": {"filter": scope}},
-                aggs={"f": {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}},
-            ),
-        )
-        buckets = response["aggregations"]["f"]["buckets"]
-        return [p for p in paths if buckets.get(p, {}).get("doc_count", 0) > 0]
-
-    async def get_mappings(self, tenant: str) -> dict[str, Any]:
-        """The mappings of ``tenant``'s indices (no other tenant's fields are in them)."""
-        response = await self._call(
-            "get_mapping", self._es.indices.get_mapping(index=self.index(tenant))
-        )
-        return dict(response)
-
-    async def get_chunks(
-        self, *, tenant: str, chunk_id: str | None, document_id: str | None
-    ) -> list[dict[str, Any]]:
-        """Stored chunks of ``tenant`` by chunk id or document id (visible or not)."""
-        field, value = ("chunk_id", chunk_id) if chunk_id else ("document_id", document_id)
-        response = await self._call(
-            "get_chunks",
-            self._es.search(
-                index=self.index(tenant),
-                query={"bool": {"filter": [tenant_query(tenant), {"term": {field: value}}]}},
-                size=100,
-                sort=[{"segment_position": "asc"}],
-                source_excludes=list(SOURCE_EXCLUDES),
-            ),
-        )
-        return [hit["_source"] for hit in response["hits"]["hits"]]
-
-    async def _call(self, operation: str, request: Any) -> Any:
-        started = time.perf_counter()
-        outcome = "ok"
-        try:
-            async with asyncio.timeout(max(0.0, remaining(self._deadline_s))):
-                response = await request
-            self.reachability.reached()
-            return response
-        except BaseException as exc:
-            outcome = type(exc).__name__
-            translated = self._translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
-        finally:
-            self._metrics.es_seconds.labels(operation=operation, outcome=outcome).observe(
-                time.perf_counter() - started
-            )
-
-    def _translate(self, exc: BaseException) -> BaseException:
-        """The service error for an Elasticsearch or transport failure (else ``exc``)."""
-        if isinstance(exc, TimeoutError | ConnectionTimeout):
-            return DeadlineExceeded("Elasticsearch did not answer within the deadline")
-        if isinstance(exc, NotFoundError):
-            return SearchUnavailable(
-                "the tenant's index does not exist; run `retrieval-indexer init --tenant …`"
-            )
-        if isinstance(exc, SerializationError):  # a value the client cannot write as JSON
-            log.warning("a query could not be serialised: %s", exc)
-            return QueryRefused("a value of the request cannot be sent to the index")
-        if isinstance(exc, ConnectionError | TransportError):
-            self.reachability.failed(type(exc).__name__)
-            return SearchUnavailable("Elasticsearch is unreachable")
-        if isinstance(exc, ApiError):
-            return refusal(exc.meta.status, exc.body.get("error") if exc.body else None)
-        return exc

@@ -1,6 +1,6 @@
 """What Elasticsearch's failures mean for a caller, and saying once that the cluster is away.
 
-Translated where they are raised (``SearchEngine._call``): overload is a 503 with
+Translated where they are raised (``ElasticCalls._call``): overload is a 503 with
 ``Retry-After``, another failure of the cluster a 503, a value the index cannot take a 400.
 """
 

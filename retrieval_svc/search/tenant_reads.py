@@ -1,0 +1,152 @@
+"""What a tenant's index holds, for listings, the field catalog and the operator: its
+knowledge bases (all, or those visible to some roles), its fields, its stored chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from retrieval_svc.acl import acl_query, tenant_query
+from retrieval_svc.search.calls import ElasticCalls
+from retrieval_svc.search.query import SOURCE_EXCLUDES
+
+# Per knowledge base: its display name and distinct documents (the chunks are the doc_count).
+KB_AGGS: dict[str, Any] = {
+    "documents": {"cardinality": {"field": "document_id"}},
+    "name": {"terms": {"field": "dataset_name", "size": 1}},
+}
+
+
+def kb_row(bucket: dict[str, Any]) -> dict[str, Any]:
+    """A knowledge base's id, name, documents and chunks from its ``KB_AGGS`` bucket."""
+    return {
+        "knowledge_id": bucket["key"],
+        "name": next((n["key"] for n in bucket["name"]["buckets"]), bucket["key"]),
+        "documents": bucket["documents"]["value"],
+        "chunks": bucket["doc_count"],
+    }
+
+
+class TenantReads(ElasticCalls):
+    """Reads of a tenant's index other than retrieval."""
+
+    async def missing_knowledge_bases(self, tenant: str, knowledge_ids: Sequence[str]) -> list[str]:
+        """Which of ``knowledge_ids`` hold no chunk in ``tenant`` (visible or not), in one
+        request; another tenant's knowledge base of the same id does not count."""
+        wanted = sorted(set(knowledge_ids))
+        response = await self._call(
+            "knowledge_bases",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": [tenant_query(tenant)]}},
+                aggs={
+                    "kb": {
+                        "terms": {"field": "knowledge_id", "include": wanted, "size": len(wanted)}
+                    }
+                },
+            ),
+        )
+        present = {b["key"] for b in response["aggregations"]["kb"]["buckets"]}
+        return [kb for kb in knowledge_ids if kb not in present]
+
+    async def knowledge_bases(self, tenant: str, roles: Collection[str]) -> list[dict[str, Any]]:
+        """``tenant``'s knowledge bases that hold a chunk visible to holders of ``roles``, each
+        with its display name and the documents and chunks visible (one request)."""
+        response = await self._call(
+            "knowledge_bases",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": [tenant_query(tenant), acl_query(roles)]}},
+                aggs={"kb": {"terms": {"field": "knowledge_id", "size": 1000}, "aggs": KB_AGGS}},
+            ),
+        )
+        return [kb_row(b) for b in response["aggregations"]["kb"]["buckets"]]
+
+    async def tenant_overview(self, tenant: str) -> dict[str, Any]:
+        """For an operator: every role the tenant's chunks name, and per knowledge base its
+        documents, chunks, restricted chunks and last indexing time (one request)."""
+        response = await self._call(
+            "tenant_overview",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": [tenant_query(tenant)]}},
+                aggs={
+                    "roles": {"terms": {"field": "access_roles", "size": 10_000}},
+                    "kb": {
+                        "terms": {"field": "knowledge_id", "size": 1000},
+                        "aggs": {
+                            **KB_AGGS,
+                            "restricted": {"filter": {"exists": {"field": "access_roles"}}},
+                            "last_indexed": {"max": {"field": "indexed_at"}},
+                        },
+                    },
+                },
+            ),
+        )
+        aggs = response["aggregations"]
+        return {
+            "roles": sorted(b["key"] for b in aggs["roles"]["buckets"]),
+            "knowledge_bases": [
+                {
+                    **kb_row(b),
+                    "restricted": b["restricted"]["doc_count"],
+                    "last_indexed": b["last_indexed"].get("value_as_string"),
+                }
+                for b in aggs["kb"]["buckets"]
+            ],
+        }
+
+    async def fields_present(
+        self,
+        tenant: str,
+        knowledge_ids: Sequence[str],
+        roles: Collection[str],
+        paths: Sequence[str],
+    ) -> list[str]:
+        """Which of ``paths`` some chunk of ``tenant``'s ``knowledge_ids`` visible to holders
+        of ``roles`` has (one request): a field only invisible chunks have is not listed."""
+        if not paths:
+            return []
+        scope = [
+            tenant_query(tenant),
+            {"terms": {"knowledge_id": sorted(knowledge_ids)}},
+            acl_query(roles),
+        ]
+        response = await self._call(
+            "fields_present",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": scope}},
+                aggs={"f": {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}},
+            ),
+        )
+        buckets = response["aggregations"]["f"]["buckets"]
+        return [p for p in paths if buckets.get(p, {}).get("doc_count", 0) > 0]
+
+    async def get_mappings(self, tenant: str) -> dict[str, Any]:
+        """The mappings of ``tenant``'s indices (no other tenant's fields are in them)."""
+        response = await self._call(
+            "get_mapping", self._es.indices.get_mapping(index=self.index(tenant))
+        )
+        return dict(response)
+
+    async def get_chunks(
+        self, *, tenant: str, chunk_id: str | None, document_id: str | None
+    ) -> list[dict[str, Any]]:
+        """Stored chunks of ``tenant`` by chunk id or document id (visible or not)."""
+        field, value = ("chunk_id", chunk_id) if chunk_id else ("document_id", document_id)
+        response = await self._call(
+            "get_chunks",
+            self._es.search(
+                index=self.index(tenant),
+                query={"bool": {"filter": [tenant_query(tenant), {"term": {field: value}}]}},
+                size=100,
+                sort=[{"segment_position": "asc"}],
+                source_excludes=list(SOURCE_EXCLUDES),
+            ),
+        )
+        return [hit["_source"] for hit in response["hits"]["hits"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
@@ -93,3 +94,12 @@ async def index_corpus(es: AsyncElasticsearch, alias: str, folder: Path) -> dict
         "bare_chunks_per_s": round(n / bare_s),
         "ratio": round(bare_s / cli_s, 3),
     }
+
+
+def print_result(result: dict[str, Any], out: Path | None) -> None:
+    """Print ``result`` as JSON, and keep it as ``out/result.json`` when ``out`` is given."""
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    print(text)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "result.json").write_text(text + "\n", "utf-8")

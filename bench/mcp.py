@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -21,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.common import print_result
 from bench.measure import drive
 from bench.service import cpu_seconds, sample_service
 
@@ -92,11 +92,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(text + "\n", "utf-8")
+    print_result(result, args.out)
     print(f"mcp: +{result['mcp_added_cpu_ms']} ms CPU per search", file=sys.stderr)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
+from bench.common import print_result
 from retrieval_svc.search.index import ensure_index, template_name
 
 ALIAS = "rsvc-bench-tenants"
@@ -116,11 +117,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(text + "\n", "utf-8")
+    print_result(result, args.out)
     print(f"tenants: {result}", file=sys.stderr)
 
 

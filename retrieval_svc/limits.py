@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrieval_svc.errors import INTERNAL_ERROR_BODY
@@ -63,25 +63,13 @@ class BodyLimitMiddleware:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error_code": 3001,  # an invalid request body, in the documented table (HTTP 413)
-                "error_msg": f"request body larger than {self.max_bytes} bytes",
-                "path": "body",
-            }
-        )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body.encode()})
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = {
+            "error_code": 3001,  # an invalid request body, in the documented table (HTTP 413)
+            "error_msg": f"request body larger than {self.max_bytes} bytes",
+            "path": "body",
+        }
+        await JSONResponse(body, status_code=413)(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
@@ -94,7 +82,7 @@ class BodyLimitMiddleware:
                 except ValueError:
                     declared = self.max_bytes + 1
                 if declared > self.max_bytes:
-                    await self._too_large(send)
+                    await self._too_large(scope, receive, send)
                     return
                 await self.app(scope, receive, send)
                 return
@@ -107,7 +95,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._too_large(send)
+                await self._too_large(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -150,15 +138,5 @@ class InternalErrorMiddleware:
             log.exception("unhandled error: %s", type(exc).__name__)
             if started:  # half an answer is out: only closing the connection can end it
                 raise
-            body = INTERNAL_ERROR_BODY
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            answer = Response(INTERNAL_ERROR_BODY, 500, media_type="application/json")
+            await answer(scope, receive, send)

@@ -19,13 +19,13 @@ Identity, as everywhere (design.md §13):
 
 from __future__ import annotations
 
-import json
 import logging
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -154,7 +154,7 @@ class McpRoutes:
             try:
                 key = await authenticate(state, _header(scope, b"authorization"))
             except AuthError as exc:
-                await _refuse(send, exc)
+                await _refuse(scope, receive, send, exc)
                 return
         else:
             key = oidc_key(self.settings)
@@ -169,18 +169,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _refuse(send: Send, exc: AuthError) -> None:
+async def _refuse(scope: Scope, receive: Receive, send: Send, exc: AuthError) -> None:
     """401 in the service's error shape: the MCP transport never sees the request."""
-    body = json.dumps(exc.body()).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="retrieval-svc"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    challenge = {"WWW-Authenticate": 'Bearer realm="retrieval-svc"'}
+    await JSONResponse(exc.body(), status_code=401, headers=challenge)(scope, receive, send)

@@ -37,6 +37,17 @@ def comma_list(prefix: str) -> str:
     return ",".join(f"{prefix}{i:07d}" for i in range(count))
 
 
+def dify_in(name: str, value: str) -> dict[str, Any]:
+    """A Dify ``/retrieval`` body with one ``in`` condition on ``name``."""
+    condition = {"name": name, "comparison_operator": "in", "value": value}
+    return {
+        "knowledge_id": SAMPLES_KB,
+        "query": "巡更",
+        "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+        "metadata_condition": {"conditions": [condition]},
+    }
+
+
 @pytest.fixture(scope="module")
 def url(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("stalls")
@@ -93,24 +104,7 @@ ADVERSARIAL = [
         id="search-roles-array",
     ),
     pytest.param(
-        lambda: (
-            "signed",
-            "/retrieval",
-            {
-                "knowledge_id": SAMPLES_KB,
-                "query": "巡更",
-                "retrieval_setting": {"top_k": 3, "score_threshold": 0},
-                "metadata_condition": {
-                    "conditions": [
-                        {
-                            "name": "user_roles",
-                            "comparison_operator": "in",
-                            "value": comma_list("r"),
-                        }
-                    ]
-                },
-            },
-        ),
+        lambda: ("signed", "/retrieval", dify_in("user_roles", comma_list("r"))),
         id="retrieval-user-roles",
     ),
     pytest.param(
@@ -146,20 +140,7 @@ ADVERSARIAL = [
         id="search-filter-in-values",
     ),
     pytest.param(
-        lambda: (
-            "trusted",
-            "/retrieval",
-            {
-                "knowledge_id": SAMPLES_KB,
-                "query": "巡更",
-                "retrieval_setting": {"top_k": 3, "score_threshold": 0},
-                "metadata_condition": {
-                    "conditions": [
-                        {"name": "category", "comparison_operator": "in", "value": comma_list("v")}
-                    ]
-                },
-            },
-        ),
+        lambda: ("trusted", "/retrieval", dify_in("category", comma_list("v"))),
         id="retrieval-in-values",
     ),
 ]

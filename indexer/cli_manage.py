@@ -120,40 +120,22 @@ def rebuild(
         _tenant(tenant)
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> list[dict[str, Any]]:
-        layout: dict[str, Any] = {
-            "vector_index_type": settings.vector_index_type,
-            "shards": settings.index_shards,
-            "replicas": settings.index_replicas,
-        }
         async with open_embedder(settings) as (embedder, model):
-            progress = lambda n: err.print(f"copied {n} chunks")  # noqa: E731
+            how = manage.Rebuild(
+                keep_old=keep_old,
+                progress=lambda n: err.print(f"copied {n} chunks"),
+                embedder=embedder,
+                model=model,
+                vector_index_type=settings.vector_index_type,
+                shards=settings.index_shards,
+                replicas=settings.index_replicas,
+            )
             if await legacy_layout(es, settings.index_alias):
-                split = await manage.split_legacy(
-                    es,
-                    settings.index_alias,
-                    keep_old=keep_old,
-                    progress=progress,
-                    embedder=embedder,
-                    model=model,
-                    **layout,
-                )
-                return [split]
+                return [await manage.split_legacy(es, settings.index_alias, how)]
             aliases = await manage.tenant_aliases(es, settings.index_alias)
             prefix = f"{settings.index_alias}."
             tenants = [tenant] if tenant else [tenant_of_slug(a[len(prefix) :]) for a in aliases]
-            return [
-                await manage.rebuild(
-                    es,
-                    settings.index_alias,
-                    t,
-                    keep_old=keep_old,
-                    progress=progress,
-                    embedder=embedder,
-                    model=model,
-                    **layout,
-                )
-                for t in tenants
-            ]
+            return [await manage.rebuild(es, settings.index_alias, t, how) for t in tenants]
 
     outs = run(work)
     if as_json:

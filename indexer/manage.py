@@ -199,18 +199,36 @@ async def _swap(es: AsyncElasticsearch, own: str, old: list[str], new: str) -> N
     await es.indices.update_aliases(actions=swap)
 
 
+@dataclass(frozen=True, slots=True)
+class Rebuild:
+    """How ``rebuild`` and ``split_legacy`` build the new indices: from the template of these
+    layout settings, re-embedding with ``embedder`` when ``model`` is not the stored one."""
+
+    keep_old: bool = False
+    progress: Callable[[int], None] | None = None
+    embedder: Embedder | None = None
+    model: EmbeddingModel | None = None
+    vector_index_type: str = "int8_hnsw"
+    shards: int = 1
+    replicas: str = "0-1"
+
+    async def prepare(self, es: AsyncElasticsearch, alias: str, source: str) -> CopyOptions:
+        """Put the current template for ``alias``; how to copy the chunks behind ``source``."""
+        await put_template(
+            es,
+            alias,
+            self.model,
+            vector_index_type=self.vector_index_type,
+            shards=self.shards,
+            replicas=self.replicas,
+        )
+        stored = await index_models(es, source)
+        reembed = self.embedder is not None and any(m != self.model for m in stored.values())
+        return CopyOptions(self.embedder, self.model, reembed, self.progress)
+
+
 async def rebuild(
-    es: AsyncElasticsearch,
-    alias: str,
-    tenant: str,
-    *,
-    keep_old: bool = False,
-    progress: Callable[[int], None] | None = None,
-    embedder: Embedder | None = None,
-    model: EmbeddingModel | None = None,
-    vector_index_type: str = "int8_hnsw",
-    shards: int = 1,
-    replicas: str = "0-1",
+    es: AsyncElasticsearch, alias: str, tenant: str, how: Rebuild = Rebuild()
 ) -> dict[str, Any]:
     """Copy ``tenant``'s chunks into a new index made from the current template, then swap
     its alias.
@@ -221,18 +239,13 @@ async def rebuild(
     Chunks written by an indexer during the copy may miss the new index: re-run the indexer
     afterwards (it is incremental) or pause it.
     """
-    await put_template(
-        es, alias, model, vector_index_type=vector_index_type, shards=shards, replicas=replicas
-    )
     own = tenant_alias(alias, tenant)
-    stored = await index_models(es, own)
-    reembed = embedder is not None and any(m != model for m in stored.values())
+    options = await how.prepare(es, alias, own)
     old, new = await _next_index(es, own)
     await es.indices.create(index=new)
-    options = CopyOptions(embedder, model, reembed, progress)
     copied = await _copy(es, own, {"match_all": {}}, new, options) if old else 0
     await _swap(es, own, old, new)
-    if old and not keep_old:
+    if old and not how.keep_old:
         await es.indices.delete(index=",".join(old))
     return {
         "alias": own,
@@ -240,9 +253,9 @@ async def rebuild(
         "old": old,
         "new": new,
         "chunks": copied,
-        "kept_old": keep_old,
-        "reembedded": reembed,
-        "embedding": model.as_meta() if model else None,
+        "kept_old": how.keep_old,
+        "reembedded": options.reembed,
+        "embedding": how.model.as_meta() if how.model else None,
     }
 
 
@@ -256,23 +269,12 @@ def legacy_tenant_query(tenant: str) -> dict[str, Any]:
 
 
 async def split_legacy(
-    es: AsyncElasticsearch,
-    alias: str,
-    *,
-    keep_old: bool = False,
-    progress: Callable[[int], None] | None = None,
-    embedder: Embedder | None = None,
-    model: EmbeddingModel | None = None,
-    vector_index_type: str = "int8_hnsw",
-    shards: int = 1,
-    replicas: str = "0-1",
+    es: AsyncElasticsearch, alias: str, how: Rebuild = Rebuild()
 ) -> dict[str, Any]:
     """Split the shared index behind ``alias`` (earlier versions' layout) into an index per
     tenant, then take the shared one away (its alias removed; the index deleted unless
     ``keep_old``). Every tenant's copy is counted before any alias moves."""
-    await put_template(
-        es, alias, model, vector_index_type=vector_index_type, shards=shards, replicas=replicas
-    )
+    options = await how.prepare(es, alias, alias)
     legacy = sorted((await es.indices.get_alias(name=alias)).keys())
     found = await es.search(
         index=alias,
@@ -280,9 +282,6 @@ async def split_legacy(
         aggs={"t": {"terms": {"field": TENANT_FIELD, "missing": DEFAULT_TENANT, "size": 10_000}}},
     )
     tenants = sorted({str(b["key"]) for b in found["aggregations"]["t"]["buckets"]})
-    stored = await index_models(es, alias)
-    reembed = embedder is not None and any(m != model for m in stored.values())
-    options = CopyOptions(embedder, model, reembed, progress)
     done: list[tuple[str, list[str], str, int]] = []
     try:
         for tenant in tenants:
@@ -300,13 +299,13 @@ async def split_legacy(
     await es.indices.update_aliases(
         actions=[{"remove": {"index": i, "alias": alias}} for i in legacy]
     )
-    if not keep_old:
+    if not how.keep_old:
         await es.indices.delete(index=",".join(legacy))
     return {
         "alias": alias,
         "split": {own: {"index": new, "chunks": copied} for own, _old, new, copied in done},
         "old": legacy,
-        "kept_old": keep_old,
-        "reembedded": reembed,
-        "embedding": model.as_meta() if model else None,
+        "kept_old": how.keep_old,
+        "reembedded": options.reembed,
+        "embedding": how.model.as_meta() if how.model else None,
     }

@@ -19,7 +19,7 @@ from elasticsearch import AsyncElasticsearch, Elasticsearch
 from starlette.requests import Request
 from starlette.responses import Response
 
-from indexer.manage import rebuild
+from indexer.manage import Rebuild, rebuild
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.embedding import EmbeddingError, EmbeddingModel, ModelMismatch
@@ -410,7 +410,7 @@ async def test_rebuild_moves_an_index_to_another_model(
             model = await remote.describe()
             with pytest.raises(ModelMismatch):
                 await check_index_model(es, alias, model)
-            out = await rebuild(es, alias, TENANT, embedder=remote, model=model)
+            out = await rebuild(es, alias, TENANT, Rebuild(embedder=remote, model=model))
             assert out["reembedded"] and out["chunks"] == 12
             await check_index_model(es, alias, model)  # now the index is the new model's
         # A service configured for the new model starts on it.

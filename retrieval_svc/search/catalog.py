@@ -37,7 +37,7 @@ MAX_VISIBLE_ENTRIES = 4096  # (tenant, knowledge bases, roles) combinations kept
 
 T = TypeVar("T")
 VisibleKey = tuple[str, tuple[str, ...], frozenset[str]]
-Visible = tuple[frozenset[str], frozenset[str]]  # the mapping's paths checked, those found
+Visible = tuple[FieldCatalog, FieldCatalog]  # the mapping checked, and narrowed to those found
 
 
 @dataclass(slots=True)
@@ -95,15 +95,19 @@ class CatalogCache:
         self._visible[key] = slot  # most recently used last
         while len(self._visible) > MAX_VISIBLE_ENTRIES:
             self._visible.popitem(last=False)
-        paths = frozenset(mapping.metadata_paths())
 
         async def load_visible() -> Visible:
-            found = await self._engine.fields_present(tenant, key[1], roles, sorted(paths))
-            return paths, frozenset(found)
+            paths = sorted(mapping.metadata_paths())
+            found = await self._engine.fields_present(tenant, key[1], roles, paths)
+            return mapping, mapping.restricted_to(found)
 
-        # Visible fields found among an older mapping's: the fields new since are unchecked.
-        _, visible = await slot.get(load_visible, force=force, outdated=lambda v: v[0] != paths)
-        return mapping.restricted_to(visible)
+        def outdated(value: Visible) -> bool:
+            """Narrowed from a mapping with other fields: the new ones are unchecked."""
+            checked = value[0]
+            return checked is not mapping and checked.metadata_paths() != mapping.metadata_paths()
+
+        _, visible = await slot.get(load_visible, force=force, outdated=outdated)
+        return visible
 
     async def compile(
         self,

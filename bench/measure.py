@@ -20,11 +20,12 @@ class Run:
     wall_s: float = 0.0
     outputs: list[Any] = field(default_factory=list)
     errors: int = 0
+    failures: list[str] = field(default_factory=list)  # the first few errors, as text
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms)
         if not lat:
-            return {"n": 0, "errors": self.errors}
+            return {"n": 0, "errors": self.errors, "failures": self.failures}
 
         def pct(p: float) -> float:
             return round(lat[min(len(lat) - 1, round(p / 100 * (len(lat) - 1)))], 2)
@@ -37,6 +38,7 @@ class Run:
             "p99_ms": pct(99),
             "mean_ms": round(statistics.fmean(lat), 2),
             "qps": round(len(lat) / self.wall_s, 1) if self.wall_s else 0.0,
+            **({"failures": self.failures} if self.failures else {}),
         }
 
 
@@ -53,8 +55,10 @@ async def drive(call: Callable[[T], Awaitable[Any]], items: Sequence[T], concurr
             started = time.perf_counter()
             try:
                 run.outputs[i] = await call(items[i])
-            except Exception:
+            except Exception as exc:
                 run.errors += 1
+                if len(run.failures) < 3:
+                    run.failures.append(f"{type(exc).__name__}: {exc}"[:300])
                 continue
             run.latencies_ms.append((time.perf_counter() - started) * 1000)
 

@@ -78,7 +78,9 @@ class Processes:
     """The service and the fake provider (and, with ``hop``, bench/hop.py) as child processes
     on loopback."""
 
-    def __init__(self, es_url: str, alias: str, workdir: Path, *, hop: bool = False) -> None:
+    def __init__(
+        self, es_url: str, alias: str, workdir: Path, *, hop: bool = False, embedder: str = "none"
+    ) -> None:
         self.port, self.provider_port, self.hop_port = 18080, 18099, 18081
         self.hop, self.alias = hop, alias
         workdir.mkdir(parents=True, exist_ok=True)
@@ -108,7 +110,8 @@ class Processes:
             "RSVC_WEB_TIMEOUT_S": "2",
             "RSVC_PORT": str(self.port),
             "RSVC_MANAGE_INDEX": "false",
-            "RSVC_EMBEDDER": "none",  # the BM25 cost benchmark (bench.relevance measures hybrid)
+            # none: the BM25 cost benchmark; local: bench.hybrid's
+            "RSVC_EMBEDDER": embedder,
             "RSVC_BM25_FIELDS": TEXT_FIELDS,  # the query the raw scenarios send
         }
         self.url = f"http://127.0.0.1:{self.port}"

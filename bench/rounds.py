@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -63,15 +64,16 @@ def took_p50(run: Run) -> float | None:
 
 
 async def measure(
-    scen: Scenarios,
-    prepared: list[Prepared],
+    scen: object,
+    prepared: Sequence[Any],
     concurrencies: tuple[int, ...],
     warmup: int,
     cpu: CpuMeter,
     names: tuple[str, ...] = SCENARIOS,
 ) -> tuple[dict[str, Any], dict[str, Run]]:
-    """Every scenario at every concurrency, interleaved per concurrency level, with the CPU
-    each part spent per request at the highest concurrency (where every core is busy)."""
+    """Every scenario (a method of ``scen`` per name) at every concurrency, interleaved per
+    concurrency level, with the CPU each part spent per request at the highest concurrency
+    (where every core is busy)."""
     results: dict[str, Any] = {k: {} for k in names}
     keep: dict[str, Run] = {}
     for name in names:  # warm caches and connections

@@ -7,6 +7,7 @@ and a local 80 ms provider, then measure every scenario side by side.
     python -m bench.run --cluster             # plus raw and service on a local 3-node cluster
     python -m bench.run --separate-cores      # plus QPS with Elasticsearch on a core of its own
     python -m bench.run --hop                 # plus an HTTP hop that only forwards (the floor)
+    python -m bench.run --hybrid [bench.hybrid's options]   # BM25 and hybrid with vectors
 """
 
 from __future__ import annotations
@@ -148,6 +149,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "most QPS any service in front of Elasticsearch reaches on these cores",
     )
     parser.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="run bench.hybrid instead: BM25 and hybrid with vectors, kNN recall under "
+        "selective permissions (its own options follow; see python -m bench.hybrid --help)",
+    )
+    parser.add_argument(
         "--rss-only",
         action="store_true",
         help="only the RSS measurement, merged into --out's result.json",
@@ -176,6 +183,10 @@ async def rss_only(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if "--hybrid" in sys.argv[1:]:  # the hybrid benchmark has options of its own
+        from bench import hybrid
+
+        sys.exit(hybrid.run([a for a in sys.argv[1:] if a != "--hybrid"]))
     options = parse()
     outcome = asyncio.run(rss_only(options) if options.rss_only else main(options))
     out = options.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")

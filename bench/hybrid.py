@@ -1,0 +1,373 @@
+"""Hybrid search at scale (issue #25 §1–§2): BM25 and hybrid, through the service and raw, on a
+corpus with vectors; then kNN recall against exact search under selective permissions.
+
+    python -m bench.hybrid --chunks 100000 --out bench/results/hybrid-100k
+    python -m bench.hybrid --chunks 1000000 --keep --out bench/results/hybrid-1m
+    python -m bench.hybrid --smoke           # CI: 2,000 chunks; fails below its targets
+    python -m bench.run --hybrid …           # the same, from the cost benchmark's command
+
+The corpus is ``bench.hybrid_corpus`` (the cost benchmark's chunks over 20 knowledge bases,
+with selectivity roles); its vectors are ``bench.vectors`` (real for the first ``--real``
+chunks, generated from them beyond). The index is built by a bare bulk of the finished
+chunks, vectors included, into the service's own template: its rate is Elasticsearch's
+indexing rate with vectors. ``--keep`` leaves the index for a later ``--reuse``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.helpers import async_streaming_bulk
+
+from bench import corpus, hybrid_report, vectors
+from bench.cluster import write_policy
+from bench.common import CACHE, KEY, ROOT, drop_alias, fresh_alias, machine, own
+from bench.cpu import CpuMeter
+from bench.hybrid_corpus import ALL, EVERYONE, KNOWLEDGE_BASES, Layout, chunks, decorate
+from bench.hybrid_scen import Ask, HybridScenarios, same_share, service_defaults
+from bench.measure import drive
+from bench.processes import Processes
+from bench.rounds import ids, measure
+from bench.scenarios import client_session
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL
+from retrieval_svc.embedding.base import EmbeddingModel
+from retrieval_svc.embedding.local import LOCAL_MODEL_ID, LocalEmbedder
+from retrieval_svc.filters import FieldCatalog, compile_filter, parse_filter
+from retrieval_svc.search.client import make_es_client
+from retrieval_svc.settings import ElasticsearchSettings
+
+ALIAS = "rsvc-hybrid"
+QUERY_VECTORS = 1000  # the queries embedded (and cached) once; a run asks the first ones
+NAMES = ("raw_bm25", "service_bm25", "raw_hybrid", "service_hybrid")
+#: (label, the principal's one role, knowledge bases asked or None for all of them)
+SELECTIVE: tuple[tuple[str, str, list[str] | None], ...] = (
+    ("100%", ALL, None),
+    ("50%", "sel50", None),
+    ("10%", "sel10", None),
+    ("1%", "sel1", None),
+    ("0.1%", "sel0_1", None),
+    ("one KB of 20", ALL, [KNOWLEDGE_BASES[7]]),
+)
+
+
+class Corpus:
+    """The benchmark's chunks at one size: vectors, layout, and chunk id → row."""
+
+    def __init__(self, total: int, sample: np.ndarray, *, check_generated: bool = False) -> None:
+        real = len(sample)
+        self.total = total
+        self.folder = corpus.write_corpus(CACHE, total)
+        if check_generated:  # the same size, generated from a tenth of the sample
+            self.vectors = vectors.generate(sample[: max(1, real // 10)], total, seed=total)
+        else:
+            self.vectors = vectors.generate(sample, total, seed=total)
+        self.layout = Layout.of(total)
+        self.rows: dict[str, int] = {}
+
+    def actions(self, index: str) -> Any:
+        for row, chunk in enumerate(chunks(self.folder, self.total)):
+            decorate(chunk, row, self.layout, self.vectors[row])
+            self.rows[chunk["chunk_id"]] = row
+            yield {"_index": index, "_id": chunk["chunk_id"], "_source": chunk}
+
+    def ids_file(self, tag: str) -> Path:
+        return CACHE / "vectors" / f"rows-{tag}-{self.total}.txt"
+
+
+def hybrid_texts(real: int) -> list[str]:
+    """The contents of the first ``real`` chunks (the same in every corpus size)."""
+    from bench.hybrid_corpus import texts
+
+    return texts(corpus.write_corpus(CACHE, max(real, 10)), real)
+
+
+async def build(
+    es: AsyncElasticsearch, data: Corpus, index_type: str, *, reuse: bool, tag: str
+) -> dict[str, Any]:
+    """Bulk the corpus into a fresh index (or reuse a kept one); indexing figures."""
+    index = own(ALIAS)
+    if reuse and await es.indices.exists_alias(name=index) and data.ids_file(tag).exists():
+        count = (await es.count(index=index))["count"]
+        if count == data.total:
+            names = data.ids_file(tag).read_text("utf-8").split()
+            data.rows = {name: row for row, name in enumerate(names)}
+            print(f"  reusing {index} ({count:,} chunks)", file=sys.stderr)
+            return {"reused": True}
+    model = EmbeddingModel(model=LOCAL_MODEL_ID, dims=int(data.vectors.shape[1]))
+    await fresh_alias(es, ALIAS, embedding=model, vector_index_type=index_type)
+    started, done = time.perf_counter(), 0
+    async for ok, item in async_streaming_bulk(
+        es,
+        data.actions(index),
+        chunk_size=500,
+        max_chunk_bytes=20 * 1024 * 1024,
+        max_retries=8,
+        retry_on_status=(429,),
+        raise_on_error=False,
+    ):
+        assert ok, item
+        done += 1
+        if done % 50_000 == 0:
+            rate = done / (time.perf_counter() - started)
+            print(f"  indexed {done:,}/{data.total:,} ({rate:.0f}/s)", file=sys.stderr)
+    await es.indices.refresh(index=index)
+    bulk_s = time.perf_counter() - started
+    names = sorted(data.rows, key=data.rows.__getitem__)
+    data.ids_file(tag).write_text("\n".join(names), "utf-8")
+    return {
+        "chunks": done,
+        "seconds": round(bulk_s, 1),
+        "chunks_per_s": round(done / bulk_s),
+        "index_type": index_type,
+    }
+
+
+async def merge(es: AsyncElasticsearch) -> float:
+    """Force-merge the index to one segment, as an old index ends up; seconds taken."""
+    started = time.perf_counter()
+    await es.options(request_timeout=7200).indices.forcemerge(index=own(ALIAS), max_num_segments=1)
+    await es.indices.refresh(index=own(ALIAS))
+    return round(time.perf_counter() - started, 1)
+
+
+async def footprint(es: AsyncElasticsearch) -> dict[str, Any]:
+    """Index size on disk, what its vector structures and stored fields (``_source``, the
+    vectors' text among it) take, segments; Elasticsearch's heap and resident
+    memory (what is not heap is off-heap: the vector files it maps, and the JVM's own)."""
+    stats = await es.indices.stats(index=own(ALIAS), metric="store,segments")
+    total = stats["_all"]["primaries"]
+    usage = await es.options(request_timeout=3600).indices.disk_usage(
+        index=own(ALIAS), run_expensive_tasks=True
+    )
+    fields = next(v for k, v in usage.items() if k != "_shards")["all_fields"]
+    nodes = await es.nodes.stats(metric="jvm,process")
+    node = next(iter(nodes["nodes"].values()))
+    info = await es.nodes.info(metric="process")
+    pid = next(iter(info["nodes"].values()))["process"]["id"]
+    rss = resident_mb(int(pid))
+    heap = node["jvm"]["mem"]
+    return {
+        "store_mb": round(total["store"]["size_in_bytes"] / 2**20, 1),
+        "segments": total["segments"]["count"],
+        "vectors_mb": round(fields["knn_vectors_in_bytes"] / 2**20, 1),
+        "stored_fields_mb": round(fields["stored_fields_in_bytes"] / 2**20, 1),
+        "heap_used_mb": round(heap["heap_used_in_bytes"] / 2**20),
+        "heap_max_mb": round(heap["heap_max_in_bytes"] / 2**20),
+        "es_rss_mb": rss,
+        "off_heap_mb": round(rss - heap["heap_committed_in_bytes"] / 2**20) if rss else None,
+    }
+
+
+def resident_mb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024)
+    except OSError:
+        return None
+    return None
+
+
+def asks(n: int, qv: np.ndarray, acl: AccessControl, catalog: FieldCatalog) -> list[Ask]:
+    """The cost benchmark's mixed queries over every knowledge base, their principals holding
+    ``全员`` too (what the BM25 benchmark made public)."""
+    qs = list(corpus.queries(n))
+    assert n <= len(qv), f"at most {len(qv)} queries have vectors"
+    out = []
+    for i, q in enumerate(qs):
+        roles = [*q.roles, EVERYONE]
+        compiled = [compile_filter(parse_filter(q.filter), catalog)] if q.filter else []
+        effective = acl.expand(roles, corpus.TENANT)
+        out.append(Ask(q.text, roles, effective, qv[i], filter=q.filter, compiled=compiled))
+    return out
+
+
+async def embedding_cost(texts: list[str]) -> dict[str, float]:
+    """The bundled model embedding one query at a time, in process (what an uncached query
+    adds; a cached one is a dictionary lookup)."""
+    model = LocalEmbedder()
+    model.load()
+    times: list[float] = []
+    for text in texts:
+        started = time.perf_counter()
+        await model.embed_queries([f"{text} {len(times)}"])  # never cached
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return {
+        "n": len(times),
+        "p50_ms": round(times[len(times) // 2], 2),
+        "p95_ms": round(times[int(len(times) * 0.95)], 2),
+    }
+
+
+async def selective(
+    scen: HybridScenarios, data: Corpus, base: list[Ask], sweep: list[int]
+) -> list[dict[str, Any]]:
+    """Recall@10 of the service's vector search against exact search over what the principal
+    sees, latency, and what Elasticsearch did, for each selectivity."""
+    rows_out = []
+    for label, role, kbs in SELECTIVE:
+        visible = data.layout.visible(role, kbs)
+        group = [
+            Ask(a.text, [role], frozenset({role}), a.vector, knowledge_ids=kbs or KNOWLEDGE_BASES)
+            for a in base
+        ]
+        exact = vectors.exact_top(data.vectors, visible, np.stack([a.vector for a in group]))
+        vec = await drive(scen.service_vector, group, 1)
+        hyb = await drive(scen.service_hybrid, group, 1)
+        raw = await drive(scen.raw_hybrid, group, 1)
+        ops = [await scen.profile(a) for a in group[:10]]
+        row: dict[str, Any] = {
+            "selectivity": label,
+            "visible": len(visible),
+            "recall_at_10": recall(data, ids(vec), exact),
+            "vector_p50_ms": vec.summary().get("p50_ms"),
+            "vector_p99_ms": vec.summary().get("p99_ms"),
+            "hybrid_p50_ms": hyb.summary().get("p50_ms"),
+            "hybrid_p99_ms": hyb.summary().get("p99_ms"),
+            "raw_hybrid_p50_ms": raw.summary().get("p50_ms"),
+            "errors": vec.errors + hyb.errors + raw.errors,
+            "failures": vec.failures + hyb.failures + raw.failures,
+            "hybrid_same_as_raw": same_share(ids(hyb), ids(raw)),
+            "vector_ops_median": int(statistics.median(ops)),
+        }
+        row["search"] = "exact" if row["vector_ops_median"] >= 0.9 * len(visible) else "graph"
+        for nc in sweep:
+            got = await drive(functools.partial(scen.raw_knn, num_candidates=nc), group, 1)
+            row[f"recall_nc{nc}"] = recall(data, ids(got), exact)
+        rows_out.append(row)
+        print(f"  selectivity {row}", file=sys.stderr)
+    return rows_out
+
+
+def recall(data: Corpus, got: list[list[str]], exact: list[list[int]]) -> float:
+    shares = []
+    for have, want in zip(got, exact, strict=True):
+        rows = {data.rows.get(i, -1) for i in have}
+        shares.append(len(rows & set(want)) / max(len(want), 1))
+    return round(sum(shares) / max(len(shares), 1), 4)
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
+    es = make_es_client(ElasticsearchSettings(es_url=es_url), timeout_s=600)
+    config, saturation = service_defaults()
+    tag = f"{args.index_type}-{'gen' if args.check_generated else 'real'}-{args.real}"
+    result: dict[str, Any] = {
+        "chunks": args.chunks,
+        "real_vectors": args.real,
+        "queries": args.queries,
+        "machine": machine(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "service_knn": {
+            "k": max(10, config.candidates),
+            "num_candidates": config.num_candidates,
+            "oversample": config.oversample,
+            "fusion": config.fusion,
+        },
+    }
+    try:
+        sample = await vectors.embed(hybrid_texts(args.real), CACHE / "vectors")
+        texts = [q.text for q in corpus.queries(QUERY_VECTORS)]
+        qv = await vectors.embed(texts, CACHE / "vectors", queries=True)
+        data = Corpus(args.chunks, sample, check_generated=args.check_generated)
+        print(f"corpus {args.chunks:,} chunks ({tag})", file=sys.stderr)
+        result["indexing"] = await build(es, data, args.index_type, reuse=args.reuse, tag=tag)
+        if args.merge:
+            result["indexing"]["forcemerge_s"] = await merge(es)
+        mapping = await es.indices.get_mapping(index=own(ALIAS))
+        acl = AccessControl(DEFAULT_MODEL, write_policy(CACHE / "hybrid"))
+        mixed = asks(args.queries, qv, acl, FieldCatalog.from_mappings(dict(mapping)))
+        result["query_embedding"] = await embedding_cost([a.text for a in mixed[:50]])
+        with Processes(es_url, ALIAS, CACHE / "hybrid", embedder="local") as procs:
+            async with client_session(connections=64) as http:
+                scen = HybridScenarios(
+                    http,
+                    es_url=es_url,
+                    service_url=procs.url,
+                    key=KEY,
+                    alias=own(ALIAS),
+                    config=config,
+                    saturation=saturation,
+                )
+                await drive(scen.service_hybrid, mixed, 2)  # the service's query-vector cache
+                cpu = CpuMeter(es, procs.service_pid)
+                measured, runs = await measure(scen, mixed, (1, 16), args.warmup, cpu, NAMES)
+                result["scenarios"] = measured
+                result["same_answers"] = {
+                    "bm25": same_share(ids(runs["raw_bm25@1"]), ids(runs["service_bm25@1"])),
+                    "hybrid": same_share(ids(runs["raw_hybrid@1"]), ids(runs["service_hybrid@1"])),
+                    # The same raw requests twice: Elasticsearch searches segments side by side
+                    # and they share what they found, so an approximate kNN answer can vary.
+                    "hybrid_raw_repeated": same_share(
+                        ids(runs["raw_hybrid@1"]), ids(runs["raw_hybrid@16"])
+                    ),
+                }
+                base = mixed[: args.selective_queries]
+                result["selectivity"] = await selective(scen, data, base, args.sweep)
+        result["footprint"] = await footprint(es)  # after the queries: heap as it runs
+    finally:
+        if not args.keep:
+            await drop_alias(es, ALIAS)
+        await es.close()
+    result["targets"] = hybrid_report.targets(result)
+    return result
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--real", type=int, default=10_000, help="chunks with real vectors")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--selective-queries", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--index-type", default="int8_hnsw")
+    parser.add_argument(
+        "--sweep", default="", help="num_candidates values to try raw, e.g. 100,500"
+    )
+    parser.add_argument("--merge", action="store_true", help="force-merge to one segment first")
+    parser.add_argument("--keep", action="store_true", help="leave the index for --reuse")
+    parser.add_argument("--reuse", action="store_true", help="use a kept index of this size")
+    parser.add_argument(
+        "--check-generated",
+        action="store_true",
+        help="generate every vector from a tenth of the real sample (compare with a real run)",
+    )
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--smoke", action="store_true", help="small and quick, for CI")
+    args = parser.parse_args(argv)
+    args.sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
+    if args.smoke:
+        args.chunks, args.real, args.queries, args.selective_queries = 2000, 300, 60, 30
+        args.warmup = 10
+        args.merge = True  # one segment: kNN answers are deterministic, and merged is the hard case
+    return args
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    result = asyncio.run(main(args))
+    out = args.out or ROOT / "bench" / "results" / time.strftime("hybrid-%Y%m%d-%H%M%S")
+    hybrid_report.write(result, out)
+    print((out / "table.md").read_text("utf-8"))
+    print(f"results in {out}", file=sys.stderr)
+    missed = [t["target"] for t in result["targets"] if not t["met"] and t.get("gate")]
+    if args.smoke and missed:
+        print(f"hybrid smoke: missed {missed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

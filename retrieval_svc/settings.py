@@ -148,7 +148,8 @@ class Settings(IndexSettings):
     vector_score_floor: float = Field(0.8, ge=0, lt=1)
     rrf_k: int = Field(60, ge=1)
     hybrid_candidates: int = Field(50, ge=1, le=1000)
-    knn_num_candidates: int = Field(200, ge=1, le=10000)
+    # HNSW candidates per shard, at least; 10 per neighbour asked for beyond that (issue #25).
+    knn_num_candidates: int = Field(500, ge=1, le=10000)
     # Rescore the approximate kNN's k × this many neighbours with the full-precision vectors
     # (quantized index types; 0: off). int8 ties tight clusters without it (issue #25).
     knn_oversample: float = Field(3.0, ge=0, le=10)

@@ -54,7 +54,7 @@ class HybridConfig:
     rrf_k: int = 60
     text_fields: TextFields = "both"  # BM25 on the bigram view, the jieba view, or both
     candidates: int = 50  # hits taken from each list before fusion
-    num_candidates: int = 200  # HNSW candidates per shard (recall vs speed)
+    num_candidates: int = 500  # HNSW candidates per shard, at least (``candidates_for``)
     oversample: float = 3.0  # rescore k × this many neighbours with full-precision vectors
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from retrieval_svc.acl import acl_query
 from retrieval_svc.search.fusion import Hit, fuse, vector_score
-from retrieval_svc.search.query import knn_body, search_body
+from retrieval_svc.search.query import candidates_for, knn_body, search_body
 from retrieval_svc.search.segment import segment
 
 
@@ -102,7 +102,7 @@ def test_knn_carries_every_restriction_inside_its_filter() -> None:
     assert {"term": {"tenant": "acme"}} in inside  # the tenant beside the ACL
     assert acl_query({"r1"}) in inside and caller in inside
     assert "post_filter" not in body and "query" not in body  # a pre-filter, nothing after
-    assert body["knn"]["num_candidates"] == 5  # never fewer candidates than k
+    assert body["knn"]["num_candidates"] == 50  # ten candidates per neighbour asked for
     # BM25 is restricted by the same clauses.
     text = search_body(
         query="q",
@@ -122,3 +122,11 @@ def test_segmented_bm25_queries_the_segmented_field() -> None:
     should = body["query"]["bool"]["must"][0]["bool"]["should"]
     assert {"match": {"content_seg": {"query": "电梯 维保"}}} in should
     assert {"match": {"content": {"query": "电梯维保"}}} in should
+
+
+def test_num_candidates_is_the_setting_or_ten_per_neighbour_within_elasticsearchs_limit() -> None:
+    assert candidates_for(10, 500) == 500  # vector mode, top 10: the setting
+    assert candidates_for(50, 500) == 500  # hybrid's 50 per list
+    assert candidates_for(200, 500) == 2000  # a large top_k keeps ten candidates per hit
+    assert candidates_for(5, 3) == 50
+    assert candidates_for(5000, 500) == 10_000  # Elasticsearch refuses more

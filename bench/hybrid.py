@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
+import json
 import os
 import statistics
 import sys
@@ -103,7 +105,11 @@ async def build(
             names = data.ids_file(tag).read_text("utf-8").split()
             data.rows = {name: row for row, name in enumerate(names)}
             print(f"  reusing {index} ({count:,} chunks)", file=sys.stderr)
-            return {"reused": True}
+            built = data.ids_file(tag).with_suffix(".json")  # the run that built it
+            return {
+                **(json.loads(built.read_text("utf-8")) if built.exists() else {}),
+                "reused": True,
+            }
     model = EmbeddingModel(model=LOCAL_MODEL_ID, dims=int(data.vectors.shape[1]))
     await fresh_alias(es, ALIAS, embedding=model, vector_index_type=index_type)
     started, done = time.perf_counter(), 0
@@ -125,12 +131,14 @@ async def build(
     bulk_s = time.perf_counter() - started
     names = sorted(data.rows, key=data.rows.__getitem__)
     data.ids_file(tag).write_text("\n".join(names), "utf-8")
-    return {
+    figures = {
         "chunks": done,
         "seconds": round(bulk_s, 1),
         "chunks_per_s": round(done / bulk_s),
         "index_type": index_type,
     }
+    data.ids_file(tag).with_suffix(".json").write_text(json.dumps(figures), "utf-8")
+    return figures
 
 
 async def merge(es: AsyncElasticsearch) -> float:
@@ -246,9 +254,31 @@ async def selective(
         for nc in sweep:
             got = await drive(functools.partial(scen.raw_knn, num_candidates=nc), group, 1)
             row[f"recall_nc{nc}"] = recall(data, ids(got), exact)
+            row[f"p50_ms_nc{nc}"] = got.summary().get("p50_ms")  # raw kNN alone
         rows_out.append(row)
         print(f"  selectivity {row}", file=sys.stderr)
     return rows_out
+
+
+async def mixed_scenarios(
+    scen: HybridScenarios,
+    es: AsyncElasticsearch,
+    procs: Processes,
+    mixed: list[Ask],
+    warmup: int,
+    result: dict[str, Any],
+) -> None:
+    """BM25 and hybrid, raw and through the service, at concurrency 1 and 16, into ``result``."""
+    cpu = CpuMeter(es, procs.service_pid)
+    measured, runs = await measure(scen, mixed, (1, 16), warmup, cpu, NAMES)
+    result["scenarios"] = measured
+    result["same_answers"] = {
+        "bm25": same_share(ids(runs["raw_bm25@1"]), ids(runs["service_bm25@1"])),
+        "hybrid": same_share(ids(runs["raw_hybrid@1"]), ids(runs["service_hybrid@1"])),
+        # The same raw requests twice: Elasticsearch searches segments side by side and they
+        # share what they found, so an approximate kNN answer can vary.
+        "hybrid_raw_repeated": same_share(ids(runs["raw_hybrid@1"]), ids(runs["raw_hybrid@16"])),
+    }
 
 
 def recall(data: Corpus, got: list[list[str]], exact: list[list[int]]) -> float:
@@ -263,6 +293,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
     es = make_es_client(ElasticsearchSettings(es_url=es_url), timeout_s=600)
     config, saturation = service_defaults()
+    if args.num_candidates:  # the service and the raw side alike
+        config = dataclasses.replace(config, num_candidates=args.num_candidates)
+        os.environ["RSVC_KNN_NUM_CANDIDATES"] = str(args.num_candidates)
     tag = f"{args.index_type}-{'gen' if args.check_generated else 'real'}-{args.real}"
     result: dict[str, Any] = {
         "chunks": args.chunks,
@@ -302,18 +335,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     saturation=saturation,
                 )
                 await drive(scen.service_hybrid, mixed, 2)  # the service's query-vector cache
-                cpu = CpuMeter(es, procs.service_pid)
-                measured, runs = await measure(scen, mixed, (1, 16), args.warmup, cpu, NAMES)
-                result["scenarios"] = measured
-                result["same_answers"] = {
-                    "bm25": same_share(ids(runs["raw_bm25@1"]), ids(runs["service_bm25@1"])),
-                    "hybrid": same_share(ids(runs["raw_hybrid@1"]), ids(runs["service_hybrid@1"])),
-                    # The same raw requests twice: Elasticsearch searches segments side by side
-                    # and they share what they found, so an approximate kNN answer can vary.
-                    "hybrid_raw_repeated": same_share(
-                        ids(runs["raw_hybrid@1"]), ids(runs["raw_hybrid@16"])
-                    ),
-                }
+                if not args.selectivity_only:
+                    await mixed_scenarios(scen, es, procs, mixed, args.warmup, result)
                 base = mixed[: args.selective_queries]
                 result["selectivity"] = await selective(scen, data, base, args.sweep)
         result["footprint"] = await footprint(es)  # after the queries: heap as it runs
@@ -335,6 +358,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--index-type", default="int8_hnsw")
     parser.add_argument(
         "--sweep", default="", help="num_candidates values to try raw, e.g. 100,500"
+    )
+    parser.add_argument(
+        "--num-candidates", type=int, default=0, help="the service's kNN num_candidates"
+    )
+    parser.add_argument(
+        "--selectivity-only", action="store_true", help="skip the mixed-query scenarios"
     )
     parser.add_argument("--merge", action="store_true", help="force-merge to one segment first")
     parser.add_argument("--keep", action="store_true", help="leave the index for --reuse")

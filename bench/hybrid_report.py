@@ -108,6 +108,7 @@ def markdown(result: dict[str, Any]) -> str:
                 if "forcemerge_s" in idx
                 else ""
             )
+            + (" (the index was built by an earlier run, and reused)" if idx.get("reused") else "")
             + "."
         )
     foot = result.get("footprint")
@@ -121,12 +122,19 @@ def markdown(result: dict[str, Any]) -> str:
         )
     rows = result.get("selectivity", [])
     if rows:
-        sweep = sorted(k for k in rows[0] if k.startswith("recall_nc"))
+        sweep = sorted(
+            (k for k in rows[0] if k.startswith(("recall_nc", "p50_ms_nc"))),
+            key=lambda k: (int(k.rsplit("nc", 1)[1]), k),
+        )
         head = (
             "| visible | chunks | recall@10 | vector p50 / p99 ms | hybrid p50 / p99 ms "
             "| raw hybrid p50 ms | ES compared | search |"
         )
-        lines += ["", head + "".join(f" {k[7:]} |" for k in sweep), "|---" * (8 + len(sweep)) + "|"]
+        names = {
+            k: k.replace("recall_", "recall ").replace("p50_ms_", "kNN p50 ms ") for k in sweep
+        }
+        lines += ["", head + "".join(f" {names[k]} |" for k in sweep)]
+        lines.append("|---" * (8 + len(sweep)) + "|")
         for r in rows:
             lines.append(
                 f"| {r['selectivity']} | {r['visible']:,} | {r['recall_at_10']} | "

@@ -66,6 +66,7 @@ def serve(
         "log_config": None,  # keep the JSON logging configured above
         "access_log": False,
         "server_header": False,  # no "server: uvicorn" banner
+        "timeout_keep_alive": settings.keep_alive_s,
     }
     if count <= 1:
         uvicorn.run(create_app(settings), **options)

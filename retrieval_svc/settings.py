@@ -242,6 +242,10 @@ class Settings(IndexSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     workers: int = Field(1, ge=1, le=64)  # processes of `serve` (one per core it is given)
+    # Idle seconds before `serve` closes a kept-alive connection: longer than the idle timeout
+    # of what reuses them (Dify's client, a load balancer: 60 s on AWS), or a request sent as
+    # the service closes the connection fails.
+    keep_alive_s: int = Field(65, ge=1, le=3600)
 
     @field_validator("oidc_issuer", "oidc_jwks_url", "web_base_url", "rerank_url", "public_url")
     @classmethod

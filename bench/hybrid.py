@@ -49,7 +49,7 @@ from retrieval_svc.filters import FieldCatalog, compile_filter, parse_filter
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
 
-ALIAS = "rsvc-hybrid"
+ALIAS = "rsvc-hybrid"  # a run of N chunks uses rsvc-hybrid-N: a kept index outlives other sizes
 QUERY_VECTORS = 1000  # the queries embedded (and cached) once; a run asks the first ones
 NAMES = ("raw_bm25", "service_bm25", "raw_hybrid", "service_hybrid")
 #: (label, the principal's one role, knowledge bases asked or None for all of them)
@@ -95,10 +95,10 @@ def hybrid_texts(real: int) -> list[str]:
 
 
 async def build(
-    es: AsyncElasticsearch, data: Corpus, index_type: str, *, reuse: bool, tag: str
+    es: AsyncElasticsearch, alias: str, data: Corpus, index_type: str, *, reuse: bool, tag: str
 ) -> dict[str, Any]:
     """Bulk the corpus into a fresh index (or reuse a kept one); indexing figures."""
-    index = own(ALIAS)
+    index = own(alias)
     if reuse and await es.indices.exists_alias(name=index) and data.ids_file(tag).exists():
         count = (await es.count(index=index))["count"]
         if count == data.total:
@@ -111,7 +111,7 @@ async def build(
                 "reused": True,
             }
     model = EmbeddingModel(model=LOCAL_MODEL_ID, dims=int(data.vectors.shape[1]))
-    await fresh_alias(es, ALIAS, embedding=model, vector_index_type=index_type)
+    await fresh_alias(es, alias, embedding=model, vector_index_type=index_type)
     started, done = time.perf_counter(), 0
     async for ok, item in async_streaming_bulk(
         es,
@@ -141,22 +141,22 @@ async def build(
     return figures
 
 
-async def merge(es: AsyncElasticsearch) -> float:
+async def merge(es: AsyncElasticsearch, alias: str) -> float:
     """Force-merge the index to one segment, as an old index ends up; seconds taken."""
     started = time.perf_counter()
-    await es.options(request_timeout=7200).indices.forcemerge(index=own(ALIAS), max_num_segments=1)
-    await es.indices.refresh(index=own(ALIAS))
+    await es.options(request_timeout=7200).indices.forcemerge(index=own(alias), max_num_segments=1)
+    await es.indices.refresh(index=own(alias))
     return round(time.perf_counter() - started, 1)
 
 
-async def footprint(es: AsyncElasticsearch) -> dict[str, Any]:
+async def footprint(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
     """Index size on disk, what its vector structures and stored fields (``_source``, the
     vectors' text among it) take, segments; Elasticsearch's heap and resident
     memory (what is not heap is off-heap: the vector files it maps, and the JVM's own)."""
-    stats = await es.indices.stats(index=own(ALIAS), metric="store,segments")
+    stats = await es.indices.stats(index=own(alias), metric="store,segments")
     total = stats["_all"]["primaries"]
     usage = await es.options(request_timeout=3600).indices.disk_usage(
-        index=own(ALIAS), run_expensive_tasks=True
+        index=own(alias), run_expensive_tasks=True
     )
     fields = next(v for k, v in usage.items() if k != "_shards")["all_fields"]
     nodes = await es.nodes.stats(metric="jvm,process")
@@ -293,6 +293,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     es_url = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
     es = make_es_client(ElasticsearchSettings(es_url=es_url), timeout_s=600)
     config, saturation = service_defaults()
+    alias = f"{ALIAS}-{args.chunks}"
     if args.num_candidates:  # the service and the raw side alike
         config = dataclasses.replace(config, num_candidates=args.num_candidates)
         os.environ["RSVC_KNN_NUM_CANDIDATES"] = str(args.num_candidates)
@@ -316,21 +317,23 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         qv = await vectors.embed(texts, CACHE / "vectors", queries=True)
         data = Corpus(args.chunks, sample, check_generated=args.check_generated)
         print(f"corpus {args.chunks:,} chunks ({tag})", file=sys.stderr)
-        result["indexing"] = await build(es, data, args.index_type, reuse=args.reuse, tag=tag)
+        result["indexing"] = await build(
+            es, alias, data, args.index_type, reuse=args.reuse, tag=tag
+        )
         if args.merge:
-            result["indexing"]["forcemerge_s"] = await merge(es)
-        mapping = await es.indices.get_mapping(index=own(ALIAS))
+            result["indexing"]["forcemerge_s"] = await merge(es, alias)
+        mapping = await es.indices.get_mapping(index=own(alias))
         acl = AccessControl(DEFAULT_MODEL, write_policy(CACHE / "hybrid"))
         mixed = asks(args.queries, qv, acl, FieldCatalog.from_mappings(dict(mapping)))
         result["query_embedding"] = await embedding_cost([a.text for a in mixed[:50]])
-        with Processes(es_url, ALIAS, CACHE / "hybrid", embedder="local") as procs:
+        with Processes(es_url, alias, CACHE / "hybrid", embedder="local") as procs:
             async with client_session(connections=64) as http:
                 scen = HybridScenarios(
                     http,
                     es_url=es_url,
                     service_url=procs.url,
                     key=KEY,
-                    alias=own(ALIAS),
+                    alias=own(alias),
                     config=config,
                     saturation=saturation,
                 )
@@ -339,10 +342,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     await mixed_scenarios(scen, es, procs, mixed, args.warmup, result)
                 base = mixed[: args.selective_queries]
                 result["selectivity"] = await selective(scen, data, base, args.sweep)
-        result["footprint"] = await footprint(es)  # after the queries: heap as it runs
+        result["footprint"] = await footprint(es, alias)  # after the queries: heap as it runs
     finally:
         if not args.keep:
-            await drop_alias(es, ALIAS)
+            await drop_alias(es, alias)
         await es.close()
     result["targets"] = hybrid_report.targets(result)
     return result

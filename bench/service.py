@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,11 @@ def start_service(
     returned once its ``/readyz`` on ``port`` answers 200. A child that exits, or is not
     ready within ``timeout_s``, is stopped and RuntimeError carries the end of its log."""
     argv = [*command, *args]
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        # Something answers there already: its /readyz would pass for ours.
+        raise RuntimeError(
+            f"port {port} is in use (another benchmark running?): {shlex.join(argv)}"
+        )
     child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=log)
     deadline = time.monotonic() + timeout_s
     while child.poll() is None and time.monotonic() < deadline:

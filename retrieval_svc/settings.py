@@ -104,7 +104,9 @@ class IndexSettings(ElasticsearchSettings):
     embedding_query_prefix: str = ""
     embedding_passage_prefix: str = ""
     # Index layout: shards and HNSW quantisation of the vector field.
-    vector_index_type: Literal["int8_hnsw", "hnsw", "int8_flat", "flat"] = "int8_hnsw"
+    vector_index_type: Literal[
+        "int8_hnsw", "int4_hnsw", "bbq_hnsw", "hnsw", "int8_flat", "flat"
+    ] = "int8_hnsw"
     # The zone in which date-only values (2026-03-01, in metadata and in filters) are read.
     timezone: str = DEFAULT_TIMEZONE
 

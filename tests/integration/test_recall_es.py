@@ -16,6 +16,10 @@ paragraph heads again, each restricted to roles (``sel10``: every other one, ``s
 twenty, else a role nobody here holds), so a principal holding one of them sees about 9% or
 1% of the index through the filter. The ACL sits inside ``knn.filter``; the answers must be
 the exact top 10 over what that principal may see, and nothing else.
+
+Deletes (issue #25 §0, "every index state"): a fourth knowledge base holds the heads once
+more, and a third of it is deleted after the merge, so the one segment's graph still holds
+them, marked deleted, as an index holds them until its next merge.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
     docs = [("asked", i, t, v) for i, (t, v) in enumerate(zip(questions, asked, strict=True))]
     docs += [("passages", i, t, v) for i, (t, v) in enumerate(zip(heads, passages, strict=True))]
     docs += [("restricted", i, t, v) for i, (t, v) in enumerate(zip(heads, passages, strict=True))]
+    docs += [("deleted", i, t, v) for i, (t, v) in enumerate(zip(heads, passages, strict=True))]
     try:
         for run in range(4):  # written in several runs, as an index is used
             actions = [
@@ -106,9 +111,18 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
             await es.indices.refresh(index=own)
         await es.indices.forcemerge(index=own, max_num_segments=1)
         await es.indices.refresh(index=own)
+        # Then a third of one knowledge base deleted: the merged graph keeps them, marked.
+        gone = [
+            {"_op_type": "delete", "_index": own, "_id": f"deleted-{i}"}
+            for i in range(len(heads))
+            if deleted(i)
+        ]
+        await async_bulk(es, gone, refresh=True)
         segments = await es.indices.segments(index=own)
         shards = next(iter(segments["indices"].values()))["shards"].values()
-        assert sum(len(copy["segments"]) for shard in shards for copy in shard) == 1
+        kept = [seg for shard in shards for copy in shard for seg in copy["segments"].values()]
+        kept = [seg for seg in kept if seg["num_docs"]]  # a delete's tombstones hold no chunk
+        assert len(kept) == 1 and kept[0]["deleted_docs"] == len(gone), kept
         rng = np.random.default_rng(25)
         picked = [questions[i] for i in rng.choice(len(questions), QUERIES, replace=False)]
         yield alias, np.asarray(passages, dtype=np.float32), picked
@@ -116,6 +130,11 @@ async def merged(cmrc: dict[str, Any]) -> AsyncIterator[tuple[str, np.ndarray, l
         await es.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         await es.options(ignore_status=404).indices.delete_index_template(name=f"{alias}-template")
         await es.close()
+
+
+def deleted(i: int) -> bool:
+    """Whether the ``deleted`` knowledge base's ``i``-th chunk is deleted after the merge."""
+    return i % 3 == 0
 
 
 def restricted_roles(i: int) -> list[str]:
@@ -177,4 +196,17 @@ async def test_knn_recall_under_a_selective_acl(
     measured = await recall(alias, passages, questions, "restricted", visible, api_keys=keys)
     with capsys.disabled():
         print(f"\nrecall@10 with {role} ({len(visible)} chunks visible): {measured:.3f}")
+    assert measured >= 0.98
+
+
+async def test_knn_recall_with_deleted_chunks_in_the_merged_graph(
+    merged: tuple[str, np.ndarray, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deleted chunks stay in the graph until the next merge; the search must step over them
+    and still find the exact top 10 of what is left."""
+    alias, passages, questions = merged
+    left = [i for i in range(len(passages)) if not deleted(i)]
+    measured = await recall(alias, passages, questions, "deleted", left)
+    with capsys.disabled():
+        print(f"\nrecall@10 with a third deleted ({len(left)} chunks left): {measured:.3f}")
     assert measured >= 0.98

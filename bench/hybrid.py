@@ -76,6 +76,7 @@ class Corpus:
             self.vectors = vectors.generate(sample, total, seed=total)
         self.layout = Layout.of(total)
         self.rows: dict[str, int] = {}
+        self.deleted = np.empty(0, dtype=np.int64)  # rows deleted after the build
 
     def actions(self, index: str) -> Any:
         for row, chunk in enumerate(chunks(self.folder, self.total)):
@@ -147,6 +148,18 @@ async def merge(es: AsyncElasticsearch, alias: str) -> float:
     await es.options(request_timeout=7200).indices.forcemerge(index=own(alias), max_num_segments=1)
     await es.indices.refresh(index=own(alias))
     return round(time.perf_counter() - started, 1)
+
+
+async def delete(es: AsyncElasticsearch, alias: str, data: Corpus, share: float) -> int:
+    """Delete a seeded ``share`` of the chunks, as an index is used: until the next merge the
+    graph keeps them, marked deleted, and a search must step over them. How many."""
+    data.deleted = data.layout.deletions(share)
+    names = sorted(data.rows, key=data.rows.__getitem__)
+    actions = ({"_op_type": "delete", "_index": own(alias), "_id": names[r]} for r in data.deleted)
+    async for ok, item in async_streaming_bulk(es, actions, chunk_size=1000, raise_on_error=False):
+        assert ok, item
+    await es.indices.refresh(index=own(alias))
+    return len(data.deleted)
 
 
 async def footprint(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
@@ -226,7 +239,7 @@ async def selective(
     sees, latency, and what Elasticsearch did, for each selectivity."""
     rows_out = []
     for label, role, kbs in SELECTIVE:
-        visible = data.layout.visible(role, kbs)
+        visible = data.layout.visible(role, kbs, data.deleted)
         group = [
             Ask(a.text, [role], frozenset({role}), a.vector, knowledge_ids=kbs or KNOWLEDGE_BASES)
             for a in base
@@ -322,6 +335,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         )
         if args.merge:
             result["indexing"]["forcemerge_s"] = await merge(es, alias)
+        if args.delete:
+            result["indexing"]["deleted"] = await delete(es, alias, data, args.delete)
         mapping = await es.indices.get_mapping(index=own(alias))
         acl = AccessControl(DEFAULT_MODEL, write_policy(CACHE / "hybrid"))
         mixed = asks(args.queries, qv, acl, FieldCatalog.from_mappings(dict(mapping)))
@@ -369,6 +384,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--selectivity-only", action="store_true", help="skip the mixed-query scenarios"
     )
     parser.add_argument("--merge", action="store_true", help="force-merge to one segment first")
+    parser.add_argument(
+        "--delete",
+        type=float,
+        default=0.0,
+        help="delete this share of the chunks after the build (and merge), e.g. 0.1",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the index for --reuse")
     parser.add_argument("--reuse", action="store_true", help="use a kept index of this size")
     parser.add_argument(

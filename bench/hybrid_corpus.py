@@ -52,9 +52,21 @@ class Layout:
         u = float(self.draw[row])
         return [role for role, share in SELECTIVITY.items() if u < share]
 
-    def visible(self, role: str, knowledge_bases: list[str] | None = None) -> np.ndarray:
-        """Rows a principal holding only ``role`` sees in ``knowledge_bases`` (all when None)."""
+    def deletions(self, share: float, seed: int = 26) -> np.ndarray:
+        """A seeded ``share`` of the rows, to delete after the index is built (sorted)."""
+        if share <= 0:
+            return np.empty(0, dtype=np.int64)
+        rng = np.random.default_rng(seed)
+        return np.sort(rng.choice(len(self.kb), round(share * len(self.kb)), replace=False))
+
+    def visible(
+        self, role: str, knowledge_bases: list[str] | None = None, deleted: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Rows a principal holding only ``role`` sees in ``knowledge_bases`` (all when None),
+        but for the ``deleted`` rows."""
         mask = self.draw < SELECTIVITY[role]
+        if deleted is not None:
+            mask[deleted] = False
         if knowledge_bases is not None:
             wanted = [KNOWLEDGE_BASES.index(k) for k in knowledge_bases]
             mask &= np.isin(self.kb, wanted)

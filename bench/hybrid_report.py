@@ -109,6 +109,11 @@ def markdown(result: dict[str, Any]) -> str:
                 else ""
             )
             + (" (the index was built by an earlier run, and reused)" if idx.get("reused") else "")
+            + (
+                f"; then {idx['deleted']:,} chunks deleted, still in the graph, marked"
+                if idx.get("deleted")
+                else ""
+            )
             + "."
         )
     foot = result.get("footprint")

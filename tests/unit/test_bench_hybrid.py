@@ -60,6 +60,17 @@ def test_layout_makes_the_promised_shares_visible_and_nests_them() -> None:
     assert set(layout.kb[one_kb].tolist()) == {7}
 
 
+def test_deleted_rows_are_a_seeded_share_and_never_visible() -> None:
+    layout = Layout.of(10_000)
+    gone = layout.deletions(0.1)
+    assert len(gone) == 1000 == len(set(gone.tolist()))
+    assert (gone == layout.deletions(0.1)).all() and len(layout.deletions(0)) == 0
+    for role in SELECTIVITY:
+        left = layout.visible(role, None, gone)
+        assert not set(left.tolist()) & set(gone.tolist())
+        assert set(left.tolist()) | set(gone.tolist()) >= set(layout.visible(role).tolist())
+
+
 def test_decorate_keeps_roles_makes_public_chunks_everyones_and_adds_selectivity() -> None:
     layout = Layout.of(1000)
     row = int(layout.visible("sel1")[0])

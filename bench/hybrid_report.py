@@ -71,10 +71,13 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Service kNN: k {knn['k']}, num_candidates {knn['num_candidates']}, "
         f"rescore oversample {knn['oversample']}, fusion {knn['fusion']}.",
-        "",
-        "| scenario | conc. | p50 ms | p95 ms | p99 ms | QPS | CPU ms/req (ES + service) |",
-        "|---|---|---|---|---|---|---|",
     ]
+    if result.get("scenarios"):  # not with --selectivity-only
+        lines += [
+            "",
+            "| scenario | conc. | p50 ms | p95 ms | p99 ms | QPS | CPU ms/req (ES + service) |",
+            "|---|---|---|---|---|---|---|",
+        ]
     for name, by_conc in result.get("scenarios", {}).items():
         for conc, s in by_conc.items():
             cpu = s.get("cpu_ms_per_request")

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from elasticsearch import AsyncElasticsearch, BadRequestError, Elasticsearch
 
-from retrieval_svc.search.index import ensure_index, index_name, template_name
+from retrieval_svc.embedding.base import EmbeddingModel
+from retrieval_svc.search.index import (
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    ensure_index,
+    index_name,
+    template_name,
+)
 from retrieval_svc.tenancy import tenant_alias
 
 pytestmark = pytest.mark.anyio
@@ -32,6 +39,28 @@ async def test_mapping_is_the_contract(es: AsyncElasticsearch, alias: str) -> No
     assert props["content"] == {"type": "text", "analyzer": "rsvc_text"}
     assert props["document_title"]["fields"]["keyword"]["type"] == "keyword"
     assert props["indexed_at"]["type"] == "date"
+
+
+@pytest.mark.parametrize("index_type", ["int8_hnsw", "bbq_hnsw", "int8_flat"])
+async def test_the_vector_graph_is_built_to_stay_connected(
+    es: AsyncElasticsearch, alias: str, index_type: str
+) -> None:
+    """A graph type gets the links that kept every chunk reachable after a merge at 1M
+    (issue #25), and Elasticsearch accepts them; a flat type has no graph to shape."""
+    own = f"{alias}-{index_type.replace('_', '')}"
+    model = EmbeddingModel(model="test-model", dims=64)
+    try:
+        await ensure_index(es, own, model, tenant=T, vector_index_type=index_type)
+        mapping = await es.indices.get_mapping(index=tenant_alias(own, T))
+        field = next(iter(mapping.values()))["mappings"]["properties"]["embedding"]
+        options = field["index_options"]
+        assert options["type"] == index_type
+        if index_type.endswith("hnsw"):
+            assert (options["m"], options["ef_construction"]) == (HNSW_M, HNSW_EF_CONSTRUCTION)
+        else:
+            assert "m" not in options and "ef_construction" not in options
+    finally:
+        await es.options(ignore_status=404).indices.delete_index_template(name=template_name(own))
 
 
 async def test_metadata_strings_become_keywords(es: AsyncElasticsearch, alias: str) -> None:

@@ -116,7 +116,7 @@ async def delete(es: AsyncElasticsearch, alias: str, data: Corpus, share: float)
     names = sorted(data.rows, key=data.rows.__getitem__)
     actions = ({"_op_type": "delete", "_index": own(alias), "_id": names[r]} for r in data.deleted)
     async for ok, item in async_streaming_bulk(es, actions, chunk_size=1000, raise_on_error=False):
-        assert ok or item["delete"].get("status") == 404, item  # 404: a reused index, done
+        assert ok, item
     await es.indices.refresh(index=own(alias))
     return len(data.deleted)
 

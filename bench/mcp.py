@@ -39,7 +39,11 @@ QUERIES = [
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     url = f"http://127.0.0.1:{args.port}"
-    headers = {"Authorization": f"Bearer {KEY}", "Accept": "application/json, text/event-stream"}
+    headers = {
+        "Authorization": f"Bearer {KEY}",
+        "Accept": "application/json, text/event-stream",
+        "X-Rsvc-User": "bench",  # MCP's identity header (a user without grants: public only)
+    }
     async with sample_service(args.es_url, args.port, ALIAS, KEY) as child:
         async with aiohttp.ClientSession(headers=headers) as http:
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from retrieval_svc.access import kb_access
 from retrieval_svc.acl import is_visible, stored_roles
-from retrieval_svc.auth.identity import Claims, make_claims, principal_for
+from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.chunks import chunk_from_source, number_chunks
 from retrieval_svc.errors import KnowledgeBaseNotFound, ServiceError
@@ -24,7 +24,6 @@ from retrieval_svc.merge import chunk_dict, format_chunks, numbered_output
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
 from retrieval_svc.schemas import (
     MAX_KNOWLEDGE_IDS,
-    SET_BY_APP,
     RetrievalMode,
     ToolOutput,
     ToolRequest,
@@ -64,31 +63,14 @@ class DocumentText(BaseModel):
     chunks: list[dict[str, Any]]
 
 
-def caller(ctx: Context) -> tuple[AppState, ApiKeyConfig, str | None]:
-    """The service state, the key the request acts with and, for OIDC, the user's token;
-    put on the request by ``McpRoutes`` once the request was authenticated."""
+def caller(ctx: Context) -> tuple[AppState, ApiKeyConfig, Claims]:
+    """The service state, the key the request acts with and the end user's claims (the OIDC
+    user's own token, or the application's identity headers: ``mcp.identity``); put on the
+    request by ``McpRoutes`` once the request was authenticated. No tool argument is identity:
+    the model fills the arguments."""
     scope = ctx.request_context.request.scope  # type: ignore[union-attr]
-    found: tuple[AppState, ApiKeyConfig, str | None] = scope["rsvc.mcp"]
+    found: tuple[AppState, ApiKeyConfig, Claims] = scope["rsvc.mcp"]
     return found
-
-
-UserId = Annotated[str | None, Field(max_length=256, description="The end user's id." + SET_BY_APP)]
-UserRoles = Annotated[
-    list[str] | None, Field(description="The end user's roles (trusted keys)." + SET_BY_APP)
-]
-PrincipalToken = Annotated[
-    str | None,
-    Field(max_length=8192, description="A principal token (signed keys)." + SET_BY_APP),
-]
-
-
-def claims(
-    user_token: str | None, user_id: str | None, roles: list[str] | None, token: str | None
-) -> Claims:
-    """The claims of a call: the OIDC user's own token, else what the application passed."""
-    if user_token is not None:
-        return make_claims(None, None, user_token, path="arguments")
-    return make_claims(user_id, roles, token, path="arguments")
 
 
 def _error(exc: ServiceError) -> CallToolResult:
@@ -131,11 +113,8 @@ def register(mcp: MCPServer) -> None:
         ] = None,
         mode: Annotated[RetrievalMode | None, Field(description=_described("mode"))] = None,
         web: Annotated[bool, Field(description=_described("web"))] = False,
-        user_id: UserId = None,
-        user_roles: UserRoles = None,
-        principal_token: PrincipalToken = None,
     ) -> Annotated[CallToolResult, ToolOutput]:
-        state, key, user_token = caller(ctx)
+        state, key, who = caller(ctx)
         try:
             done = await answer(
                 state,
@@ -145,7 +124,7 @@ def register(mcp: MCPServer) -> None:
                     knowledge_ids=tool_knowledge_ids(knowledge_ids),
                     top_k=top_k,
                     filter=tool_filter(filter),
-                    claims=claims(user_token, user_id, user_roles, principal_token),
+                    claims=who,
                     mode=mode,
                 ),
                 WebRequest(max_results=state.settings.web_max_results) if web else None,
@@ -166,15 +145,9 @@ def register(mcp: MCPServer) -> None:
         ),
         structured_output=True,
     )
-    async def list_knowledge_bases(
-        ctx: Context,
-        user_id: UserId = None,
-        user_roles: UserRoles = None,
-        principal_token: PrincipalToken = None,
-    ) -> Annotated[CallToolResult, KnowledgeBases]:
-        state, key, user_token = caller(ctx)
+    async def list_knowledge_bases(ctx: Context) -> Annotated[CallToolResult, KnowledgeBases]:
+        state, key, who = caller(ctx)
         try:
-            who = claims(user_token, user_id, user_roles, principal_token)
             principal = await principal_for(key, who, state.acl, state.oidc)
             found = await state.engine.knowledge_bases(principal.tenant, principal.roles)
         except ServiceError as exc:
@@ -206,14 +179,10 @@ def register(mcp: MCPServer) -> None:
     async def read_document(
         document_id: Annotated[str, Field(min_length=1, max_length=256)],
         ctx: Context,
-        user_id: UserId = None,
-        user_roles: UserRoles = None,
-        principal_token: PrincipalToken = None,
     ) -> Annotated[CallToolResult, DocumentText]:
-        state, key, user_token = caller(ctx)
+        state, key, who = caller(ctx)
         missing = KnowledgeBaseNotFound(f"document {document_id!r} does not exist")
         try:
-            who = claims(user_token, user_id, user_roles, principal_token)
             principal = await principal_for(key, who, state.acl, state.oidc)
             sources = await state.engine.get_chunks(
                 tenant=principal.tenant, chunk_id=None, document_id=document_id

@@ -8,8 +8,11 @@ access log apply as on every route.
 
 Identity, as everywhere (design.md §13):
 
-* ``RSVC_MCP_AUTH=key``: an API key in ``Authorization: Bearer``, with its mode. A request
-  without a valid key is refused before the MCP layer sees it (401, the service's error body).
+* ``RSVC_MCP_AUTH=key``: an API key in ``Authorization: Bearer``, with its mode; what the mode
+  needs beyond the key (a user id, roles, a principal token) comes from the headers the
+  application sets when it connects (``mcp.identity``), never from tool arguments. A request
+  without a valid key, or without the header its key's mode needs, is refused before the MCP
+  layer sees it (the service's error body).
 * ``RSVC_MCP_AUTH=oidc``: the end user's access token from ``RSVC_OIDC_ISSUER``, verified by
   the service's OIDC verifier; the SDK answers a missing or invalid token with 401 and the
   ``WWW-Authenticate: Bearer resource_metadata=…`` challenge the MCP authorization spec
@@ -30,9 +33,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retrieval_svc import __version__
+from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, bearer_token
 from retrieval_svc.deps import authenticate
 from retrieval_svc.errors import AuthError, ServiceError
+from retrieval_svc.mcp.identity import header_claims
 from retrieval_svc.mcp.tools import register
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
@@ -142,23 +147,33 @@ class McpRoutes:
         scope["route"] = _ROUTE if path == PATH else _METADATA_ROUTE
         state: AppState = scope["app"].state.rsvc
         self.tokens.state = state
-        token: str | None = None
+        claims = Claims()
         if path == PATH and self.settings.mcp_auth == "oidc":
             key = oidc_key(self.settings)
             authorization = _header(scope, b"authorization")
             try:
-                token = bearer_token(authorization)
+                claims = Claims(token=bearer_token(authorization))
             except AuthError:
-                token = None  # the SDK answers with its challenge
+                pass  # the SDK answers with its challenge
         elif path == PATH:
             try:
                 key = await authenticate(state, _header(scope, b"authorization"))
             except AuthError as exc:
                 await _refuse(scope, receive, send, exc)
                 return
+            try:
+                claims = header_claims(
+                    key, scope.get("headers", []), anonymous_ok=self.settings.auth_disabled
+                )
+                await principal_for(key, claims, state.acl, state.oidc)  # refused here, once
+            except ServiceError as exc:
+                if isinstance(exc, AuthError):
+                    state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+                await JSONResponse(exc.body(), status_code=exc.status_code)(scope, receive, send)
+                return
         else:
             key = oidc_key(self.settings)
-        scope["rsvc.mcp"] = (state, key, token)
+        scope["rsvc.mcp"] = (state, key, claims)
         await self.transport(scope, receive, send)
 
 

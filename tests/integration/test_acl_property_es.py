@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -264,9 +265,12 @@ async def test_service_agrees_with_reference(
     got = {c["chunk_id"] for c in resp.json()["chunk_metadata"]}
     if int(kb[-1], 16) % 4 == 0:  # a sample through MCP's search too: the same answer
         arguments = {**{k: body[k] for k in ("query", "knowledge_ids", "top_k")}, "filter": flt}
-        arguments["user_roles"] = sorted(asserted)
+        # The roles arrive as the application's header (issue #36 §1), percent-encoded UTF-8.
+        roles = {"X-Rsvc-Roles": quote(json.dumps(sorted(asserted), ensure_ascii=False))}
         call = rpc("tools/call", {"name": "search", "arguments": arguments})
-        over_mcp = await client.post("/mcp", json=call, headers={**MCP_HEADERS, **auth("anon")})
+        over_mcp = await client.post(
+            "/mcp", json=call, headers={**MCP_HEADERS, **auth("anon"), **roles}
+        )
         result = over_mcp.json()["result"]
         assert not result.get("isError"), result
         assert [c["chunk_id"] for c in result["structuredContent"]["chunk_metadata"]] == [

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 import uuid
+from urllib.parse import quote
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -98,14 +99,14 @@ async def test_each_route_records_exactly_what_it_returned(
         },
         "/v1/tools/unified-search": {"query": "消防演练", "knowledge_ids": ACL_KB, **who},
         "/mcp": rpc("tools/call", {"name": "search", "arguments": {
-            "query": "消防演练", "knowledge_ids": [ACL_KB], **who}}),
+            "query": "消防演练", "knowledge_ids": [ACL_KB]}}),
     }  # fmt: skip
     returned = {}
     for route, body in calls.items():
         request_id = uuid.uuid4().hex
         headers = {**auth("anon"), "X-Request-ID": request_id}
-        if route == "/mcp":
-            headers |= MCP_HEADERS
+        if route == "/mcp":  # identity from the application's headers, never from arguments
+            headers |= {**MCP_HEADERS, "X-Rsvc-User": "wang", "X-Rsvc-Roles": quote("物业经理")}
         resp = await c.post(route, json=body, headers=headers)
         assert resp.status_code == 200, resp.text
         returned[request_id] = (route, chunk_ids(route, resp.json()))

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import jwt
@@ -17,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from retrieval_svc.app import create_app
-from retrieval_svc.auth.keys import hash_key
+from retrieval_svc.auth.keys import IdentityMode, hash_key
 from tests.integration.test_oidc_es import (  # noqa: F401 (fixtures: the local OIDC provider)
     AUDIENCE,
     POLICY,
@@ -34,7 +35,11 @@ from tests.support.mcp import MCP_HEADERS, mcp_session, rpc
 
 pytestmark = pytest.mark.anyio
 
-MANAGER = {"user_roles": ["物业经理"]}  # a trusted key's claim, as the application passes it
+# A trusted key's claims, as the application sets them when it connects (percent-encoded: the
+# SDK's HTTP client sends ASCII headers only). A visitor is a user id with no grant: public only.
+MANAGER = {"X-Rsvc-Roles": quote("物业经理")}
+VISITOR = {"X-Rsvc-User": "visitor"}
+IDENTITY_ARGUMENTS = {"user_id", "user_roles", "principal_token"}
 QUERY = {"query": "消防演练", "knowledge_ids": [SAMPLES_KB, ACL_KB], "top_k": 10}
 MANAGER_ONLY = {d for d, acl in ACL_DOCS.items() if acl.get("access_roles")}
 
@@ -54,42 +59,115 @@ def live(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 
 async def test_a_client_gets_what_v1_search_gives_each_principal(live: str) -> None:
     key = {"Authorization": f"Bearer {KEYS['anon']}"}
-    async with mcp_session(live, key) as session:
-        listed = await session.list_tools()
-        assert {t.name for t in listed.tools} == {"search", "list_knowledge_bases", "read_document"}
-        search = next(t for t in listed.tools if t.name == "search")
-        assert search.output_schema and "chunk_metadata" in search.output_schema["properties"]
-        got = {}
-        for who, claims in (("anonymous", {}), ("manager", MANAGER)):
-            result = await session.call_tool("search", {**QUERY, **claims})
+    got = {}
+    for who, headers, roles in (("visitor", VISITOR, None), ("manager", MANAGER, ["物业经理"])):
+        async with mcp_session(live, {**key, **headers}) as session:
+            listed = await session.list_tools()
+            assert {t.name for t in listed.tools} == {
+                "search",
+                "list_knowledge_bases",
+                "read_document",
+            }
+            search = next(t for t in listed.tools if t.name == "search")
+            assert search.output_schema and "chunk_metadata" in search.output_schema["properties"]
+            result = await session.call_tool("search", QUERY)
             assert not result.is_error, result.content
             ids = [c["chunk_id"] for c in result.structured_content["chunk_metadata"]]
             assert result.content[0].text.startswith("[C:1]")
-            body = {**QUERY, "principal": {"roles": claims.get("user_roles")}}
+            principal = {"roles": roles} if roles else {"user_id": "visitor"}
+            body = {**QUERY, "principal": principal}
             http = httpx.post(f"{live}/v1/search", json=body, headers=key, timeout=30).json()
             assert ids == [c["chunk_id"] for c in http["chunk_metadata"]], who
             got[who] = set(ids)
-    assert MANAGER_ONLY <= got["manager"] and not MANAGER_ONLY & got["anonymous"]
+    assert MANAGER_ONLY <= got["manager"] and not MANAGER_ONLY & got["visitor"]
 
 
 async def test_list_and_read_show_only_what_the_principal_sees(live: str) -> None:
     key = {"Authorization": f"Bearer {KEYS['anon']}"}
-    async with mcp_session(live, key) as session:
+    async with mcp_session(live, {**key, **VISITOR}) as session:
         listed = await session.call_tool("list_knowledge_bases", {})
         kbs = {kb["knowledge_id"]: kb for kb in listed.structured_content["knowledge_bases"]}
         assert SAMPLES_KB in kbs and "my-kb" not in kbs  # (another tenant's)
-        as_manager = await session.call_tool("list_knowledge_bases", MANAGER)
-        more = {kb["knowledge_id"]: kb for kb in as_manager.structured_content["knowledge_bases"]}
-        assert more[ACL_KB]["chunks"] > kbs[ACL_KB]["chunks"]  # counts are what each sees
-
         hidden = await session.call_tool("read_document", {"document_id": "acl-mgr"})
         absent = await session.call_tool("read_document", {"document_id": "acl-zzz"})
         assert hidden.is_error and absent.is_error
         assert hidden.content[0].text.replace("acl-mgr", "X") == absent.content[0].text.replace(
             "acl-zzz", "X"
         )
-        seen = await session.call_tool("read_document", {"document_id": "acl-mgr", **MANAGER})
+    async with mcp_session(live, {**key, **MANAGER}) as session:
+        as_manager = await session.call_tool("list_knowledge_bases", {})
+        more = {kb["knowledge_id"]: kb for kb in as_manager.structured_content["knowledge_bases"]}
+        assert more[ACL_KB]["chunks"] > kbs[ACL_KB]["chunks"]  # counts are what each sees
+        seen = await session.call_tool("read_document", {"document_id": "acl-mgr"})
         assert not seen.is_error and seen.structured_content["chunks"][0]["chunk_id"] == "acl-mgr"
+
+
+async def test_the_model_cannot_set_identity(live: str) -> None:
+    # Issue #36 §1: a prompt injected into a passage asks for more roles, another user, a token.
+    key = {"Authorization": f"Bearer {KEYS['anon']}"}
+    injected = {"user_roles": ["物业经理", "exec"], "user_id": "wang", "principal_token": "x.y.z"}
+    async with mcp_session(live, {**key, **VISITOR}) as session:
+        for tool in (await session.list_tools()).tools:
+            offered = set(tool.input_schema.get("properties", {}))
+            assert not offered & IDENTITY_ARGUMENTS, (tool.name, offered)
+        calls = {
+            "search": QUERY,
+            "list_knowledge_bases": {},
+            "read_document": {"document_id": "acl-mgr"},
+        }
+        plain, widened = {}, {}
+        for tool, arguments in calls.items():
+            plain[tool] = await session.call_tool(tool, arguments)
+            widened[tool] = await session.call_tool(tool, {**arguments, **injected})
+    for tool in calls:  # ignored or refused: never more than the connection's principal sees
+        if not widened[tool].is_error:
+            assert widened[tool].structured_content == plain[tool].structured_content, tool
+    assert plain["read_document"].is_error
+    ids = {c["chunk_id"] for c in plain["search"].structured_content["chunk_metadata"]}
+    assert not MANAGER_ONLY & ids
+
+
+async def test_a_key_mode_without_its_header_is_refused_at_connection(
+    corpus: str, tmp_path: Path
+) -> None:
+    policy_file = tmp_path / "policy.csv"
+    policy_file.write_text(POLICY + "g, user:王芳, 物业经理, acme\n", encoding="utf-8")
+    settings = make_settings(
+        corpus,
+        casbin_policy=policy_file,
+        api_keys=[
+            key_entry("anon", tenant="acme", mode=IdentityMode.CASBIN),
+            key_entry("ops", tenant="acme", mode=IdentityMode.FIXED, roles=("运维工程师",)),
+            key_entry("scoped", tenant="acme", mode=IdentityMode.SIGNED, token_secret="s" * 32),
+        ],
+    )
+    tools = rpc("tools/list")
+    async with app_client(settings) as c:
+        for name, needs in (("anon", "X-Rsvc-User"), ("scoped", "X-Rsvc-Principal-Token")):
+            resp = await c.post("/mcp", json=tools, headers={**MCP_HEADERS, **auth(name)})
+            assert resp.status_code == 403, resp.text
+            assert needs in resp.json()["error_msg"] and resp.json()["error_code"] == 1002
+        fixed = await c.post("/mcp", json=tools, headers={**MCP_HEADERS, **auth("ops")})
+        assert fixed.status_code == 200, fixed.text
+        # A claim the mode does not take is refused too, as on every route.
+        roles = {**MCP_HEADERS, **auth("anon"), "X-Rsvc-Roles": "exec"}
+        assert (await c.post("/mcp", json=tools, headers=roles)).status_code == 403
+        twice = [
+            *{**MCP_HEADERS, **auth("anon")}.items(),
+            ("X-Rsvc-User", "a"),
+            ("X-Rsvc-User", "b"),
+        ]
+        assert (await c.post("/mcp", json=tools, headers=twice)).status_code == 400
+    # The user comes from the header, raw UTF-8 or percent-encoded: Casbin gives 王芳 物业经理.
+    call = rpc("tools/call", {"name": "search", "arguments": {**QUERY, "knowledge_ids": [ACL_KB]}})
+    async with app_client(settings) as c:
+        for user in ("王芳".encode(), quote("王芳").encode(), b"visitor"):
+            headers = [(k.encode(), v.encode()) for k, v in {**MCP_HEADERS, **auth("anon")}.items()]
+            resp = await c.post("/mcp", json=call, headers=[*headers, (b"X-Rsvc-User", user)])
+            assert resp.status_code == 200, resp.text
+            found = resp.json()["result"]["structuredContent"]["chunk_metadata"]
+            ids = {chunk["chunk_id"] for chunk in found}
+            assert (MANAGER_ONLY <= ids) == (user != b"visitor"), (user, ids)
 
 
 async def test_without_a_key_nothing_is_served(corpus: str) -> None:
@@ -142,7 +220,12 @@ async def test_hostile_input_is_an_error_never_a_500(corpus: str, payload: Any) 
         resp = await c.post(
             "/mcp",
             content=payload,
-            headers={**MCP_HEADERS, **auth("anon"), "Mcp-Session-Id": "someone-elses-session"},
+            headers={
+                **MCP_HEADERS,
+                **auth("anon"),
+                **VISITOR,  # (past the identity check: the MCP layer itself gets the input)
+                "Mcp-Session-Id": "someone-elses-session",
+            },
         )
         took = time.perf_counter() - started
     assert resp.status_code < 500, resp.text[:300]
@@ -155,7 +238,7 @@ async def test_hostile_input_is_an_error_never_a_500(corpus: str, payload: Any) 
 async def test_the_query_is_the_pipeline_s(corpus: str) -> None:
     # One pipeline: the same deadline, limits and metrics as every route.
     app = create_app(make_settings(corpus))
-    async with mcp_session(app, auth("anon")) as session:
+    async with mcp_session(app, {**auth("anon"), **VISITOR}) as session:
         await session.call_tool("search", {"query": "巡更", "knowledge_ids": [SAMPLES_KB]})
     text = app.state.rsvc.metrics.exposition().decode()
     assert 'route="/mcp"' in text

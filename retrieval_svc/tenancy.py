@@ -13,6 +13,13 @@ from __future__ import annotations
 # tenant's alone, since ``_`` appears only in escapes of fixed length and ``-`` not at all
 # (``-`` separates the index generation: ``rsvc-chunks.acme_2dcorp-000002``).
 DEFAULT_TENANT = "default"  # a key's tenant unless it names one (re-exported by the acl package)
+# In the Casbin policy a tenant is matched exactly, never as a pattern (design.md §4): the one
+# domain that is not a tenant's name is ``*`` alone, every tenant (a policy file's or the
+# CLI's global rule; the console writes its own tenant only). So a tenant's name is plain:
+# letters and digits of any script, and ``-``, ``_`` and ``.`` inside; never ``*``, a space,
+# a comma (a CSV policy's separator), a quote, ``:`` or ``/``.
+EVERY_TENANT = "*"
+TENANT_PUNCTUATION = frozenset("-_.")
 MAX_TENANT_SLUG = 160  # with the alias (≤ 64) and the generation, within 255 bytes
 MAX_INDEX_ALIAS = 64
 
@@ -45,9 +52,16 @@ def tenant_alias(index_alias: str, tenant: str) -> str:
 
 
 def check_tenant(tenant: str) -> str:
-    """``tenant``, if it can name an index; ValueError saying why not otherwise."""
+    """``tenant``, if it is a plain name that can name an index; ValueError saying why not."""
     if not tenant or tenant != tenant.strip():
         raise ValueError(f"tenant {tenant!r} is empty or starts or ends with a space")
+    bad = sorted({c for c in tenant if not (c.isalnum() or c in TENANT_PUNCTUATION)})
+    if bad or not tenant[0].isalnum():
+        why = f"may not contain {''.join(bad)!r}" if bad else "must start with a letter or digit"
+        raise ValueError(
+            f"tenant {tenant[:40]!r} {why}: a tenant is a plain name (letters and digits of any "
+            "script, and - _ . inside), never a pattern"
+        )
     if len(tenant_slug(tenant)) > MAX_TENANT_SLUG:
         raise ValueError(
             f"tenant {tenant[:40]!r}… is too long to name its index "

@@ -40,6 +40,7 @@ from retrieval_svc.acl.policy_store import (
     Rule,
     user_subject,
 )
+from retrieval_svc.tenancy import EVERY_TENANT
 
 log = logging.getLogger(__name__)
 # pycasbin logs its model and every policy line (user ids and their roles) at INFO while it
@@ -61,7 +62,8 @@ class _Loaded:
     rebuilds a role manager for the domain on every ``get_implicit_roles_for_user`` /
     ``enforce`` call — quadratic in the policy's lines (20,000 users stalled a request for
     minutes). The semantics are the model's: ``g, child, parent, tenant`` links within one
-    tenant; ``p, subject, tenant-pattern, kb-pattern, read`` with ``keyMatch``.
+    tenant; ``p, subject, tenant, kb-pattern, read``, the tenant matched exactly (``*`` alone:
+    every tenant) and the knowledge base with ``keyMatch``.
     """
 
     parents: dict[str, dict[str, tuple[str, ...]]]  # tenant → name → parent roles
@@ -133,7 +135,7 @@ class _Loaded:
     def grant(self, subject: str, tenant: str, knowledge_id: str) -> bool:
         """Whether a p line of ``subject`` lets it read ``knowledge_id`` in ``tenant``."""
         return any(
-            act == READ and key_match(tenant, dom) and key_match(knowledge_id, obj)
+            act == READ and (dom == tenant or dom == EVERY_TENANT) and key_match(knowledge_id, obj)
             for dom, obj, act in self.grants.get(subject, ())
         )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
 from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
+from retrieval_svc.tenancy import EVERY_TENANT, check_tenant
 
 __all__ = [
     "ANYONE",  # ANYONE, USER_PREFIX and the DEFAULT_* paths are defined in settings (the ground
@@ -58,6 +59,19 @@ def user_subject(user_id: str) -> str:
     return USER_PREFIX + user_id
 
 
+def policy_tenant(value: str, *, every: bool) -> str:
+    """``value`` as a policy line's tenant: a tenant's plain name, or (``every``: a ``p``
+    line) ``*`` alone for every tenant; raises PolicyError. Never a pattern: ``acme*`` would
+    otherwise match a tenant named ``acme`` (issue #36 §2)."""
+    if every and value == EVERY_TENANT:
+        return value
+    try:
+        return check_tenant(value)
+    except ValueError as exc:
+        also = " ('*' alone means every tenant)" if every else ""
+        raise PolicyError(f"{exc}; tenants match exactly{also}") from None
+
+
 def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
     """Raise PolicyError for a line the model cannot mean."""
     for rule in policy:
@@ -65,11 +79,20 @@ def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
             raise PolicyError(f"policy line {rule} must be: p, subject, tenant, knowledge_id, read")
         if rule[3] != READ:
             raise PolicyError(f"policy line {rule}: the only action is 'read'")
+        _in_line(rule, rule[1], every=True)
     for rule in grouping:
         if len(rule) != 3 or not all(rule):
             raise PolicyError(f"role line {rule} must be: g, member, role, tenant")
         if rule[1].startswith(USER_PREFIX):
             raise PolicyError(f"role line {rule}: a user cannot be a role")
+        _in_line(rule, rule[2], every=False)
+
+
+def _in_line(rule: Rule, tenant: str, *, every: bool) -> None:
+    try:
+        policy_tenant(tenant, every=every)
+    except PolicyError as exc:
+        raise PolicyError(f"{'policy' if every else 'role'} line {rule}: {exc}") from None
 
 
 def _rules(enforcer: Any) -> tuple[list[Rule], list[Rule]]:
@@ -205,6 +228,10 @@ def _name(what: str, value: str) -> str:
     return value
 
 
+def _tenant(value: str, *, every: bool = False) -> str:
+    return policy_tenant(_name("tenant", value), every=every)
+
+
 def _role(what: str, value: str) -> str:
     value = _name(what, value)
     if value.startswith(USER_PREFIX):
@@ -229,6 +256,10 @@ def _subject(value: str) -> str:
     return value
 
 
+def _grant(subject: str, knowledge_ids: str, tenant: str) -> list[str]:
+    return [_subject(subject), _tenant(tenant, every=True), _name("knowledge ids", knowledge_ids)]
+
+
 class PolicyAdmin:
     """Changes to a policy database; each returns whether anything changed (idempotent)."""
 
@@ -238,12 +269,12 @@ class PolicyAdmin:
 
     def grant_role(self, user: str, role: str, tenant: str) -> bool:
         """``user`` holds ``role`` in ``tenant``."""
-        rule = [user_subject(_user(user)), _role("role", role), _name("tenant", tenant)]
+        rule = [user_subject(_user(user)), _role("role", role), _tenant(tenant)]
         return bool(self._enforcer.add_grouping_policy(*rule))
 
     def revoke_role(self, user: str, role: str, tenant: str) -> bool:
         """``user`` no longer holds ``role`` in ``tenant``."""
-        rule = [user_subject(_user(user)), _role("role", role), _name("tenant", tenant)]
+        rule = [user_subject(_user(user)), _role("role", role), _tenant(tenant)]
         return bool(self._enforcer.remove_grouping_policy(*rule))
 
     def inherit(self, role: str, parent: str, tenant: str) -> bool:
@@ -251,26 +282,27 @@ class PolicyAdmin:
         role, parent = _role("role", role), _role("parent role", parent)
         if role == parent:
             raise PolicyError(f"role {role!r} cannot inherit itself")
-        return bool(self._enforcer.add_grouping_policy(role, parent, _name("tenant", tenant)))
+        return bool(self._enforcer.add_grouping_policy(role, parent, _tenant(tenant)))
 
     def disinherit(self, role: str, parent: str, tenant: str) -> bool:
         """Undo ``inherit``."""
-        rule = [_role("role", role), _role("parent role", parent), _name("tenant", tenant)]
+        rule = [_role("role", role), _role("parent role", parent), _tenant(tenant)]
         return bool(self._enforcer.remove_grouping_policy(*rule))
 
     def allow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
         """``subject`` (a role, ``user:<id>`` or ``anyone``) may read the knowledge bases
-        matching ``knowledge_ids`` (a keyMatch pattern) in ``tenant`` (may be a pattern)."""
-        rule = [_subject(subject), _name("tenant", tenant), _name("knowledge ids", knowledge_ids)]
-        return bool(self._enforcer.add_policy(*rule, READ))
+        matching ``knowledge_ids`` (a keyMatch pattern) in ``tenant`` (a name, or ``*`` alone:
+        every tenant)."""
+        return bool(self._enforcer.add_policy(*_grant(subject, knowledge_ids, tenant), READ))
 
     def disallow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
         """Undo ``allow``."""
-        rule = [_subject(subject), _name("tenant", tenant), _name("knowledge ids", knowledge_ids)]
-        return bool(self._enforcer.remove_policy(*rule, READ))
+        return bool(self._enforcer.remove_policy(*_grant(subject, knowledge_ids, tenant), READ))
 
     def rules(self, tenant: str | None = None) -> list[tuple[str, ...]]:
         """Every rule as a CSV row (``p, …`` then ``g, …``), optionally of one tenant."""
+        if tenant is not None:
+            _tenant(tenant, every=True)
         policy, grouping = _rules(self._enforcer)
         rows = [("p", *r) for r in policy if tenant is None or r[1] == tenant]
         rows += [("g", *r) for r in grouping if tenant is None or r[2] == tenant]

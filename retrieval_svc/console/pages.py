@@ -32,6 +32,7 @@ from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
 from retrieval_svc.search.runs import last_runs
 from retrieval_svc.state import AppState
+from retrieval_svc.tenancy import EVERY_TENANT
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -293,7 +294,8 @@ async def policy(request: Request, state: StateDep) -> Response:
         return {
             "inherits": inherits,
             "users": sorted(users.items()),
-            "grants": sorted(p for p in grants if p[1] in (mine, "*") or "*" in p[1]),
+            # By equality: this tenant's lines, and the global ones ("*" alone) that apply here.
+            "grants": sorted(p for p in grants if p[1] in (mine, EVERY_TENANT)),
             "editable": isinstance(source, PolicyDatabase),
             "done": done,
         }

@@ -18,9 +18,9 @@ import httpx
 import pytest
 from elasticsearch import Elasticsearch
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from typer.testing import CliRunner
 
@@ -34,7 +34,11 @@ from tests.support.live import live_service, serve_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "console"
-POLICY = "p, anyone, acme, *, read\ng, 物业经理, 运维工程师, acme\n"
+POLICY = (
+    "p, anyone, acme, *, read\ng, 物业经理, 运维工程师, acme\n"
+    # Another tenant's rule, and a global one: acme's Policy page lists the second only.
+    "p, anyone, globex, globex-secret-kb, read\np, anyone, *, every-tenant-handbook, read\n"
+)
 POWER = "配电房设备参数与操作规程"  # 运维工程师, 物业经理
 RESTRICTED = {POWER, "消防控制室值班制度", "物业费用与合同管理制度", "电梯维保记录规范"}
 QUESTION = "配电房 消防 物业费 电梯 巡更 访客 巡检 操作 规程 制度"
@@ -95,12 +99,22 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def submit(chrome: webdriver.Chrome, button: Any) -> None:
-    """Click a form's button and wait until the next page has loaded (the old one is gone)."""
-    old = chrome.find_element(By.TAG_NAME, "html")
+    """Click a form's button and wait until the next page has loaded.
+
+    The old document is marked (a property on its window, which a navigation replaces), and
+    the wait is for a complete document without the mark. Asking the old ``<html>`` whether
+    it went stale can answer, mid-navigation on a busy machine, with an inspector error
+    ("Node with given id does not belong to the document") that ``staleness_of`` does not
+    catch (issue #39); every WebDriver error while the page changes is transient here.
+    """
+    chrome.execute_script("window.__rsvcLeaving = true")
     button.click()
-    wait = WebDriverWait(chrome, 60)
-    wait.until(expected_conditions.staleness_of(old))
-    wait.until(lambda c: c.execute_script("return document.readyState") == "complete")
+    wait = WebDriverWait(chrome, 60, ignored_exceptions=(WebDriverException,))
+    wait.until(
+        lambda c: c.execute_script(
+            "return window.__rsvcLeaving === undefined && document.readyState === 'complete'"
+        )
+    )
 
 
 def fill(chrome: webdriver.Chrome, **fields: str) -> None:
@@ -231,6 +245,15 @@ def test_hostile_page_parameters_are_errors_on_the_page_not_500s(console: str) -
             page = http.post("/console/policy", data={"csrf": csrf.group(1), **form})
             assert page.status_code == 200, (form, page.status_code)
             assert "required for" in page.text or "unknown change" in page.text, form
+
+
+def test_the_policy_page_lists_its_tenant_s_rules_by_equality(console: str) -> None:
+    # Issue #36 §2: the page once listed every rule whose tenant contained "*".
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert http.post("/console/login", data={"key": KEYS["anon"]}).status_code == 303
+        page = http.get("/console/policy")
+    assert page.status_code == 200
+    assert "every-tenant-handbook" in page.text and "globex-secret-kb" not in page.text
 
 
 def test_no_console_when_it_is_off(corpus: str) -> None:

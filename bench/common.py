@@ -27,7 +27,7 @@ CACHE = ROOT / ".cache" / "bench"
 KEY = "bench-key-0123456789abcdef"
 
 
-SCENARIOS = ("raw", "service", "dify", "service_web", "workaround")
+SCENARIOS = ("raw", "service", "service_cold", "dify", "service_web", "workaround")
 
 
 def machine() -> str:

@@ -8,6 +8,7 @@ machine's cores with both, so a heavier client on one side would be counted agai
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,7 @@ class Scenarios:
         self.http, self.alias, self.service_url = http, alias, service_url.rstrip("/")
         self.hop_url = hop_url
         self._nodes = itertools.cycle([u.rstrip("/") for u in es_urls])
+        self._cold = itertools.count()
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
     async def _post(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
@@ -109,12 +111,15 @@ class Scenarios:
         )
         return [h["_id"] for h in resp["hits"]["hits"]], int(resp["took"])
 
-    async def service(self, p: Prepared, web: bool = False) -> tuple[list[str], int]:
+    async def service(
+        self, p: Prepared, web: bool = False, extra_role: str | None = None
+    ) -> tuple[list[str], int]:
+        roles = [*p.query.roles, extra_role] if extra_role else p.query.roles
         body: dict[str, Any] = {
             "query": p.query.text,
             "knowledge_ids": [KNOWLEDGE_ID],
             "top_k": TOP_K,
-            "principal": {"roles": p.query.roles},
+            "principal": {"roles": roles},
         }
         if p.query.filter:
             body["filter"] = p.query.filter
@@ -125,6 +130,12 @@ class Scenarios:
             raise RuntimeError(f"web status {out['meta']['web']['status']}")
         ids = [c["chunk_id"] for c in out["chunk_metadata"] if c["source_type"] == "rag"]
         return ids, int(out["meta"]["es_took_ms"])
+
+    async def service_cold(self, p: Prepared) -> tuple[list[str], int]:
+        """/v1/search as a principal never seen before (issue #38): the query's roles plus a
+        role of its own that no chunk has, so the answer is the same and no cache keyed by
+        role set can help."""
+        return await self.service(p, extra_role=f"cold-{os.getpid()}-{next(self._cold)}")
 
     async def service_web(self, p: Prepared) -> tuple[list[str], int]:
         return await self.service(p, web=True)

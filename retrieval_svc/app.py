@@ -230,13 +230,15 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         metrics=metrics,
         hybrid=hybrid_config(settings),
     )
+    catalog = CatalogCache(engine, ZoneInfo(settings.timezone))
+    stack.push_async_callback(catalog.close)
     return AppState(
         settings=settings,
         es=es,
         http=http,
         keys=KeyStore(settings.api_keys),
         engine=engine,
-        catalog=CatalogCache(engine, ZoneInfo(settings.timezone)),
+        catalog=catalog,
         acl=acl,
         web=WebSearch(http, web_config(settings), metrics=metrics),
         metrics=metrics,

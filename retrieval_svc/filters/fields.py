@@ -138,6 +138,14 @@ class FieldCatalog:
             text_field=self._view(path, TEXT_SUBFIELD),
         )
 
+    def __eq__(self, other: object) -> bool:
+        """Same fields, kinds and views (a reloaded mapping that changed nothing)."""
+        if not isinstance(other, FieldCatalog):
+            return NotImplemented
+        return self._metadata == other._metadata and self._views == other._views
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable by construction: not a dict key)
+
     def restricted_to(self, paths: Iterable[str]) -> FieldCatalog:
         """This catalog with only the metadata fields in ``paths`` (the chunk fields stay)."""
         keep = frozenset(paths)

@@ -45,11 +45,13 @@ class ElasticCalls:
         """The alias ``tenant``'s chunks are read through."""
         return tenant_alias(self._alias, tenant)
 
-    async def _call(self, operation: str, request: Any) -> Any:
+    async def _call(self, operation: str, request: Any, *, bound_s: float | None = None) -> Any:
+        """``request`` under what is left of the request's deadline (``bound_s`` instead of the
+        request deadline as the bound: a background refresh, outside any request)."""
         started = time.perf_counter()
         outcome = "ok"
         try:
-            async with asyncio.timeout(max(0.0, remaining(self._deadline_s))):
+            async with asyncio.timeout(max(0.0, remaining(bound_s or self._deadline_s))):
                 response = await request
             self.reachability.reached()
             return response

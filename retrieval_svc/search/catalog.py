@@ -1,27 +1,39 @@
-"""The fields a caller's filter may name: cached per tenant and per what the caller can see.
+"""The fields a caller's filter may name: what the chunks it can see have (design.md §4).
 
-Two layers. A tenant's *mapping* catalog: the metadata fields of its own index and their
-kinds (no other tenant's, since each has its own index). Of those, the fields that some chunk
-*visible* to a role set in the asked knowledge bases has: a filter is compiled against these
-alone, so a field that only chunks the caller cannot see have answers exactly as a field that
-exists nowhere (design.md §4, "no oracle") — the same unknown-field 400 with the same list in
-the native language, the same "a field every document lacks" in Dify's conditions, never a
-type error that would tell its kind.
+A filter is compiled against the metadata fields that some chunk *visible* to the caller in
+the asked knowledge bases has, so a field that only chunks the caller cannot see have answers
+exactly as a field that exists nowhere ("no oracle") — the same unknown-field 400 with the
+same list in the native language, the same "a field every document lacks" in Dify's
+conditions, never a type error that would tell its kind.
 
-Both are cached: the mapping per tenant, the visible fields per (tenant, knowledge bases,
-roles), at most ``MAX_AGE_S`` old; a filter naming a field not in them looks again, at most
-once a second per entry. A cached request costs a dictionary lookup; a miss, one aggregation.
+What it costs (issue #38): nothing per request once a tenant is warm. Per tenant, one
+refresh records for every (knowledge base, role) which fields its chunks have, the public
+chunks under role ``None`` (``TenantReads.field_owners``: one composite aggregation, paged).
+A request's visible fields are then computed in memory: the public chunks' fields, plus
+those of each of the caller's roles that has chunks, over the asked knowledge bases. So a
+role set never seen before — every user has their own — costs set unions, not a search.
+
+A tenant's owners are refreshed in the background when older than ``MAX_AGE_S`` (requests
+meanwhile use the older ones), and at once when a filter names a field they do not list
+(a field just indexed) or when the mapping gained fields — but never more often than
+``REFRESH_AT_MOST_EVERY_S``, nor than keeps refreshing under ``REFRESH_DUTY`` of the time
+(a refresh that took 2 s waits 40 s before the next forced one), so no caller can make the
+service scan an index in a loop. Until a refresh sees a new field, a filter naming it is
+refused as unknown (native) or matches nothing (Dify), as before it existed; a field whose
+last chunk went away, or whose chunks changed roles, is listed until the next refresh, to
+the roles that saw it then (its chunks were theirs to see).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
-from typing import Generic, TypeVar
 
 from retrieval_svc.errors import UnknownField
 from retrieval_svc.filters import FieldCatalog, compile_filter
@@ -31,39 +43,83 @@ from retrieval_svc.filters.dify_compiler import compile_dify
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.search.engine import SearchEngine
 
-REFRESH_AT_MOST_EVERY_S = 1.0
-MAX_AGE_S = 60.0
-MAX_VISIBLE_ENTRIES = 4096  # (tenant, knowledge bases, roles) combinations kept
+log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-VisibleKey = tuple[str, tuple[str, ...], frozenset[str]]
-Visible = tuple[FieldCatalog, FieldCatalog]  # the mapping checked, and narrowed to those found
+REFRESH_AT_MOST_EVERY_S = 1.0
+REFRESH_DUTY = 0.05  # a forced refresh waits at least 1/REFRESH_DUTY times the last one's length
+MAX_AGE_S = 60.0
+REFRESH_BOUND_S = 60.0  # one page of a refresh, outside any request's deadline
+MAX_NARROWED = 4096  # narrowed catalogs kept per tenant (one per distinct visible field set)
+
+
+@dataclass(frozen=True, slots=True)
+class Owners:
+    """Which metadata fields the chunks of each (knowledge base, role) have, counted against
+    one mapping; role ``None``: the public chunks."""
+
+    mapping: FieldCatalog
+    public: dict[str, frozenset[str]]  # knowledge base → fields of its public chunks
+    by_role: dict[str, dict[str, frozenset[str]]]  # knowledge base → role → fields
+    # The mapping narrowed to each visible field set met so far (many role sets share one).
+    narrowed: OrderedDict[frozenset[str], FieldCatalog] = field(default_factory=OrderedDict)
+
+    def narrowed_to(self, visible: frozenset[str]) -> FieldCatalog:
+        """``mapping`` with only the ``visible`` metadata fields (cached)."""
+        found = self.narrowed.get(visible)
+        if found is None:
+            found = self.narrowed[visible] = self.mapping.restricted_to(visible)
+            while len(self.narrowed) > MAX_NARROWED:
+                self.narrowed.popitem(last=False)
+        else:
+            self.narrowed.move_to_end(visible)
+        return found
+
+    @classmethod
+    def of(
+        cls, mapping: FieldCatalog, pairs: dict[tuple[str, str | None], frozenset[str]]
+    ) -> Owners:
+        """From ``field_owners``' answer; equal field sets are kept once (10,000 roles with
+        the same fields hold one set)."""
+        interned: dict[frozenset[str], frozenset[str]] = {}
+        public: dict[str, frozenset[str]] = {}
+        by_role: dict[str, dict[str, frozenset[str]]] = {}
+        for (kb, role), paths in pairs.items():
+            paths = interned.setdefault(paths, paths)
+            if role is None:
+                public[kb] = paths
+            else:
+                by_role.setdefault(kb, {})[role] = paths
+        return cls(mapping, public, by_role)
+
+    def visible(self, knowledge_ids: Collection[str], roles: Collection[str]) -> frozenset[str]:
+        """The fields some chunk of ``knowledge_ids`` visible to holders of ``roles`` has."""
+        found: set[str] = set()
+        for kb in knowledge_ids:
+            found |= self.public.get(kb, frozenset())
+            held = self.by_role.get(kb)
+            if not held:
+                continue
+            if len(roles) <= len(held):
+                for role in roles:
+                    found |= held.get(role, frozenset())
+            else:
+                for role, paths in held.items():
+                    if role in roles:
+                        found |= paths
+        return frozenset(found)
 
 
 @dataclass(slots=True)
-class _Slot(Generic[T]):
-    """One cached value, its age, and the lock its refresh runs under."""
+class _Tenant:
+    """One tenant's mapping and owners, and the refresh of the owners in flight."""
 
-    value: T | None = None
-    loaded_at: float = float("-inf")
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def get(
-        self,
-        load: Callable[[], Awaitable[T]],
-        *,
-        force: bool,
-        outdated: Callable[[T], bool] = lambda _: False,
-    ) -> T:
-        """The value, loaded again when older than ``MAX_AGE_S``, when ``force``d (at most
-        once a second), or when ``outdated`` says so (a new fact, never throttled)."""
-        async with self.lock:
-            age = time.monotonic() - self.loaded_at
-            fresh = age < REFRESH_AT_MOST_EVERY_S or (not force and age < MAX_AGE_S)
-            if self.value is None or not fresh or outdated(self.value):
-                self.value = await load()
-                self.loaded_at = time.monotonic()
-            return self.value
+    mapping: FieldCatalog | None = None
+    mapping_at: float = float("-inf")
+    owners: Owners | None = None
+    owners_at: float = float("-inf")  # when the owners in use were counted
+    tried_at: float = float("-inf")  # when the last refresh started (succeeded or not)
+    last_took_s: float = 0.0
+    refreshing: asyncio.Task[Owners] | None = None
 
 
 class CatalogCache:
@@ -72,8 +128,8 @@ class CatalogCache:
     def __init__(self, engine: SearchEngine, tz: tzinfo = UTC) -> None:
         self._engine = engine
         self._tz = tz
-        self._mappings: dict[str, _Slot[FieldCatalog]] = {}
-        self._visible: OrderedDict[VisibleKey, _Slot[Visible]] = OrderedDict()
+        self._tenants: dict[str, _Tenant] = {}
+        self.refreshes = 0  # (counted for tests and the benchmark)
 
     async def catalog(
         self,
@@ -83,31 +139,72 @@ class CatalogCache:
         *,
         force: bool = False,
     ) -> FieldCatalog:
-        """The fields a principal holding ``roles`` may filter on in ``knowledge_ids``."""
-        mapping_slot = self._mappings.setdefault(tenant, _Slot())
+        """The fields a principal holding ``roles`` may filter on in ``knowledge_ids``;
+        ``force``: a filter named a field not among them, look again if allowed."""
+        t = self._tenants.setdefault(tenant, _Tenant())
+        mapping = await self._mapping(tenant, t, force=force)
+        owners = await self._owners(tenant, t, mapping, force=force)
+        return owners.narrowed_to(owners.visible(knowledge_ids, roles))
 
-        async def load_mapping() -> FieldCatalog:
-            return FieldCatalog.from_mappings(await self._engine.get_mappings(tenant))
+    async def close(self) -> None:
+        """Cancel the refreshes in flight (the app is stopping)."""
+        tasks = [t.refreshing for t in self._tenants.values() if t.refreshing is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
-        mapping = await mapping_slot.get(load_mapping, force=force)
-        key = (tenant, tuple(sorted(set(knowledge_ids))), frozenset(roles))
-        slot = self._visible.pop(key, None) or _Slot()
-        self._visible[key] = slot  # most recently used last
-        while len(self._visible) > MAX_VISIBLE_ENTRIES:
-            self._visible.popitem(last=False)
+    async def _mapping(self, tenant: str, t: _Tenant, *, force: bool) -> FieldCatalog:
+        age = time.monotonic() - t.mapping_at
+        if t.mapping is None or age >= MAX_AGE_S or (force and _may(t.mapping_at, 0)):
+            mapping = FieldCatalog.from_mappings(await self._engine.get_mappings(tenant))
+            if mapping != t.mapping:  # (unchanged: keep the object the owners were counted on)
+                t.mapping = mapping
+            t.mapping_at = time.monotonic()
+        assert t.mapping is not None
+        return t.mapping
 
-        async def load_visible() -> Visible:
-            paths = sorted(mapping.metadata_paths())
-            found = await self._engine.fields_present(tenant, key[1], roles, paths)
-            return mapping, mapping.restricted_to(found)
+    async def _owners(
+        self, tenant: str, t: _Tenant, mapping: FieldCatalog, *, force: bool
+    ) -> Owners:
+        owners = t.owners
+        if owners is not None:
+            allowed = _may(t.tried_at, t.last_took_s)
+            stale = time.monotonic() - t.owners_at >= MAX_AGE_S and allowed
+            wanted = (force or owners.mapping is not mapping) and allowed
+            if not (stale or wanted):
+                return owners
+            task = self._refresh(tenant, t, mapping)
+            if not wanted:  # only old: serve what we have, the refresh runs meanwhile
+                return owners
+        else:
+            task = self._refresh(tenant, t, mapping)
+        # The refresh is the tenant's, not this request's: a request whose deadline ends first
+        # is answered 504 and the refresh goes on for the next one.
+        return await asyncio.shield(task)
 
-        def outdated(value: Visible) -> bool:
-            """Narrowed from a mapping with other fields: the new ones are unchecked."""
-            checked = value[0]
-            return checked is not mapping and checked.metadata_paths() != mapping.metadata_paths()
+    def _refresh(self, tenant: str, t: _Tenant, mapping: FieldCatalog) -> asyncio.Task[Owners]:
+        """The tenant's refresh in flight, started if none is (one at a time per tenant)."""
+        if t.refreshing is not None and not t.refreshing.done():
+            return t.refreshing
 
-        _, visible = await slot.get(load_visible, force=force, outdated=outdated)
-        return visible
+        async def run() -> Owners:
+            started = t.tried_at = time.monotonic()
+            try:
+                pairs = await self._engine.field_owners(
+                    tenant, mapping.metadata_paths(), bound_s=REFRESH_BOUND_S
+                )
+            finally:
+                t.last_took_s = time.monotonic() - started
+            owners = Owners.of(mapping, pairs)
+            t.owners, t.owners_at = owners, time.monotonic()
+            self.refreshes += 1
+            return owners
+
+        # Outside the request's context: its deadline must not cut the tenant's refresh.
+        task = asyncio.create_task(run(), context=contextvars.Context())
+        task.add_done_callback(_reported)
+        t.refreshing = task
+        return task
 
     async def compile(
         self,
@@ -119,8 +216,9 @@ class CatalogCache:
         roles: Collection[str],
     ) -> Query:
         """Compile a filter against the fields visible to ``roles``; on a field not among
-        them, look again first. A native filter naming a field still unknown is refused,
-        listing only the visible fields; in a Dify filter it is one every document lacks."""
+        them, look again first (if allowed). A native filter naming a field still unknown is
+        refused, listing only the visible fields; in a Dify filter it is one every document
+        lacks."""
         catalog = await self.catalog(tenant, knowledge_ids, roles)
         if isinstance(node, DifyFilter):
             if any(catalog.lookup(leaf.field) is None for leaf in node.leaves):
@@ -131,3 +229,14 @@ class CatalogCache:
         except UnknownField:
             catalog = await self.catalog(tenant, knowledge_ids, roles, force=True)
         return compile_filter(node, catalog, path, self._tz)
+
+
+def _may(at: float, took_s: float) -> bool:
+    """Whether a refresh last started at ``at`` and lasting ``took_s`` may run again now."""
+    return time.monotonic() - at >= max(REFRESH_AT_MOST_EVERY_S, took_s / REFRESH_DUTY)
+
+
+def _reported(task: asyncio.Task[Owners]) -> None:
+    """A background refresh that failed is logged (a request waiting on it gets the error)."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("field catalog refresh failed: %s", exc)

@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from retrieval_svc.acl import acl_query, tenant_query
+from retrieval_svc.acl import ACL_FIELD, acl_query, tenant_query
 from retrieval_svc.search.calls import ElasticCalls
 from retrieval_svc.search.query import SOURCE_EXCLUDES
+
+# ``field_owners``: (knowledge base, role) pairs a page, and buckets a page at most (pairs ×
+# fields; Elasticsearch refuses a search of more than ``search.max_buckets``, 65,536 by default).
+OWNERS_PAGE = 1000
+OWNERS_BUCKETS = 50_000
 
 # Per knowledge base: its display name and distinct documents (the chunks are the doc_count).
 KB_AGGS: dict[str, Any] = {
@@ -99,33 +104,47 @@ class TenantReads(ElasticCalls):
             ],
         }
 
-    async def fields_present(
-        self,
-        tenant: str,
-        knowledge_ids: Sequence[str],
-        roles: Collection[str],
-        paths: Sequence[str],
-    ) -> list[str]:
-        """Which of ``paths`` some chunk of ``tenant``'s ``knowledge_ids`` visible to holders
-        of ``roles`` has (one request): a field only invisible chunks have is not listed."""
+    async def field_owners(
+        self, tenant: str, paths: Sequence[str], *, bound_s: float
+    ) -> dict[tuple[str, str | None], frozenset[str]]:
+        """For each (knowledge base, role) of ``tenant``'s chunks, which of ``paths`` those
+        chunks have; role ``None`` is the public chunks (no ``access_roles``). A chunk with
+        several roles counts for each. One composite aggregation, paged so that a page's
+        buckets stay well inside Elasticsearch's ``search.max_buckets``; each page is one
+        request of at most ``bound_s``."""
+        owners: dict[tuple[str, str | None], frozenset[str]] = {}
         if not paths:
-            return []
-        scope = [
-            tenant_query(tenant),
-            {"terms": {"knowledge_id": sorted(knowledge_ids)}},
-            acl_query(roles),
+            return owners
+        page = max(1, min(OWNERS_PAGE, OWNERS_BUCKETS // len(paths)))
+        exists = {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}
+        sources = [
+            {"kb": {"terms": {"field": "knowledge_id"}}},
+            {"role": {"terms": {"field": ACL_FIELD, "missing_bucket": True}}},
         ]
-        response = await self._call(
-            "fields_present",
-            self._es.search(
-                index=self.index(tenant),
-                size=0,
-                query={"bool": {"filter": scope}},
-                aggs={"f": {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}},
-            ),
-        )
-        buckets = response["aggregations"]["f"]["buckets"]
-        return [p for p in paths if buckets.get(p, {}).get("doc_count", 0) > 0]
+        after: dict[str, Any] | None = None
+        while True:
+            composite: dict[str, Any] = {"size": page, "sources": sources}
+            if after is not None:
+                composite["after"] = after
+            response = await self._call(
+                "field_owners",
+                self._es.options(request_timeout=bound_s).search(
+                    index=self.index(tenant),
+                    size=0,
+                    query={"bool": {"filter": [tenant_query(tenant)]}},
+                    aggs={"o": {"composite": composite, "aggs": {"f": exists}}},
+                ),
+                bound_s=bound_s,
+            )
+            found = response["aggregations"]["o"]
+            for bucket in found["buckets"]:
+                counts = bucket["f"]["buckets"]
+                has = frozenset(p for p in paths if counts.get(p, {}).get("doc_count", 0) > 0)
+                if has:
+                    owners[(bucket["key"]["kb"], bucket["key"]["role"])] = has
+            after = found.get("after_key")
+            if after is None or len(found["buckets"]) < page:
+                return owners
 
     async def get_mappings(self, tenant: str) -> dict[str, Any]:
         """The mappings of ``tenant``'s indices (no other tenant's fields are in them)."""

@@ -121,7 +121,8 @@ async def one(es_url: str, n: int, roles: int) -> dict[str, Any]:
 def _pages(metrics: Metrics) -> int:
     """Requests the refreshes sent (the service's own count of its Elasticsearch calls)."""
     found = metrics.registry.get_sample_value(
-        "rsvc_es_seconds_count", {"operation": "field_owners", "outcome": "ok"}
+        "rsvc_elasticsearch_request_duration_seconds_count",
+        {"operation": "field_owners", "outcome": "ok"},
     )
     return int(found or 0)
 

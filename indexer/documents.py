@@ -19,6 +19,12 @@ from typing import Any
 import yaml
 
 from indexer.chunking import ChunkOptions, blocks, chunk_text
+from indexer.metadata_limits import (
+    MAX_FRONT_MATTER_BYTES,
+    MetadataLimitError,
+    check_metadata,
+    refuse_aliases,
+)
 from retrieval_svc.acl import DEFAULT_TENANT, RoleValueError, parse_roles
 from retrieval_svc.search.segment import segment
 
@@ -60,15 +66,26 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     lines = stripped.splitlines(keepends=True)
     if lines[0].strip() != "---":
         return {}, text
+    size = 0
     for i, line in enumerate(lines[1:], start=1):
-        if line.strip() in ("---", "..."):
-            try:
-                data = yaml.load("".join(lines[1:i]), Loader=_YAML_LOADER) or {}
-            except yaml.YAMLError as exc:
-                raise DocumentError(f"front matter is not valid YAML: {exc}") from exc
-            if not isinstance(data, dict):
-                raise DocumentError("front matter must be a mapping of keys to values")
-            return data, "".join(lines[i + 1 :])
+        size += len(line.encode())
+        if line.strip() not in ("---", "..."):
+            if size > MAX_FRONT_MATTER_BYTES:
+                raise DocumentError(
+                    f"front matter is over the limit of {MAX_FRONT_MATTER_BYTES:,} bytes"
+                )
+            continue
+        text = "".join(lines[1:i])
+        try:
+            refuse_aliases(text)
+            data = yaml.load(text, Loader=_YAML_LOADER) or {}
+        except MetadataLimitError as exc:
+            raise DocumentError(str(exc)) from None
+        except yaml.YAMLError as exc:
+            raise DocumentError(f"front matter is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise DocumentError("front matter must be a mapping of keys to values")
+        return data, "".join(lines[i + 1 :])
     raise DocumentError("front matter opened with --- but never closed")
 
 
@@ -137,6 +154,10 @@ def build_chunks(
     """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
     body = obj.text
     meta = merge_metadata((obj.front_matter, *obj.metadata_layers))
+    try:
+        check_metadata(meta)
+    except MetadataLimitError as exc:
+        raise DocumentError(str(exc)) from None
     try:
         roles = parse_roles(meta.get("access_roles"))
     except RoleValueError as exc:

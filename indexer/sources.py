@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from indexer.documents import DocumentError
+from indexer.metadata_limits import MAX_SIDECAR_BYTES, MetadataLimitError, check_bytes
 from indexer.parsers import supported
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ class Source(Protocol):
 
 
 def _parse_sidecar(data: bytes, name: str) -> dict[str, Any]:
+    try:
+        check_bytes(len(data), MAX_SIDECAR_BYTES, f"sidecar {name}")
+    except MetadataLimitError as exc:
+        raise DocumentError(str(exc)) from None
     try:
         parsed = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -100,7 +105,10 @@ class LocalSource:
 
     def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
         path = self.root / (ref.key + SIDECAR_SUFFIX)
-        return _parse_sidecar(path.read_bytes(), path.name) if path.is_file() else {}
+        if not path.is_file():
+            return {}
+        with path.open("rb") as f:  # at most one byte past the bound is read
+            return _parse_sidecar(f.read(MAX_SIDECAR_BYTES + 1), path.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +231,7 @@ class ObjectStoreSource:
             response = self._client.get_object(Bucket=self.bucket, Key=key)
         except self._client.exceptions.NoSuchKey:
             return {}
-        return _parse_sidecar(response["Body"].read(), key)
+        return _parse_sidecar(response["Body"].read(MAX_SIDECAR_BYTES + 1), key)
 
 
 def open_source(spec: str, options: ObjectStoreOptions | None = None) -> Source:

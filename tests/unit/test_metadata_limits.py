@@ -1,0 +1,91 @@
+"""Metadata is untrusted input (issue #37 §1): a YAML alias bomb, oversized front matter or
+sidecars, and values past the API's caps are failed documents with their reason, at once."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import pytest
+
+from indexer.documents import DocumentError, SourceObject, build_chunks, split_front_matter
+from indexer.metadata_limits import MAX_DEPTH, MAX_FRONT_MATTER_BYTES, MAX_STRING_CHARS
+from indexer.sources import LocalSource
+
+
+def billion_laughs(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "---\n" + "\n".join(lines) + "\n---\n正文\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_grows() -> None:
+    text = billion_laughs()
+    assert len(text.encode()) < 700  # the issue's 554-byte file, near enough
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(DocumentError, match=r"YAML alias \*a0"):
+        split_front_matter(text)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 50_000, grown_kb  # (it grew to 23 GB)
+
+
+def test_anchors_without_aliases_still_read() -> None:
+    meta, body = split_front_matter("---\ncategory: &c 巡检\ntags: [a, b]\n---\n正文\n")
+    assert meta == {"category": "巡检", "tags": ["a", "b"]} and body == "正文\n"
+
+
+def test_front_matter_over_its_bytes_is_refused() -> None:
+    filler = "".join(f"k{i}: {'x' * 60}\n" for i in range(MAX_FRONT_MATTER_BYTES // 60 + 10))
+    with pytest.raises(DocumentError, match="front matter is over the limit"):
+        split_front_matter("---\n" + filler + "---\n正文\n")
+
+
+def doc(**meta: object) -> SourceObject:
+    return SourceObject(uri="file:///x.md", identity="x", name="x.md", text="正文 内容",
+                        front_matter={}, metadata_layers=(meta,))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("meta", "reason"),
+    [
+        pytest.param({"access_roles": [f"r{i}" for i in range(1025)]}, "1,025 roles", id="roles"),
+        pytest.param({"note": "长" * (MAX_STRING_CHARS + 1)}, "characters, over", id="string"),
+        pytest.param({"big": list(range(20_000))}, "20,000 items, over 10,000", id="values"),
+    ],
+)
+def test_values_past_the_caps_fail_the_document(meta: dict[str, object], reason: str) -> None:
+    with pytest.raises(DocumentError, match=reason):
+        build_chunks(doc(**meta), knowledge_id="kb", dataset_name="kb")
+
+
+def test_nesting_past_the_depth_fails_the_document() -> None:
+    deep: object = "leaf"
+    for _ in range(MAX_DEPTH + 2):
+        deep = {"k": deep}
+    with pytest.raises(DocumentError, match=f"deeper than {MAX_DEPTH}"):
+        build_chunks(doc(deep=deep), knowledge_id="kb", dataset_name="kb")
+
+
+def test_a_shared_list_counts_each_time_it_is_met() -> None:
+    shared = list(range(100))
+    nested = [shared] * 200  # 20,000 values when written out, 300 objects in memory
+    with pytest.raises(DocumentError, match="more than 10,000 values"):
+        build_chunks(doc(nested=nested), knowledge_id="kb", dataset_name="kb")
+
+
+def test_ordinary_metadata_passes() -> None:
+    chunks = build_chunks(
+        doc(access_roles=["运维工程师"], category="巡检", tags=["a", "b"], n=3),
+        knowledge_id="kb",
+        dataset_name="kb",
+    )
+    assert chunks[0]["access_roles"] == ["运维工程师"]
+
+
+def test_an_oversized_sidecar_fails_its_document(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("正文", encoding="utf-8")
+    (tmp_path / "a.md.meta.json").write_text('{"x": "' + "y" * 1_100_000 + '"}')
+    source = LocalSource(tmp_path)
+    (ref,) = list(source.list())
+    with pytest.raises(DocumentError, match=r"sidecar a\.md\.meta\.json is 1,048,577 bytes"):
+        source.sidecar(ref)

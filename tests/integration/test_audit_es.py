@@ -8,10 +8,10 @@ import json
 import logging
 import time
 import uuid
-from urllib.parse import quote
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -73,6 +73,40 @@ def chunk_ids(route: str, body: dict[str, Any]) -> list[str]:
     if route == "/mcp":
         return [c["chunk_id"] for c in body["result"]["structuredContent"]["chunk_metadata"]]
     return [c["chunk_id"] for c in body["chunk_metadata"]]
+
+
+async def test_mcp_reads_and_listings_are_audited(audited: tuple[httpx.AsyncClient, str]) -> None:
+    # Issue #36 §3: a whole restricted document read over MCP once left no trace.
+    c, alias = audited
+    manager = {
+        **MCP_HEADERS,
+        **auth("anon"),
+        "X-Rsvc-User": "wang",
+        "X-Rsvc-Roles": quote("物业经理"),
+    }
+    read = {"name": "read_document", "arguments": {"document_id": "acl-mgr"}}
+    calls = {
+        "read_document": rpc("tools/call", read),
+        "list": rpc("tools/call", {"name": "list_knowledge_bases", "arguments": {}}),
+    }
+    sent = {}
+    for mode, call in calls.items():
+        request_id = uuid.uuid4().hex
+        resp = await c.post("/mcp", json=call, headers={**manager, "X-Request-ID": request_id})
+        assert resp.status_code == 200 and not resp.json()["result"].get("isError"), resp.text
+        sent[request_id] = (mode, resp.json()["result"]["structuredContent"])
+    await written(c, len(calls))
+    recorded = await events(alias)
+    for request_id, (mode, content) in sent.items():
+        event = recorded[request_id]
+        assert event["route"] == "/mcp" and event["mode"] == mode and event["key"] == "anon"
+        assert event["user"] == user_token("wang", "hash", HASH_KEY.encode())
+        if mode == "read_document":
+            assert event["chunks"] == [ch["chunk_id"] for ch in content["chunks"]] == ["acl-mgr"]
+            assert event["knowledge_ids"] == [ACL_KB]
+        else:
+            listed = [kb["knowledge_id"] for kb in content["knowledge_bases"]]
+            assert event["knowledge_ids"] == listed and ACL_KB in listed
 
 
 async def test_each_route_records_exactly_what_it_returned(

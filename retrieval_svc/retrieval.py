@@ -172,21 +172,34 @@ async def answer(
     else:
         chunks = number_chunks(ordered([*done.result.chunks, *found]))
     state.metrics.count_chunks(chunks)
-    principal = done.principal
+    audit_event(state, key, done.principal, q.knowledge_ids, done.result.mode, chunks, q.query)
+    return Answer(chunks, done, int((time.perf_counter() - started) * 1000))
+
+
+def audit_event(
+    state: AppState,
+    key: ApiKeyConfig,
+    principal: Principal,
+    knowledge_ids: Sequence[str],
+    mode: str,
+    chunks: Sequence[UnifiedChunk],
+    query: str = "",
+) -> None:
+    """The audit event of one read (a retrieval, a listing, a document read) by this request;
+    never raises, never waits."""
     request_id, route = current_request()
     state.audit.record(
         key=principal.key_name or key.name,
         tenant=principal.tenant,
         user_id=principal.user_id,
         roles=len(principal.roles),
-        knowledge_ids=q.knowledge_ids,
-        mode=done.result.mode,
+        knowledge_ids=knowledge_ids,
+        mode=mode,
         chunks=chunks,
         request_id=request_id,
         route=route,
-        query=q.query,
+        query=query,
     )
-    return Answer(chunks, done, int((time.perf_counter() - started) * 1000))
 
 
 def cut_query(query: str, max_chars: int) -> str:

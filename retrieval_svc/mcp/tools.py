@@ -18,12 +18,10 @@ from retrieval_svc.access import kb_access
 from retrieval_svc.acl import is_visible, stored_roles
 from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
-from retrieval_svc.auth.principal import Principal
-from retrieval_svc.chunks import UnifiedChunk, chunk_from_source, number_chunks
+from retrieval_svc.chunks import chunk_from_source, number_chunks
 from retrieval_svc.errors import KnowledgeBaseNotFound, ServiceError
 from retrieval_svc.merge import chunk_dict, format_chunks, numbered_output
-from retrieval_svc.observability import current_request
-from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
+from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, audit_event, cut_query
 from retrieval_svc.schemas import (
     MAX_KNOWLEDGE_IDS,
     RetrievalMode,
@@ -73,31 +71,6 @@ def caller(ctx: Context) -> tuple[AppState, ApiKeyConfig, Claims]:
     scope = ctx.request_context.request.scope  # type: ignore[union-attr]
     found: tuple[AppState, ApiKeyConfig, Claims] = scope["rsvc.mcp"]
     return found
-
-
-def audited(
-    state: AppState,
-    key: ApiKeyConfig,
-    principal: Principal,
-    knowledge_ids: list[str],
-    mode: str,
-    chunks: list[UnifiedChunk],
-) -> None:
-    """The audit event of a read that is not a search (design.md §13: every tool call is
-    one): a listing's knowledge bases and counts, a document's chunks."""
-    request_id, route = current_request()
-    state.audit.record(
-        key=principal.key_name or key.name,
-        tenant=principal.tenant,
-        user_id=principal.user_id,
-        roles=len(principal.roles),
-        knowledge_ids=knowledge_ids,
-        mode=mode,
-        chunks=chunks,
-        request_id=request_id,
-        route=route,
-        query="",
-    )
 
 
 def _error(exc: ServiceError) -> CallToolResult:
@@ -184,7 +157,7 @@ def register(mcp: MCPServer) -> None:
             for kb in found
             if kb_access(state.acl, key, principal, kb["knowledge_id"]).allowed
         ]
-        audited(state, key, principal, [kb.knowledge_id for kb in readable], "list", [])
+        audit_event(state, key, principal, [kb.knowledge_id for kb in readable], "list", [])
         model = state.embedding_model.model if state.embedding_model else None
         listed = KnowledgeBases(knowledge_bases=readable, embedding_model=model)
         text = "\n".join(
@@ -228,7 +201,7 @@ def register(mcp: MCPServer) -> None:
             return _error(exc)
         chunks = number_chunks([chunk_from_source(s, 1.0) for s in visible])
         kbs = sorted({c.knowledge_id for c in chunks if c.knowledge_id})
-        audited(state, key, principal, kbs, "read_document", chunks)
+        audit_event(state, key, principal, kbs, "read_document", chunks)
         document = DocumentText(
             document_id=document_id,
             document_title=chunks[0].document_title,

@@ -145,6 +145,14 @@ class McpRoutes:
             await self.app(scope, receive, send)
             return
         scope["route"] = _ROUTE if path == PATH else _METADATA_ROUTE
+        if path == PATH and scope.get("method") == "GET":
+            # Stateless JSON answers: there is no server-to-client stream to open, and the
+            # SDK's would stay open forever (a ping every 15 s; 500 of them held 500 sockets).
+            body = {"error_code": 405, "error_msg": "GET /mcp: this server answers POST only"}
+            await JSONResponse(body, status_code=405, headers={"Allow": "POST"})(
+                scope, receive, send
+            )
+            return
         state: AppState = scope["app"].state.rsvc
         self.tokens.state = state
         claims = Claims()

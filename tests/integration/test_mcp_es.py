@@ -170,6 +170,14 @@ async def test_a_key_mode_without_its_header_is_refused_at_connection(
             assert (MANAGER_ONLY <= ids) == (user != b"visitor"), (user, ids)
 
 
+async def test_get_opens_no_stream(corpus: str) -> None:
+    # Issue #36 §5: GET /mcp opened an SSE stream the server never closed.
+    async with app_client(make_settings(corpus)) as c:
+        headers = {**MCP_HEADERS, **auth("anon"), **VISITOR, "Accept": "text/event-stream"}
+        resp = await c.get("/mcp", headers=headers)
+    assert resp.status_code == 405 and "POST" in resp.headers["allow"], resp.text
+
+
 async def test_without_a_key_nothing_is_served(corpus: str) -> None:
     async with app_client(make_settings(corpus)) as c:
         for headers in ({}, {"Authorization": "Bearer not-a-key-0123456789"}):

@@ -13,6 +13,10 @@ A request's visible fields are then computed in memory: the public chunks' field
 those of each of the caller's roles that has chunks, over the asked knowledge bases. So a
 role set never seen before — every user has their own — costs set unions, not a search.
 
+A knowledge base the table has not counted yet (indexed since the last refresh, or a name
+that holds nothing) is counted on its own the first time it is asked for — one small request,
+once per table — so a knowledge base just indexed is filterable at once.
+
 A tenant's owners are refreshed in the background when older than ``MAX_AGE_S`` (requests
 meanwhile use the older ones), and at once when a filter names a field they do not list
 (a field just indexed) or when the mapping gained fields — but never more often than
@@ -50,6 +54,7 @@ REFRESH_DUTY = 0.05  # a forced refresh waits at least 1/REFRESH_DUTY times the 
 MAX_AGE_S = 60.0
 REFRESH_BOUND_S = 60.0  # one page of a refresh, outside any request's deadline
 MAX_NARROWED = 4096  # narrowed catalogs kept per tenant (one per distinct visible field set)
+MAX_COUNTED = 100_000  # knowledge-base names remembered as counted, empty ones included
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,21 @@ class Owners:
     by_role: dict[str, dict[str, frozenset[str]]]  # knowledge base → role → fields
     # The mapping narrowed to each visible field set met so far (many role sets share one).
     narrowed: OrderedDict[frozenset[str], FieldCatalog] = field(default_factory=OrderedDict)
+    # Knowledge bases counted since (a new one is counted on its own when first asked for).
+    counted: set[str] = field(default_factory=set)
+
+    def merge(
+        self, pairs: dict[tuple[str, str | None], frozenset[str]], kbs: Collection[str]
+    ) -> None:
+        """Add the counts of knowledge bases counted on their own (they were not yet)."""
+        if len(self.counted) > MAX_COUNTED:  # (names asked for that hold nothing, bounded)
+            self.counted.intersection_update(self.public.keys() | self.by_role.keys())
+        for (kb, role), paths in pairs.items():
+            if role is None:
+                self.public[kb] = paths
+            else:
+                self.by_role.setdefault(kb, {})[role] = paths
+        self.counted.update(kbs)
 
     def narrowed_to(self, visible: frozenset[str]) -> FieldCatalog:
         """``mapping`` with only the ``visible`` metadata fields (cached)."""
@@ -89,7 +109,7 @@ class Owners:
                 public[kb] = paths
             else:
                 by_role.setdefault(kb, {})[role] = paths
-        return cls(mapping, public, by_role)
+        return cls(mapping, public, by_role, counted={kb for kb, _ in pairs})
 
     def visible(self, knowledge_ids: Collection[str], roles: Collection[str]) -> frozenset[str]:
         """The fields some chunk of ``knowledge_ids`` visible to holders of ``roles`` has."""
@@ -144,6 +164,12 @@ class CatalogCache:
         t = self._tenants.setdefault(tenant, _Tenant())
         mapping = await self._mapping(tenant, t, force=force)
         owners = await self._owners(tenant, t, mapping, force=force)
+        new = [kb for kb in knowledge_ids if kb not in owners.counted]
+        if new:  # indexed since the last refresh: count it now, on its own (a small request)
+            pairs = await self._engine.field_owners(
+                tenant, owners.mapping.metadata_paths(), knowledge_ids=new
+            )
+            owners.merge(pairs, new)
         return owners.narrowed_to(owners.visible(knowledge_ids, roles))
 
     async def close(self) -> None:

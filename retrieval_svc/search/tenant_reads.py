@@ -105,13 +105,19 @@ class TenantReads(ElasticCalls):
         }
 
     async def field_owners(
-        self, tenant: str, paths: Sequence[str], *, bound_s: float
+        self,
+        tenant: str,
+        paths: Sequence[str],
+        *,
+        bound_s: float | None = None,
+        knowledge_ids: Sequence[str] | None = None,
     ) -> dict[tuple[str, str | None], frozenset[str]]:
         """For each (knowledge base, role) of ``tenant``'s chunks, which of ``paths`` those
         chunks have; role ``None`` is the public chunks (no ``access_roles``). A chunk with
         several roles counts for each. One composite aggregation, paged so that a page's
         buckets stay well inside Elasticsearch's ``search.max_buckets``; each page is one
-        request of at most ``bound_s``."""
+        request of at most ``bound_s`` (None: what is left of the request's deadline); only
+        ``knowledge_ids`` if given."""
         owners: dict[tuple[str, str | None], frozenset[str]] = {}
         if not paths:
             return owners
@@ -121,6 +127,9 @@ class TenantReads(ElasticCalls):
             {"kb": {"terms": {"field": "knowledge_id"}}},
             {"role": {"terms": {"field": ACL_FIELD, "missing_bucket": True}}},
         ]
+        scope: list[dict[str, Any]] = [tenant_query(tenant)]
+        if knowledge_ids is not None:
+            scope.append({"terms": {"knowledge_id": sorted(set(knowledge_ids))}})
         after: dict[str, Any] | None = None
         while True:
             composite: dict[str, Any] = {"size": page, "sources": sources}
@@ -128,10 +137,10 @@ class TenantReads(ElasticCalls):
                 composite["after"] = after
             response = await self._call(
                 "field_owners",
-                self._es.options(request_timeout=bound_s).search(
+                (self._es.options(request_timeout=bound_s) if bound_s else self._es).search(
                     index=self.index(tenant),
                     size=0,
-                    query={"bool": {"filter": [tenant_query(tenant)]}},
+                    query={"bool": {"filter": scope}},
                     aggs={"o": {"composite": composite, "aggs": {"f": exists}}},
                 ),
                 bound_s=bound_s,
@@ -140,8 +149,7 @@ class TenantReads(ElasticCalls):
             for bucket in found["buckets"]:
                 counts = bucket["f"]["buckets"]
                 has = frozenset(p for p in paths if counts.get(p, {}).get("doc_count", 0) > 0)
-                if has:
-                    owners[(bucket["key"]["kb"], bucket["key"]["role"])] = has
+                owners[(bucket["key"]["kb"], bucket["key"]["role"])] = has  # (empty: counted)
             after = found.get("after_key")
             if after is None or len(found["buckets"]) < page:
                 return owners

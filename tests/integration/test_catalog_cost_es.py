@@ -17,7 +17,7 @@ from retrieval_svc.app import create_app
 from retrieval_svc.auth.keys import IdentityMode
 from retrieval_svc.search.catalog import MAX_AGE_S
 from tests.support import app_client, auth, key_entry, make_settings
-from tests.support.corpus import TENANT, tenant_index
+from tests.support.corpus import TENANT, store_chunks
 
 pytestmark = pytest.mark.anyio
 
@@ -34,15 +34,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def cost_kb(corpus: str, es_sync: Elasticsearch) -> str:
-    index = tenant_index(es_sync, corpus, TENANT)
-    for doc_id, doc in DOCS.items():
-        es_sync.index(
-            index=index,
-            id=doc_id,
-            document={"chunk_id": doc_id, "document_id": doc_id, "tenant": TENANT,
-                      "knowledge_id": KB, "document_title": doc_id, **doc},
-        )  # fmt: skip
-    es_sync.indices.refresh(index=index)
+    store_chunks(es_sync, corpus, KB, DOCS)
     return corpus
 
 

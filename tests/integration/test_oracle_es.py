@@ -13,7 +13,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from tests.support import DIFY_DESIGN_OPERATORS, app_client, auth, make_settings, postcheck_drops
-from tests.support.corpus import TENANT, tenant_index
+from tests.support.corpus import store_chunks
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,6 @@ DIFY_VALUES: list[Any] = ["x", 5, "2026-01-01", None, ["x"], "abc"]
 
 @pytest.fixture(scope="module")
 def oracle_kb(corpus: str, es_sync: Elasticsearch) -> str:
-    index = tenant_index(es_sync, corpus, TENANT)
     docs = {
         "oracle-public": {"content": "变压器 巡检 记录", "metadata": {"color": "红"}},
         "oracle-restricted": {
@@ -40,14 +39,7 @@ def oracle_kb(corpus: str, es_sync: Elasticsearch) -> str:
             "metadata": HIDDEN,
         },
     }
-    for doc_id, doc in docs.items():
-        es_sync.index(
-            index=index,
-            id=doc_id,
-            document={"chunk_id": doc_id, "document_id": doc_id, "tenant": TENANT,
-                      "knowledge_id": KB, "document_title": doc_id, **doc},
-        )  # fmt: skip
-    es_sync.indices.refresh(index=index)
+    store_chunks(es_sync, corpus, KB, docs)
     return corpus
 
 

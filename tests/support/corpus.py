@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 
@@ -87,6 +88,22 @@ def tenant_index(es_sync: Elasticsearch, alias: str, tenant: str = TENANT) -> st
             index=index_name(name, 1), aliases={name: {"is_write_index": True}}
         )
     return name
+
+
+def store_chunks(
+    es_sync: Elasticsearch, alias: str, knowledge_id: str, docs: dict[str, dict[str, Any]]
+) -> None:
+    """Store ``docs`` (chunk id → fields) as one-chunk documents of ``knowledge_id`` in the
+    corpus tenant's index, directly, and make them searchable."""
+    index = tenant_index(es_sync, alias, TENANT)
+    for doc_id, doc in docs.items():
+        es_sync.index(
+            index=index,
+            id=doc_id,
+            document={"chunk_id": doc_id, "document_id": doc_id, "tenant": TENANT,
+                      "knowledge_id": knowledge_id, "document_title": doc_id, **doc},
+        )  # fmt: skip
+    es_sync.indices.refresh(index=index)
 
 
 def load_corpus(es_sync: Elasticsearch, alias: str) -> None:

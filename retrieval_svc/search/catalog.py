@@ -193,20 +193,17 @@ class CatalogCache:
         self, tenant: str, t: _Tenant, mapping: FieldCatalog, *, force: bool
     ) -> Owners:
         owners = t.owners
-        if owners is not None:
-            allowed = _may(t.tried_at, t.last_took_s)
-            stale = time.monotonic() - t.owners_at >= MAX_AGE_S and allowed
-            wanted = (force or owners.mapping is not mapping) and allowed
-            if not (stale or wanted):
-                return owners
-            task = self._refresh(tenant, t, mapping)
-            if not wanted:  # only old: serve what we have, the refresh runs meanwhile
-                return owners
-        else:
-            task = self._refresh(tenant, t, mapping)
-        # The refresh is the tenant's, not this request's: a request whose deadline ends first
-        # is answered 504 and the refresh goes on for the next one.
-        return await asyncio.shield(task)
+        # The refresh is the tenant's, not a request's: a request whose deadline ends first is
+        # answered 504 and the refresh goes on for the next one.
+        if owners is None:
+            return await asyncio.shield(self._refresh(tenant, t, mapping))
+        allowed = _may(t.tried_at, t.last_took_s)
+        wanted = allowed and (force or owners.mapping is not mapping)
+        if wanted:
+            return await asyncio.shield(self._refresh(tenant, t, mapping))
+        if allowed and time.monotonic() - t.owners_at >= MAX_AGE_S:
+            self._refresh(tenant, t, mapping)  # only old: it runs while this request goes on
+        return owners
 
     def _refresh(self, tenant: str, t: _Tenant, mapping: FieldCatalog) -> asyncio.Task[Owners]:
         """The tenant's refresh in flight, started if none is (one at a time per tenant)."""

@@ -61,6 +61,16 @@ def _position(value: Any) -> int:
     return int(number) if 0 <= number <= 2**31 - 1 else 0
 
 
+MAX_MERGE_ITEMS = 1000  # results per source in one merge (Dify's top_k and a web node's, far less)
+
+
+def _bounded(items: list[Any], path: str) -> None:
+    """Refuse a list past ``MAX_MERGE_ITEMS`` before its items are looked at: one request of
+    60,000 tiny results once held the event loop for 4 s."""
+    if len(items) > MAX_MERGE_ITEMS:
+        raise ShapeError(f"more than {MAX_MERGE_ITEMS:,} results ({len(items):,})", path)
+
+
 def rag_items(raw: Any, path: str = "rag_chunks") -> list[Mapping[str, Any]]:
     """Dify knowledge-retrieval results: the node's ``result`` list (or ``{"result": [...]}``);
     ShapeError for anything else."""
@@ -72,6 +82,7 @@ def rag_items(raw: Any, path: str = "rag_chunks") -> list[Mapping[str, Any]]:
         raise ShapeError(
             f"expected the knowledge-retrieval node's result list, got {type(raw).__name__}", path
         )
+    _bounded(raw, path)
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
             raise ShapeError(f"a result is an object, got {type(item).__name__}", f"{path}[{i}]")
@@ -125,6 +136,7 @@ def _item_list(raw: Any, path: str) -> list[Mapping[str, Any]]:
         return []
     if not isinstance(raw, list):
         raise ShapeError(f"expected a list of web results, got {type(raw).__name__}", path)
+    _bounded(raw, path)
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
             raise ShapeError(
@@ -162,10 +174,13 @@ def extract_web_items(raw: Any, path: str = "web_chunks") -> list[Mapping[str, A
             path,
         )
     if isinstance(raw, list):
+        _bounded(raw, path)
         if all(isinstance(x, Mapping) and _is_wrapper(x) for x in raw):
-            return [
+            items = [
                 item for i, x in enumerate(raw) for item in extract_web_items(x, f"{path}[{i}]")
             ]
+            _bounded(items, path)
+            return items
         return _item_list(raw, path)
     raise ShapeError(f"expected a list or an object, got {type(raw).__name__}", path)
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval_svc.acl.values import ListValueError, parse_list
+from retrieval_svc.acl.values import MAX_ID_LENGTH, ListValueError, parse_list
 from retrieval_svc.auth.identity import Claims, make_claims
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters import FilterNode, parse_filter
@@ -15,6 +15,7 @@ from retrieval_svc.filters import FilterNode, parse_filter
 RetrievalMode = Literal["hybrid", "bm25", "vector"]
 SET_BY_APP = " Set by the application, never by the model."
 MAX_KNOWLEDGE_IDS = 50  # knowledge bases in one request, on every route
+KnowledgeId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
 
 
 class PrincipalClaims(BaseModel):
@@ -58,7 +59,7 @@ class SearchRequest(BaseModel):
         description="The question. Longer than RSVC_MAX_QUERY_CHARS (1000): the first that many "
         "characters are searched (as on every route; the cut is logged).",
     )
-    knowledge_ids: list[str] = Field(min_length=1, max_length=MAX_KNOWLEDGE_IDS)
+    knowledge_ids: list[KnowledgeId] = Field(min_length=1, max_length=MAX_KNOWLEDGE_IDS)
     top_k: int = Field(5, ge=1)
     score_threshold: float = Field(0.0, ge=0.0, le=1.0)
     filter: dict[str, Any] | None = Field(
@@ -190,6 +191,12 @@ def tool_knowledge_ids(value: str | list[str]) -> list[str]:
         raise InvalidRequest(
             "knowledge_ids: name at least one knowledge base", path="knowledge_ids"
         )
+    for i, kb in enumerate(ids):
+        if len(kb) > MAX_ID_LENGTH:
+            raise InvalidRequest(
+                f"knowledge_ids[{i}]: longer than {MAX_ID_LENGTH} characters",
+                path=f"knowledge_ids[{i}]",
+            )
     return ids
 
 
@@ -254,5 +261,5 @@ class ExplainRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     principal: PrincipalClaims = Field(default_factory=PrincipalClaims)
-    chunk_id: str | None = Field(None, min_length=1, max_length=256)
-    document_id: str | None = Field(None, min_length=1, max_length=256)
+    chunk_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LENGTH)
+    document_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LENGTH)

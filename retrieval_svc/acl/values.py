@@ -17,6 +17,7 @@ import ast
 import json
 
 MAX_ROLE_LENGTH = 256
+MAX_ID_LENGTH = 256  # a knowledge-base, document or chunk id a caller names, on every route
 MAX_ITEMS = 1024  # items in any list a caller sends (design.md §5's bound on filter lists)
 
 Item = str | int | float

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval_svc.acl.values import MAX_ID_LENGTH
+
 
 class RetrievalSetting(BaseModel):
     """Dify's retrieval settings for an external knowledge base."""
@@ -36,7 +38,7 @@ class RetrievalRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    knowledge_id: str = Field(min_length=1, max_length=256)
+    knowledge_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     # Dify does not bound queries, so neither does this: a long one is cut (max_query_chars).
     query: str = Field(min_length=1)
     retrieval_setting: RetrievalSetting

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from retrieval_svc.access import kb_access
 from retrieval_svc.acl import is_visible, stored_roles
+from retrieval_svc.acl.values import MAX_ID_LENGTH
 from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.chunks import chunk_from_source, number_chunks
@@ -178,7 +179,7 @@ def register(mcp: MCPServer) -> None:
         structured_output=True,
     )
     async def read_document(
-        document_id: Annotated[str, Field(min_length=1, max_length=256)],
+        document_id: Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)],
         ctx: Context,
     ) -> Annotated[CallToolResult, DocumentText]:
         state, key, who = caller(ctx)

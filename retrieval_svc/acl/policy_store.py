@@ -85,6 +85,8 @@ def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
             raise PolicyError(f"role line {rule} must be: g, member, role, tenant")
         if rule[1].startswith(USER_PREFIX):
             raise PolicyError(f"role line {rule}: a user cannot be a role")
+        if ANYONE in rule[:2]:
+            raise PolicyError(f"role line {rule}: 'anyone' is every principal, never a role")
         _in_line(rule, rule[2], every=False)
 
 
@@ -236,6 +238,8 @@ def _role(what: str, value: str) -> str:
     value = _name(what, value)
     if value.startswith(USER_PREFIX):
         raise PolicyError(f"{what} {value!r} is a user, not a role (user: names users)")
+    if value == ANYONE:
+        raise PolicyError(f"{what} {value!r} is every principal, not a role to hold or inherit")
     return value
 
 

@@ -216,3 +216,23 @@ async def test_index_pieces_reassemble_to_the_same_policy(policy: Path) -> None:
     again = await _Loaded.assemble(pieces)
     assert (again.parents, again.grants) == (loaded.parents, loaded.grants)
     assert again.implicit("user:u8", "acme") == {"r1", "r0"}
+
+
+def test_lines_that_mean_nothing_are_refused(tmp_path: Path) -> None:
+    # Issue #36 §6: `inherit anyone → exec` and `grant-role eve anyone` were accepted.
+    from retrieval_svc.acl.policy_store import PolicyAdmin, PolicyDatabase
+
+    admin = PolicyAdmin(PolicyDatabase(DEFAULT_MODEL, f"sqlite:///{tmp_path / 'p.db'}"))
+    for change in (
+        lambda: admin.inherit("anyone", "exec", "acme"),
+        lambda: admin.inherit("exec", "anyone", "acme"),
+        lambda: admin.grant_role("eve", "anyone", "acme"),
+    ):
+        with pytest.raises(PolicyError, match="every principal"):
+            change()
+    assert admin.rules() == []
+    for line in ("g, anyone, exec, acme", "g, user:eve, anyone, acme"):
+        path = tmp_path / "policy.csv"
+        path.write_text(line + "\n", encoding="utf-8")
+        with pytest.raises(PolicyError, match="never a role"):
+            AccessControl(DEFAULT_MODEL, path)

@@ -91,6 +91,7 @@ async def sink_ceiling(args: argparse.Namespace) -> list[dict[str, Any]]:
             for _ in range(int(rate * elapsed) - sent):
                 audit.record(
                     key="b",
+                    actor="key:b",
                     tenant="bench",
                     user_id="u",
                     roles=1,

@@ -149,6 +149,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware, metrics=metrics)
     app.add_middleware(NoStoreMiddleware)
+    if settings.console:  # its security headers on every answer under /console
+        from retrieval_svc.console.headers import ConsoleHeaders
+
+        app.add_middleware(ConsoleHeaders)
     app.add_middleware(CollapseSlashesMiddleware)  # outermost: routes and metrics see /retrieval
     app.include_router(health.router)
     if settings.metrics in ("open", "key"):

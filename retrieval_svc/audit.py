@@ -43,6 +43,7 @@ MAPPING: dict[str, Any] = {
         "request_id": {"type": "keyword"},
         "route": {"type": "keyword"},
         "key": {"type": "keyword"},
+        "actor": {"type": "keyword"},
         "tenant": {"type": "keyword"},
         "user": {"type": "keyword"},
         "roles": {"type": "integer"},
@@ -103,6 +104,7 @@ class Audit:
         self,
         *,
         key: str,
+        actor: str,
         tenant: str,
         user_id: str | None,
         roles: int,
@@ -113,7 +115,8 @@ class Audit:
         route: str | None,
         query: str,
     ) -> None:
-        """One retrieval's event; never raises, never waits."""
+        """One retrieval's event; never raises, never waits. ``actor`` is who acted (``key:<name>``,
+        ``console:<admin key>``), ``user_id`` the subject: the user whose permissions applied."""
         if self.sink == "off":
             return
         try:
@@ -123,6 +126,7 @@ class Audit:
                 "request_id": request_id,
                 "route": route,
                 "key": key,
+                "actor": actor,
                 "tenant": tenant,
                 "user": self.user(user_id),
                 "roles": roles,
@@ -194,16 +198,20 @@ class Audit:
         tenant: str | None,
         document: str | None = None,
         user: str | None = None,
+        actor: str | None = None,
         since: datetime,
         limit: int = 100,
     ) -> list[dict[str, Any]]:
-        """Events, newest first, since ``since``: that returned ``document`` and/or of
-        ``user`` (its id, hashed here as events record it); of one tenant, or of all."""
+        """Events, newest first, since ``since``: that returned ``document``, of the subject
+        ``user`` (its id, hashed here as events record it), by ``actor``; all recent ones when
+        none is named; of one tenant, or of all."""
         clauses: list[dict[str, Any]] = [{"range": {"@timestamp": {"gte": since.isoformat()}}}]
         if document:
             clauses.append({"term": {"documents": document}})
         if user:
             clauses.append({"term": {"user": self.user(user)}})
+        if actor:
+            clauses.append({"term": {"actor": actor}})
         prefix = audit_prefix(self.settings.index_alias)
         found = await self.es.search(
             index=prefix + (f"{tenant_slug(tenant)}-*" if tenant else "*"),
@@ -227,6 +235,14 @@ class Audit:
                 "mappings": MAPPING,
             },
             meta={"managed_by": "retrieval-svc", "what": "audit trail"},
+        )
+        # Indices made before a field was added (today's, across an upgrade) take it too: their
+        # mapping is strict, and an event with an unknown field would be refused.
+        await self.es.indices.put_mapping(
+            index=f"{prefix}*",
+            properties=MAPPING["properties"],
+            ignore_unavailable=True,
+            allow_no_indices=True,
         )
 
     async def write(self, events: list[dict[str, Any]]) -> None:

@@ -28,10 +28,13 @@ def since_time(value: str) -> datetime:
     """``7d``, ``24h``, ``30m`` ago, or an ISO date/time (UTC unless it says)."""
     if match := _SPAN.match(value.strip()):
         amount, unit = int(match[1]), match[2]
-        span = {"d": timedelta(days=amount), "h": timedelta(hours=amount)}.get(
-            unit, timedelta(minutes=amount)
-        )
-        return datetime.now(UTC) - span
+        try:
+            span = {"d": timedelta(days=amount), "h": timedelta(hours=amount)}.get(
+                unit, timedelta(minutes=amount)
+            )
+            return datetime.now(UTC) - span
+        except OverflowError:  # (99999999d: before year 1)
+            raise typer.BadParameter(f"{value!r} reaches back before the year 1") from None
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -44,15 +47,22 @@ def search(
     document: Annotated[
         str | None, typer.Option(help="Events that returned this document.")
     ] = None,
-    user: Annotated[str | None, typer.Option(help="Events of this user id.")] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="Events whose subject (the user whose permissions applied) is this user id."
+        ),
+    ] = None,
+    actor: Annotated[
+        str | None, typer.Option(help="Events by this actor: key:<name> or console:<admin key>.")
+    ] = None,
     since: Annotated[str, typer.Option(help="How far back: 7d, 24h, 30m or an ISO date.")] = "7d",
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's trail.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Events at most.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
 ) -> None:
-    """Events, newest first, that returned --document, or of --user, since --since."""
-    if not document and not user:
-        raise typer.BadParameter("name --document or --user (or both)")
+    """Events, newest first, since --since: that returned --document, of the subject --user,
+    by --actor; the most recent --limit of all when none is named."""
     settings = load_settings(serving=False)
     if tenant is not None:
         try:
@@ -66,7 +76,12 @@ def search(
         try:
             audit = Audit(settings, es, Metrics())
             return await audit.search(
-                tenant=tenant, document=document, user=user, since=moment, limit=limit
+                tenant=tenant,
+                document=document,
+                user=user,
+                actor=actor,
+                since=moment,
+                limit=limit,
             )
         finally:
             await es.close()
@@ -81,8 +96,9 @@ def search(
             typer.echo(json.dumps(event, ensure_ascii=False))
             continue
         typer.echo(
-            f"{event['@timestamp'][:19]}Z  {event['tenant']}  user={event.get('user') or '-'}  "
-            f"key={event['key']}  {event.get('route') or '-'}  "
+            f"{event['@timestamp'][:19]}Z  {event['tenant']}  "
+            f"actor={event.get('actor') or 'key:' + event['key']}  "
+            f"subject={event.get('user') or '-'}  {event.get('route') or '-'}  "
             f"kbs={','.join(event['knowledge_ids'])}  docs={','.join(event['documents']) or '-'}  "
             f"chunks={len(event['chunks'])}  request={event.get('request_id') or '-'}"
         )

@@ -53,6 +53,7 @@ class RetrievalQuery:
     claims: Claims = field(default_factory=Claims)
     mode: Mode | None = None  # None: the configured default (per knowledge base for Dify)
     mode_path: str = "mode"
+    actor: str | None = None  # who acts, for the audit trail; None: the key itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +173,9 @@ async def answer(
     else:
         chunks = number_chunks(ordered([*done.result.chunks, *found]))
     state.metrics.count_chunks(chunks)
-    audit_event(state, key, done.principal, q.knowledge_ids, done.result.mode, chunks, q.query)
+    audit_event(
+        state, key, done.principal, q.knowledge_ids, done.result.mode, chunks, q.query, q.actor
+    )
     return Answer(chunks, done, int((time.perf_counter() - started) * 1000))
 
 
@@ -184,12 +187,16 @@ def audit_event(
     mode: str,
     chunks: Sequence[UnifiedChunk],
     query: str = "",
+    actor: str | None = None,
 ) -> None:
     """The audit event of one read (a retrieval, a listing, a document read) by this request;
-    never raises, never waits."""
+    never raises, never waits. ``actor``: who acted (default ``key:<the key's name>``); the
+    principal's user is the subject."""
     request_id, route = current_request()
+    key_name = principal.key_name or key.name
     state.audit.record(
-        key=principal.key_name or key.name,
+        key=key_name,
+        actor=actor or f"key:{key_name}",
         tenant=principal.tenant,
         user_id=principal.user_id,
         roles=len(principal.roles),
@@ -287,9 +294,19 @@ async def _search(
     if not result.chunks:
         missing = await state.engine.missing_knowledge_bases(principal.tenant, q.knowledge_ids)
         if missing:
-            names = ", ".join(repr(kb) for kb in missing)
-            raise KnowledgeBaseNotFound(f"knowledge base {names} does not exist")
+            raise KnowledgeBaseNotFound(f"knowledge base {echoed(missing)} does not exist")
     return result, status
+
+
+ECHO_NAMES, ECHO_CHARS = 5, 64  # what an error repeats of the names a caller sent
+
+
+def echoed(names: Sequence[str]) -> str:
+    """``names`` as an error message repeats them: at most ``ECHO_NAMES``, each cut to
+    ``ECHO_CHARS`` characters, so an answer never grows with what the caller sent."""
+    shown = [repr(n if len(n) <= ECHO_CHARS else n[:ECHO_CHARS] + "…") for n in names[:ECHO_NAMES]]
+    more = len(names) - ECHO_NAMES
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 async def explain_visibility(

@@ -25,7 +25,13 @@ from starlette.datastructures import FormData
 from retrieval_svc.acl.policy_store import PolicyAdmin, PolicyDatabase, PolicyError
 from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
-from retrieval_svc.console.session import COOKIE, Sessions
+from retrieval_svc.console.session import (
+    COOKIE,
+    LOGIN_COOKIE,
+    LOGIN_MAX_AGE_S,
+    Sessions,
+    ended_index,
+)
 from retrieval_svc.console.text import WORDS, language
 from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
@@ -37,10 +43,6 @@ from retrieval_svc.tenancy import EVERY_TENANT
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
 router = APIRouter(prefix="/console", include_in_schema=False)
-CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
 PAGES = ("search", "why-not", "policy", "knowledge-bases", "audit")
 SPAN = re.compile(r"[1-9][0-9]{0,3}[mhd]")  # the audit page's "since": up to 9999 days
 
@@ -51,7 +53,10 @@ def sessions(state: AppState) -> Sessions:
     if found is None or found[0] is not state:
         secret = state.settings.console_secret
         made = Sessions(
-            secret.get_secret_value() if secret else None, state.settings.console_session_s
+            secret.get_secret_value() if secret else None,
+            state.settings.console_session_s,
+            state.es,
+            ended_index(state.settings.index_alias),
         )
         found = _SESSIONS[id(state)] = (state, made)
     return found[1]
@@ -64,11 +69,13 @@ def _admin(state: AppState, name: str) -> ApiKeyConfig | None:
     return next((k for k in state.settings.api_keys if k.name == name and k.admin), None)
 
 
-def signed_in(request: Request, state: AppState) -> tuple[ApiKeyConfig, dict[str, str]] | None:
-    """The admin key and session of this request's cookie, if it is a live one."""
-    session = sessions(state).read(request.cookies.get(COOKIE))
-    key = _admin(state, session["key"]) if session else None
-    return (key, session) if key and session else None
+async def signed_in(
+    request: Request, state: AppState
+) -> tuple[ApiKeyConfig, dict[str, str]] | None:
+    """The admin key and session of this request's cookie, if it is a live one: ours, not
+    expired, of a key still configured with the same secret, and not signed out."""
+    found = sessions(state).read(request.cookies.get(COOKIE), lambda name: _admin(state, name))
+    return found if found is not None and await sessions(state).live(found[1]) else None
 
 
 def render(request: Request, page: str, status: int = 200, **context: Any) -> Response:
@@ -80,19 +87,11 @@ def render(request: Request, page: str, status: int = 200, **context: Any) -> Re
         {"t": WORDS[lang], "lang": lang, "page": page, "pages": PAGES, **context},
         status_code=status,
     )
-    return secured(response)
-
-
-def secured(response: Response) -> Response:
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    return response
+    return response  # (the security headers: console.headers, on every answer)
 
 
 def to_login() -> Response:
-    return secured(RedirectResponse("/console/login", status_code=303))
+    return RedirectResponse("/console/login", status_code=303)
 
 
 def _list(value: Any) -> list[str]:
@@ -113,19 +112,47 @@ async def _form(request: Request, state: AppState, session: dict[str, str]) -> F
 @router.get("")
 async def home() -> Response:
     """The console starts at *Search as*."""
-    return secured(RedirectResponse("/console/search", status_code=303))
+    return RedirectResponse("/console/search", status_code=303)
+
+
+def _cookie(
+    request: Request, state: AppState, response: Response, name: str, value: str, max_age: int
+) -> None:
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https" or state.settings.public_url.startswith("https"),
+    )
+
+
+def _login_form(request: Request, state: AppState, status: int = 200, **context: Any) -> Response:
+    """The sign-in page, with a fresh login-CSRF token in its form and in a cookie."""
+    cookie, token = sessions(state).login_token()
+    response = render(request, "login", status=status, login_csrf=token, **context)
+    _cookie(request, state, response, LOGIN_COOKIE, cookie, LOGIN_MAX_AGE_S)
+    return response
 
 
 @router.get("/login")
-async def login_page(request: Request) -> Response:
+async def login_page(request: Request, state: StateDep) -> Response:
     """Sign in with an admin key."""
-    return render(request, "login")
+    return _login_form(request, state)
 
 
 @router.post("/login")
 async def login(request: Request, state: StateDep) -> Response:
     """An admin key of a tenant opens a session; any other answer is the same refusal."""
     form = await request.form()
+    t = WORDS[language(request.headers.get("accept-language"))]
+    token = form.get("login_csrf")
+    if not sessions(state).login_ok(
+        request.cookies.get(LOGIN_COOKIE), token if isinstance(token, str) else None
+    ):
+        return _login_form(request, state, status=403, error=t["csrf"])
     presented = str(form.get("key") or "")
     try:
         key = state.keys.lookup(presented)
@@ -133,27 +160,26 @@ async def login(request: Request, state: StateDep) -> Response:
         key = None
     if key is None or not key.admin:
         state.metrics.auth_failures.labels(reason="ConsoleRefused").inc()
-        t = WORDS[language(request.headers.get("accept-language"))]
-        return render(request, "login", status=403, error=t["refused"])
-    response = secured(RedirectResponse("/console/search", status_code=303))
-    response.set_cookie(
-        COOKIE,
-        sessions(state).issue(key.name),
-        max_age=state.settings.console_session_s,
-        path="/console",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https" or state.settings.public_url.startswith("https"),
-    )
+        return _login_form(request, state, status=403, error=t["refused"])
+    response = RedirectResponse("/console/search", status_code=303)
+    issued = sessions(state).issue(key)
+    _cookie(request, state, response, COOKIE, issued, state.settings.console_session_s)
+    response.delete_cookie(LOGIN_COOKIE, path="/console", httponly=True, samesite="strict")
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request, state: StateDep) -> Response:
-    """End the session."""
+    """End the session, on the server for every worker and replica (its form carries the
+    session's CSRF token, so another site cannot sign an operator out either)."""
+    found = await signed_in(request, state)
+    if found is not None:
+        if await _form(request, state, found[1]) is None:
+            t = WORDS[language(request.headers.get("accept-language"))]
+            return _login_form(request, state, status=403, error=t["csrf"])
+        await sessions(state).end(found[1])
     response = to_login()
-    if signed_in(request, state):
-        response.delete_cookie(COOKIE, path="/console")
+    response.delete_cookie(COOKIE, path="/console", httponly=True, samesite="strict")
     return response
 
 
@@ -165,7 +191,7 @@ async def _guarded(
 ) -> Response:
     """The page for a signed-in admin: GET renders the form; POST checks the CSRF token and
     runs ``work(key, form)`` for the page's context."""
-    found = signed_in(request, state)
+    found = await signed_in(request, state)
     if found is None:
         return to_login()
     key, session = found
@@ -205,6 +231,7 @@ async def search_as(request: Request, state: StateDep) -> Response:
             top_k=10,
             claims=claims,
             mode=form.get("mode") or None,  # type: ignore[arg-type]
+            actor=f"console:{key.name}",  # the operator acting as the user, not the user
         )
         got = await answer(state, as_trusted, query)
         rows = []
@@ -335,6 +362,7 @@ async def audit(request: Request, state: StateDep) -> Response:
             tenant=key.tenant,
             document=form.get("document") or None,
             user=form.get("user") or None,
+            actor=form.get("actor") or None,
             since=datetime.now(UTC) - delta,
         )
         return {"events": events}

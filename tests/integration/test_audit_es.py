@@ -151,6 +151,7 @@ async def test_each_route_records_exactly_what_it_returned(
         event = recorded[request_id]
         assert event["route"] == route and event["chunks"] == ids, (route, event)
         assert event["tenant"] == TENANT and event["key"] == "anon"
+        assert event["actor"] == "key:anon"  # the key acted; wang is the subject
         assert event["user"] == user_token("wang", "hash", HASH_KEY.encode()) != "wang"
         assert event["roles"] == 1 and event["documents"]  # (the count, never the names)
         assert "query" not in event  # unless RSVC_AUDIT_QUERIES

@@ -117,6 +117,14 @@ def submit(chrome: webdriver.Chrome, button: Any) -> None:
     )
 
 
+def sign_in(http: httpx.Client, key: str) -> httpx.Response:
+    """Sign in as a browser does: the sign-in form first (its login-CSRF token and cookie)."""
+    form = http.get("/console/login")
+    token: Any = re.search(r'name="login_csrf" value="([^"]+)"', form.text)
+    assert form.status_code == 200 and token is not None, form.text[:300]
+    return http.post("/console/login", data={"key": key, "login_csrf": token.group(1)})
+
+
 def fill(chrome: webdriver.Chrome, **fields: str) -> None:
     for name, value in fields.items():
         element = chrome.find_element(By.NAME, name)
@@ -209,9 +217,9 @@ def test_the_console_in_a_browser(
 
 def test_refusals(console: str) -> None:
     with httpx.Client(base_url=console, timeout=30) as http:
-        plain = http.post("/console/login", data={"key": KEYS["ops"]})
+        plain = sign_in(http, KEYS["ops"])
         assert plain.status_code == 403 and "rsvc_console" not in plain.cookies
-        signed = http.post("/console/login", data={"key": KEYS["anon"]})
+        signed = sign_in(http, KEYS["anon"])
         assert signed.status_code == 303
         page = http.get("/console/search")
         assert page.status_code == 200 and "script" not in page.headers["content-security-policy"]
@@ -231,9 +239,78 @@ def test_refusals(console: str) -> None:
         assert "samesite=strict" in signed.headers["set-cookie"].lower()
 
 
+def test_signing_out_ends_the_session_on_the_server(console: str) -> None:
+    # Issue #36 §4: a cookie copied before Sign out opened every page for its 30 minutes.
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert sign_in(http, KEYS["anon"]).status_code == 303
+        copied = http.cookies.get("rsvc_console")
+        page = http.get("/console/search")
+        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        forged = http.post("/console/logout", data={"csrf": "0" * 64})
+        assert forged.status_code == 403  # another site cannot sign the operator out
+        assert http.get("/console/search").status_code == 200  # and the session lives on
+        out = http.post("/console/logout", data={"csrf": csrf.group(1)})
+        assert out.status_code == 303 and out.headers["location"] == "/console/login"
+        assert "samesite=strict" in out.headers["set-cookie"].lower()
+    with httpx.Client(base_url=console, timeout=30, cookies={"rsvc_console": copied}) as replay:
+        again = replay.get("/console/search")
+    assert again.status_code == 303 and again.headers["location"] == "/console/login"
+
+
+def test_search_as_is_the_operator_acting_not_the_user(console: str) -> None:
+    # Issue #36 §3: Search as was recorded as the user's own retrieval.
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert sign_in(http, KEYS["anon"]).status_code == 303
+        page = http.get("/console/search")
+        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        form = {"csrf": csrf.group(1), "user_id": "audited-li", "query": "巡更",
+                "knowledge_ids": SAMPLES_KB}  # fmt: skip
+        assert http.post("/console/search", data=form).status_code == 200
+        deadline = time.monotonic() + 60
+        while True:
+            trail = http.get("/console/audit", params={"user": "audited-li", "since": "1h"})
+            if "console:admin" in trail.text or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        mine = http.get("/console/audit", params={"actor": "key:admin", "user": "audited-li"})
+    rows = trail.text.split('id="events"', 1)
+    assert len(rows) == 2 and "console:admin" in rows[1] and "audited-li" in rows[1], trail.text
+    assert 'id="events"' not in mine.text  # nothing by the key itself for that subject
+
+
+def test_signing_in_needs_the_form_s_token(console: str) -> None:
+    # Login CSRF: another site's form cannot sign a browser in with a key of its choosing.
+    with httpx.Client(base_url=console, timeout=30) as http:
+        bare = http.post("/console/login", data={"key": KEYS["anon"]})
+        assert bare.status_code == 403 and "rsvc_console" not in bare.cookies
+        http.get("/console/login")  # the cookie alone, without the form's token
+        forged = http.post("/console/login", data={"key": KEYS["anon"], "login_csrf": "0" * 64})
+        assert forged.status_code == 403 and "rsvc_console" not in forged.cookies
+
+
+def test_every_console_answer_has_the_security_headers(console: str) -> None:
+    with httpx.Client(base_url=console, timeout=30) as http:
+        answers = {
+            "404": http.get("/console/no-such-page"),
+            "405": http.put("/console/search"),
+            "redirect": http.get("/console"),
+            "stylesheet": http.get("/console/static/console.css"),
+            "sign-in": http.get("/console/login"),
+        }
+    for what, resp in answers.items():
+        assert resp.headers.get("content-security-policy", "").startswith("default-src 'none'"), (
+            what
+        )
+        assert resp.headers.get("x-content-type-options") == "nosniff", what
+        assert resp.headers.get("x-frame-options") == "DENY", what
+    assert answers["404"].status_code == 404 and answers["405"].status_code == 405
+
+
 def test_hostile_page_parameters_are_errors_on_the_page_not_500s(console: str) -> None:
     with httpx.Client(base_url=console, timeout=30) as http:
-        assert http.post("/console/login", data={"key": KEYS["anon"]}).status_code == 303
+        assert sign_in(http, KEYS["anon"]).status_code == 303
         for since in ("99999999999d", "abc", "9" * 5000 + "d", "0d", "-3d", "7w"):
             page = http.get("/console/audit", params={"since": since})
             assert page.status_code == 200, (since, page.status_code)
@@ -250,7 +327,7 @@ def test_hostile_page_parameters_are_errors_on_the_page_not_500s(console: str) -
 def test_the_policy_page_lists_its_tenant_s_rules_by_equality(console: str) -> None:
     # Issue #36 §2: the page once listed every rule whose tenant contained "*".
     with httpx.Client(base_url=console, timeout=30) as http:
-        assert http.post("/console/login", data={"key": KEYS["anon"]}).status_code == 303
+        assert sign_in(http, KEYS["anon"]).status_code == 303
         page = http.get("/console/policy")
     assert page.status_code == 200
     assert "every-tenant-handbook" in page.text and "globex-secret-kb" not in page.text
@@ -280,7 +357,7 @@ def test_knowledge_bases_shows_what_the_last_run_could_not_index(
         result = CliRunner().invoke(indexer_cli, args, env=env)
         assert result.exit_code == 1, result.output  # a document failed
         with httpx.Client(base_url=console, timeout=30) as http:
-            assert http.post("/console/login", data={"key": KEYS["anon"]}).status_code == 303
+            assert sign_in(http, KEYS["anon"]).status_code == 303
             page = http.get("/console/knowledge-bases", headers={"Accept-Language": "zh-CN"})
         assert page.status_code == 200
         failures = page.text.split(f'id="failures-{SAMPLES_KB}"', 1)

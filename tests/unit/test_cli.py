@@ -156,3 +156,13 @@ def test_a_malformed_url_is_one_line_and_exit_2(
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"configuration error: {variable}: "), line
     assert "Traceback" not in result.output
+
+
+def test_audit_search_s_since_past_the_year_one_is_one_line() -> None:
+    # Issue #36 §3: --since 99999999d ended in an OverflowError traceback.
+    env = {"RSVC_ES_URL": "http://127.0.0.1:1", "RSVC_AUDIT": "elasticsearch"}
+    result = CliRunner().invoke(app, ["audit", "search", "--since", "99999999d"], env=env)
+    assert result.exit_code == 2 and "before the year 1" in result.output, result.output
+    assert ("Traceback" not in result.output and result.exception is None) or isinstance(
+        result.exception, SystemExit
+    )

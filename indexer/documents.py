@@ -26,6 +26,7 @@ from indexer.metadata_limits import (
     refuse_aliases,
 )
 from retrieval_svc.acl import DEFAULT_TENANT, RoleValueError, parse_roles
+from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.search.segment import segment
 
 # libyaml's loader when PyYAML was built with it (several times faster), else the Python one.
@@ -162,6 +163,12 @@ def build_chunks(
         roles = parse_roles(meta.get("access_roles"))
     except RoleValueError as exc:
         raise DocumentError(f"access_roles cannot be read: {exc}") from exc
+    for role in roles:  # no principal holds such a role: the document would be nobody's
+        if (why := reserved_role(role)) is not None:
+            raise DocumentError(
+                f"access_roles: {why}; per-user sharing is not supported, give the document "
+                "a role and grant it to the user (retrieval-svc policy grant-role)"
+            )
     title = document_title(meta, body, obj.name)
     texts = chunk_text(body, options)
     if not texts:

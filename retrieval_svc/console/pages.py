@@ -35,6 +35,7 @@ from retrieval_svc.console.session import (
 from retrieval_svc.console.text import WORDS, language
 from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
+from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
 from retrieval_svc.search.runs import last_runs
 from retrieval_svc.state import AppState
@@ -241,7 +242,10 @@ async def search_as(request: Request, state: StateDep) -> Response:
             rows.append({"chunk": chunk, "matched": rule.get("matched_roles", []),
                          "rule": rule.get("rule", "")})  # fmt: skip
         overview = await state.engine.tenant_overview(key.tenant)
-        everyone = make_claims(None, overview["roles"] or None, None, path="form")
+        # Every role a chunk names, but those no principal can hold (user:…, anyone: a chunk
+        # stored with one is nobody's, and asserting it would be refused).
+        held = [r for r in overview["roles"] if reserved_role(r) is None]
+        everyone = make_claims(None, held or None, None, path="form")
         seen = {c.chunk_id for c in got.chunks}
         floor = min((c.score for c in got.chunks), default=0.0)
         operator = await answer(state, as_trusted, RetrievalQuery(

@@ -29,7 +29,7 @@ from retrieval_svc.audit import audit_prefix
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL, KEYS
-from tests.support.corpus import SAMPLES_KB, own
+from tests.support.corpus import SAMPLES_KB, own, store_chunks
 from tests.support.live import live_service, serve_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -278,6 +278,28 @@ def test_search_as_is_the_operator_acting_not_the_user(console: str) -> None:
     rows = trail.text.split('id="events"', 1)
     assert len(rows) == 2 and "console:admin" in rows[1] and "audited-li" in rows[1], trail.text
     assert 'id="events"' not in mine.text  # nothing by the key itself for that subject
+
+
+def test_a_chunk_stored_for_a_user_breaks_no_page(
+    console: str, corpus: str, es_sync: Elasticsearch
+) -> None:
+    # Issue #36 §6: one chunk with access_roles ["user:alice"] (the indexer now refuses it;
+    # another writer may not) made every Search as of its tenant fail.
+    store_chunks(es_sync, corpus, SAMPLES_KB, {"stray-user-chunk": {
+        "content": "巡更 记录 孤立", "access_roles": ["user:alice"]}})  # fmt: skip
+    try:
+        with httpx.Client(base_url=console, timeout=30) as http:
+            assert sign_in(http, KEYS["anon"]).status_code == 303
+            page = http.get("/console/search")
+            csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None
+            form = {"csrf": csrf.group(1), "roles": "物业经理", "query": "巡更",
+                    "knowledge_ids": SAMPLES_KB}  # fmt: skip
+            answer = http.post("/console/search", data=form)
+        assert answer.status_code == 200 and 'id="results"' in answer.text, answer.text[-500:]
+        assert "may not name a user" not in answer.text and "stray-user-chunk" not in answer.text
+    finally:
+        es_sync.delete(index=own(corpus, "acme"), id="stray-user-chunk", refresh=True)
 
 
 def test_signing_in_needs_the_form_s_token(console: str) -> None:

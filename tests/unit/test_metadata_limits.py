@@ -89,3 +89,10 @@ def test_an_oversized_sidecar_fails_its_document(tmp_path: Path) -> None:
     (ref,) = list(source.list())
     with pytest.raises(DocumentError, match=r"sidecar a\.md\.meta\.json is 1,048,577 bytes"):
         source.sidecar(ref)
+
+
+@pytest.mark.parametrize("role", ["user:alice", "anyone"])
+def test_a_role_no_principal_can_hold_fails_the_document(role: str) -> None:
+    # Issue #36 §6: one chunk stored with access_roles ["user:alice"] broke Search as.
+    with pytest.raises(DocumentError, match="per-user sharing is not supported"):
+        build_chunks(doc(access_roles=["物业经理", role]), knowledge_id="kb", dataset_name="kb")

@@ -291,7 +291,7 @@ async def policy(request: Request, state: StateDep) -> Response:
     source = state.acl.source
 
     async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
-        done = ""
+        done, refused = "", None
         if request.method == "POST" and isinstance(source, PolicyDatabase):
             admin = PolicyAdmin(source)
             action, tenant = form.get("action", ""), key.tenant
@@ -306,13 +306,20 @@ async def policy(request: Request, state: StateDep) -> Response:
                 "grant-role": lambda: admin.grant_role(field("user"), field("role"), tenant),
                 "revoke-role": lambda: admin.revoke_role(field("user"), field("role"), tenant),
                 "inherit": lambda: admin.inherit(field("role"), field("parent"), tenant),
+                "disinherit": lambda: admin.disinherit(field("role"), field("parent"), tenant),
                 "allow": lambda: admin.allow(field("subject"), field("knowledge_ids"), tenant),
+                "disallow": lambda: admin.disallow(
+                    field("subject"), field("knowledge_ids"), tenant
+                ),
             }
-            if action not in changes:
-                raise ValueError(f"unknown change {action!r}")
-            await asyncio.to_thread(changes[action])
-            await asyncio.to_thread(state.acl.reload)  # in force now, for every page
-            done = action
+            try:
+                if action not in changes:
+                    raise ValueError(f"unknown change {action!r}")
+                await asyncio.to_thread(changes[action])
+                await asyncio.to_thread(state.acl.reload)  # in force now, for every page
+                done = action
+            except (PolicyError, ValueError) as exc:  # refused: the page still shows the policy
+                refused = str(exc)
         grants, grouping = await asyncio.to_thread(source.rules)
         mine = key.tenant
         inherits = sorted(
@@ -329,7 +336,7 @@ async def policy(request: Request, state: StateDep) -> Response:
             "grants": sorted(p for p in grants if p[1] in (mine, EVERY_TENANT)),
             "editable": isinstance(source, PolicyDatabase),
             "done": done,
-        }
+        } | ({"error": refused} if refused else {})
 
     return await _guarded(request, state, "policy", work)
 

@@ -302,6 +302,29 @@ def test_a_chunk_stored_for_a_user_breaks_no_page(
         es_sync.delete(index=own(corpus, "acme"), id="stray-user-chunk", refresh=True)
 
 
+def test_a_refused_policy_change_still_shows_the_policy(console: str) -> None:
+    # Issue #36 §6: after "role 'HR' cannot inherit itself" the lists were empty and the page
+    # said the policy was a read-only file.
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert sign_in(http, KEYS["anon"]).status_code == 303
+        before = http.get("/console/policy", headers={"Accept-Language": "en"})
+        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', before.text)
+        assert csrf is not None
+        refused = http.post(
+            "/console/policy",
+            data={"csrf": csrf.group(1), "action": "inherit", "role": "HR", "parent": "HR"},
+            headers={"Accept-Language": "en"},
+        )
+        link = {"csrf": csrf.group(1), "role": "临时角色", "parent": "巡检员"}
+        added = http.post("/console/policy", data={**link, "action": "inherit"})
+        removed = http.post("/console/policy", data={**link, "action": "disinherit"})
+    assert refused.status_code == 200 and "cannot inherit itself" in refused.text
+    assert "read-only" not in refused.text and 'id="form-disallow"' in refused.text
+    for listed in ("物业经理 → 运维工程师", "every-tenant-handbook"):
+        assert listed in before.text and listed in refused.text, listed
+    assert "临时角色 → 巡检员" in added.text and "临时角色 → 巡检员" not in removed.text
+
+
 def test_signing_in_needs_the_form_s_token(console: str) -> None:
     # Login CSRF: another site's form cannot sign a browser in with a key of its choosing.
     with httpx.Client(base_url=console, timeout=30) as http:

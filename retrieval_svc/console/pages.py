@@ -208,7 +208,7 @@ async def _guarded(
                 context |= await work(key, context["form"])
             except (ServiceError, PolicyError, ValueError) as exc:
                 context["error"] = getattr(exc, "message", str(exc))
-    elif work is not None and page in ("policy", "knowledge-bases", "audit"):
+    elif work is not None and page in ("why-not", "policy", "knowledge-bases", "audit"):
         context["form"] = dict(request.query_params)
         try:
             context |= await work(key, context["form"])
@@ -274,12 +274,19 @@ async def why_not(request: Request, state: StateDep) -> Response:
     access_roles — the answer ``/v1/explain`` gives."""
 
     async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
+        documents = [  # picked by title; only what the key could retrieve is offered
+            d
+            for d in await state.engine.document_titles(key.tenant)
+            if key.may_read(d["knowledge_id"])
+        ]
+        if request.method != "POST":
+            return {"documents": documents}
         claims = make_claims(form.get("user_id") or None, _list(form.get("roles")) or None,
                              None, path="form")  # fmt: skip
         found = await explain_visibility(
             state, key, claims, document_id=form.get("document_id", "").strip() or "-"
         )
-        return {"explained": found}
+        return {"explained": found, "documents": documents}
 
     return await _guarded(request, state, "why-not", work)
 

@@ -21,7 +21,7 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 from typer.testing import CliRunner
 
 from indexer.cli import app as indexer_cli
@@ -180,7 +180,10 @@ def test_the_console_in_a_browser(
         index=own(corpus), query={"term": {"document_title.keyword": POWER}}, size=1
     )["hits"]["hits"][0]["_source"]["document_id"]
     chrome.get(f"{console}/console/why-not")
-    fill(chrome, roles="保洁主管", document_id=document)
+    fill(chrome, roles="保洁主管")
+    picker = Select(chrome.find_element(By.NAME, "document_id"))  # picked by its title
+    picker.select_by_visible_text(f"{POWER} · {SAMPLES_KB}")
+    assert picker.first_selected_option.get_attribute("value") == document
     submit(chrome, chrome.find_element(By.ID, "explain"))
     explained = chrome.find_element(By.ID, "explained").text
     assert "restricted: the principal holds none of the chunk's roles" in explained

@@ -236,3 +236,24 @@ def test_lines_that_mean_nothing_are_refused(tmp_path: Path) -> None:
         path.write_text(line + "\n", encoding="utf-8")
         with pytest.raises(PolicyError, match="never a role"):
             AccessControl(DEFAULT_MODEL, path)
+
+
+@pytest.mark.anyio
+async def test_the_watcher_starts_its_compiler_before_any_change(acl: AccessControl) -> None:
+    # Issue #36 §8: the first revoke after start waited for a child process to spawn and
+    # import pycasbin (5-9 s beside busy workers; 0.2 s for every later change).
+    import asyncio
+
+    watcher = asyncio.create_task(acl.watch())
+    try:
+        for _ in range(600):  # (up to a minute on a busy machine; no change is made)
+            compiler = acl._compiler
+            if compiler is not None and compiler._pool is not None and compiler._pool._processes:
+                break
+            await asyncio.sleep(0.1)
+        assert compiler is not None and compiler._pool is not None
+        (child,) = compiler._pool._processes.values()
+        assert child.is_alive() and await compiler.warm() == child.pid  # ready, and reused
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)

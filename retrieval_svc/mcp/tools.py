@@ -96,11 +96,10 @@ def register(mcp: MCPServer) -> None:
     async def search(
         query: Annotated[str, Field(min_length=1, description=_described("query"))],
         knowledge_ids: Annotated[
-            list[str],
+            list[str] | str,
             Field(
-                min_length=1,
-                max_length=MAX_KNOWLEDGE_IDS,
-                description="Knowledge base ids to search (list_knowledge_bases names them).",
+                description="Knowledge base ids to search (list_knowledge_bases names them): a "
+                f"list, or comma-separated text; 1 to {MAX_KNOWLEDGE_IDS}."
             ),
         ],
         ctx: Context,

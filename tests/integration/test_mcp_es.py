@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from hashlib import sha256
@@ -321,3 +325,35 @@ async def test_oauth_refusals_carry_the_challenge(
     meta = document.json()  # RFC 9728 §2: resource is required; the servers that issue tokens
     assert meta["resource"] == "http://127.0.0.1:8080/mcp"
     assert meta["authorization_servers"] == [provider.url]
+
+
+def test_the_readme_s_python_runs_as_printed(live: str, tmp_path: Path) -> None:
+    # Issue #36 §7: README's client was a top-level `async with` (a SyntaxError) with an
+    # undefined key. Every Python block of README and examples/ runs here, as printed.
+    root = Path(__file__).resolve().parents[2]
+    blocks = [
+        block
+        for doc in (root / "README.md", *sorted((root / "examples").glob("**/*.md")))
+        for block in re.findall(r"^```python\n(.*?)^```", doc.read_text("utf-8"), re.S | re.M)
+    ]
+    assert blocks, "no Python block found"
+    env = {**os.environ, "RSVC_KEY": KEYS["anon"], "RSVC_URL": live}
+    for i, block in enumerate(blocks):
+        script = tmp_path / f"block{i}.py"
+        script.write_text(block, encoding="utf-8")
+        run = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, (block, run.stderr[-2000:])
+        assert "[C:1]" in run.stdout and "配电房" in run.stdout, run.stdout[:500]
+
+
+async def test_knowledge_ids_as_comma_text_over_mcp(live: str) -> None:
+    key = {"Authorization": f"Bearer {KEYS['anon']}", **MANAGER}
+    async with mcp_session(live, key) as session:
+        as_list = await session.call_tool("search", QUERY)
+        as_text = await session.call_tool(
+            "search", {**QUERY, "knowledge_ids": ",".join(QUERY["knowledge_ids"])}
+        )
+    assert not as_text.is_error, as_text.content
+    assert as_text.structured_content == as_list.structured_content

@@ -53,3 +53,35 @@ def test_empty_text_gives_no_chunks() -> None:
 def test_bad_options(size: int, overlap: int) -> None:
     with pytest.raises(ValueError):
         ChunkOptions(max_chars=size, overlap_chars=overlap)
+
+
+def test_one_long_line_chunks_in_time_linear_in_its_length() -> None:
+    # Issue #37 §2: a 94 MB text file on one line never finished; slicing the rest of a
+    # sentence off at every cut was quadratic. Ten times the text takes about ten times the
+    # time (a ratio within one run, never a wall-clock bound).
+    import time
+
+    def seconds(chars: int) -> float:
+        text = ("巡检记录" * (chars // 4 + 1))[:chars]  # no sentence end anywhere
+        started = time.perf_counter()
+        chunks = chunk_text(text, ChunkOptions(max_chars=600))
+        took = time.perf_counter() - started
+        assert "".join(chunks) == text and max(map(len, chunks)) == 600
+        return took
+
+    seconds(100_000)  # warm
+    small, large = (
+        min(seconds(500_000) for _ in range(3)),
+        min(seconds(5_000_000) for _ in range(2)),
+    )
+    assert large / small < 40, (small, large)  # linear: ~10; the old code: ~100 and rising
+
+
+def test_hard_cuts_are_what_they_were() -> None:
+    from indexer.chunking import _split_long
+
+    for length in (599, 600, 601, 1200, 1201, 1800, 2999):
+        text = "字" * length + "。短句。"
+        pieces = _split_long(text, 600)
+        assert "".join(pieces) == text and all(len(p) <= 600 for p in pieces), length
+        assert [len(p) for p in pieces[: (length - 1) // 600]] == [600] * ((length - 1) // 600)

@@ -7,6 +7,7 @@ The commands live in two modules (``index`` here; ``init``, ``delete``, ``stats`
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from indexer import cli_manage  # noqa: F401 (registers init, delete, stats, rebuild)
+from indexer.budget import Budget
 from indexer.chunking import ChunkOptions
 from indexer.cli_common import (
     TenantOption,
@@ -29,7 +31,8 @@ from indexer.cli_common import (
     settings_or_exit,
 )
 from indexer.metrics import export as export_metrics
-from indexer.pipeline import IndexOptions, Report, index_source
+from indexer.pipeline import IndexOptions, index_source
+from indexer.report import Report
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
@@ -98,6 +101,14 @@ async def keep_run(es: AsyncElasticsearch, index_alias: str, tenant: str, report
         typer.echo(f"warning: the run's record for the console not kept: {exc}", err=True)
 
 
+DEFAULT_BUDGET = Budget()
+
+
+def default_workers() -> int:
+    """One worker per core this process may use, at most 8."""
+    return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
 @app.command()
 def index(
     source: Annotated[
@@ -127,6 +138,33 @@ def index(
     concurrency: Annotated[
         int, typer.Option(min=1, max=32, help="Documents read and parsed at once.")
     ] = 4,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=64,
+            help="Worker processes that parse under the time and memory limits [the cores "
+            "given, at most 8]; 0 parses in this process, with the size limits only.",
+        ),
+    ] = None,
+    doc_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds one document may take to parse and chunk.")
+    ] = DEFAULT_BUDGET.seconds,
+    doc_memory_mb: Annotated[
+        int, typer.Option(min=32, help="Memory (MB) one document may take in its worker.")
+    ] = DEFAULT_BUDGET.memory_mb,
+    max_doc_bytes: Annotated[
+        int, typer.Option(min=1, help="Largest object read, in bytes (checked before reading).")
+    ] = DEFAULT_BUDGET.max_bytes,
+    max_unpacked_bytes: Annotated[
+        int, typer.Option(min=1, help="Most bytes an Office (zip) file may unpack to.")
+    ] = DEFAULT_BUDGET.max_unpacked_bytes,
+    max_chars: Annotated[
+        int, typer.Option(min=1, help="Most characters of text in one document.")
+    ] = DEFAULT_BUDGET.max_chars,
+    max_pages: Annotated[int, typer.Option(min=1, help="Most pages of one PDF.")] = (
+        DEFAULT_BUDGET.max_pages
+    ),
     endpoint: Annotated[
         str | None, typer.Option(help="Object store endpoint [OSS_ENDPOINT / AWS_ENDPOINT_URL].")
     ] = None,
@@ -160,6 +198,15 @@ def index(
             force=force,
             dry_run=dry_run,
             concurrency=concurrency,
+            workers=default_workers() if workers is None else workers,
+            budget=Budget(
+                seconds=doc_timeout,
+                memory_mb=doc_memory_mb,
+                max_bytes=max_doc_bytes,
+                max_unpacked_bytes=max_unpacked_bytes,
+                max_chars=max_chars,
+                max_pages=max_pages,
+            ),
         )
         src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
     except (ValueError, NotADirectoryError) as exc:

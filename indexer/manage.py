@@ -10,8 +10,8 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_scan, async_streaming_bulk
 
-from indexer.pipeline import EMBED_SLICE
 from indexer.store import delete_matching, kb_query, refresh
+from indexer.writing import EMBED_SLICE
 from retrieval_svc.acl import DEFAULT_TENANT, TENANT_FIELD
 from retrieval_svc.embedding import Embedder, EmbeddingModel
 from retrieval_svc.search.index import (

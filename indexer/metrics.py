@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
 
-from indexer.pipeline import Report
+from indexer.report import Report
 
 
 def run_registry(report: Report) -> CollectorRegistry:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import io
 import logging
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from indexer.budget import Budget
 from indexer.documents import DocumentError, split_front_matter
 
 # pypdf and the HTML parser log noisy warnings about malformed but readable input.
@@ -42,16 +44,16 @@ def decode_text(data: bytes) -> str:
     raise DocumentError("text is neither UTF-8 nor GB18030")
 
 
-def parse_markdown(data: bytes) -> Parsed:
+def parse_markdown(data: bytes, budget: Budget) -> Parsed:  # noqa: ARG001
     front, body = split_front_matter(decode_text(data))
     return Parsed(body, front)
 
 
-def parse_text(data: bytes) -> Parsed:
+def parse_text(data: bytes, budget: Budget) -> Parsed:  # noqa: ARG001
     return Parsed(decode_text(data))
 
 
-def parse_html(data: bytes) -> Parsed:
+def parse_html(data: bytes, budget: Budget) -> Parsed:  # noqa: ARG001
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(data, "html.parser")
@@ -73,7 +75,7 @@ def parse_html(data: bytes) -> Parsed:
     return Parsed("\n\n".join(lines))
 
 
-def parse_pdf(data: bytes) -> Parsed:
+def parse_pdf(data: bytes, budget: Budget) -> Parsed:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -81,6 +83,7 @@ def parse_pdf(data: bytes) -> Parsed:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise DocumentError("PDF is encrypted")
+        budget.check_pages(len(reader.pages))
         pages = [(page.extract_text() or "").strip() for page in reader.pages]
     except DocumentError:
         raise
@@ -89,10 +92,23 @@ def parse_pdf(data: bytes) -> Parsed:
     return Parsed("\n\n".join(p for p in pages if p))
 
 
-def parse_docx(data: bytes) -> Parsed:
+def unpacked_size(data: bytes, budget: Budget, what: str) -> None:
+    """Refuse a zip container (an Office file) whose members unpack past the budget, from its
+    directory, before any member is opened; a member that lies about its size is caught by
+    ``zipfile`` when read (it checks the CRC and stops at the declared size)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            total = sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise DocumentError(f"{what} cannot be read: {type(exc).__name__}") from exc
+    budget.check_unpacked(total)
+
+
+def parse_docx(data: bytes, budget: Budget) -> Parsed:
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
+    unpacked_size(data, budget, "DOCX")
     try:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, ValueError, KeyError, OSError) as exc:
@@ -119,7 +135,7 @@ def parse_docx(data: bytes) -> Parsed:
     return Parsed("\n\n".join(lines))
 
 
-PARSERS: dict[str, Callable[[bytes], Parsed]] = {
+PARSERS: dict[str, Callable[[bytes, Budget], Parsed]] = {
     ".md": parse_markdown,
     ".markdown": parse_markdown,
     ".txt": parse_text,
@@ -130,14 +146,22 @@ PARSERS: dict[str, Callable[[bytes], Parsed]] = {
 }
 
 
+def preload() -> None:
+    """Import every format's library now (a worker does, before it caps its memory, so no
+    document's budget pays for an import)."""
+    import bs4  # noqa: F401
+    import docx  # noqa: F401
+    import pypdf  # noqa: F401
+
+
 def supported(name: str) -> bool:
     """Whether a file name has a suffix the indexer reads."""
     return PurePosixPath(name).suffix.lower() in PARSERS
 
 
-def parse(name: str, data: bytes) -> Parsed:
-    """Parse a file by its suffix; DocumentError when it cannot be read."""
+def parse(name: str, data: bytes, budget: Budget | None = None) -> Parsed:
+    """Parse a file by its suffix, within ``budget``; DocumentError when it cannot be read."""
     parser = PARSERS.get(PurePosixPath(name).suffix.lower())
     if parser is None:
         raise DocumentError(f"unsupported file type {PurePosixPath(name).suffix!r}")
-    return parser(data)
+    return parser(data, budget or Budget())

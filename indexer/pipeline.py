@@ -15,29 +15,31 @@ document with mixed ETags, which the next run sees as changed and repairs: re-ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from string import Formatter
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from elasticsearch import AsyncElasticsearch
-from elasticsearch.helpers import async_streaming_bulk
 
+from indexer.budget import Budget
 from indexer.chunking import ChunkOptions
-from indexer.documents import DocumentError, SourceObject, build_chunks, document_id
-from indexer.parsers import parse
+from indexer.documents import DocumentError, document_id
+from indexer.reading import ChunkSettings, document_chunks
+from indexer.report import Report
 from indexer.sources import ObjectRef, Source
 from indexer.store import (
     current_versions,
-    delete_matching,
     kb_query,
     prune,
     refresh,
-    stale_query,
 )
+from indexer.workers import ParserPool
+from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.settings import DEFAULT_TIMEZONE
@@ -65,6 +67,10 @@ class IndexOptions:
     batch_bytes: int = 32 * 1024 * 1024
     concurrency: int = 4
     timezone: str = DEFAULT_TIMEZONE  # where date-only metadata values are read (RSVC_TIMEZONE)
+    budget: Budget = field(default_factory=Budget)  # what one document may cost
+    # Worker processes that parse under the budget's time and memory limits (the CLI's
+    # default); 0: threads of this process, with the size limits only (a library caller).
+    workers: int = 0
 
     def __post_init__(self) -> None:
         if self.url_template is not None:
@@ -75,43 +81,7 @@ class IndexOptions:
                 raise ValueError(f"--url-template uses {sorted(unknown)}; allowed: {allowed}")
 
 
-@dataclass(slots=True)
-class Report:
-    """What a run did; ``ok`` is false when any document or chunk failed."""
-
-    source: str
-    knowledge_id: str
-    dry_run: bool = False
-    documents_seen: int = 0
-    documents_indexed: int = 0
-    documents_skipped: int = 0
-    documents_failed: int = 0
-    documents_pruned: int = 0
-    chunks_indexed: int = 0
-    chunks_embedded: int = 0
-    embedding_s: float = 0.0
-    chunks_failed: int = 0
-    stale_chunks_deleted: int = 0
-    bytes_read: int = 0
-    duration_s: float = 0.0
-    failures: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Whether every document and chunk went in."""
-        return not self.failures and not self.chunks_failed
-
-    def fail(self, document: str, reason: str) -> None:
-        """Record a document that was not indexed."""
-        self.documents_failed += 1
-        self.failures.append({"document": document, "reason": reason})
-        log.warning("not indexed: %s: %s", document, reason)
-
-
 Progress = Callable[[str], None]
-EmbedProgress = Callable[[int], None]  # chunks embedded since the last call
-
-EMBED_SLICE = 64  # chunks per embedding call: progress granularity, and bounded memory
 
 
 def _url(options: IndexOptions, ref: ObjectRef, bucket: str) -> str:
@@ -121,89 +91,36 @@ def _url(options: IndexOptions, ref: ObjectRef, bucket: str) -> str:
     return options.url_template.format(key=ref.key, uri=ref.uri, bucket=bucket, name=name)
 
 
-def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list[dict[str, Any]]:
-    """Read, parse and chunk one object (blocking: run it in a thread)."""
-    data = source.read(ref)
-    parsed = parse(ref.key, data)
-    manifest = options.manifest.get(ref.key) or options.manifest.get(ref.uri) or {}
-    obj = SourceObject(
-        uri=ref.uri,
-        identity=ref.identity,
-        name=ref.key,
-        text=parsed.text,
-        etag=ref.etag,
-        front_matter=parsed.front_matter,
-        metadata_layers=(source.sidecar(ref), {k: v for k, v in manifest.items() if k != "path"}),
-    )
-    bucket = ref.uri.split("/")[2] if "://" in ref.uri else ""
-    return build_chunks(
-        obj,
+def chunk_settings(options: IndexOptions) -> ChunkSettings:
+    """What turning a document of this run into chunks needs (sent to the workers once per
+    document: small, the manifest stays here)."""
+    return ChunkSettings(
         knowledge_id=options.knowledge_id,
         dataset_name=options.dataset_name or options.knowledge_id,
-        url=_url(options, ref, bucket),
-        options=options.chunk,
         tz=ZoneInfo(options.timezone),
+        chunk=options.chunk,
         tenant=options.tenant,
+        budget=options.budget,
     )
 
 
-async def _bulk(
-    es: AsyncElasticsearch, alias: str, docs: dict[str, list[dict[str, Any]]], report: Report
-) -> set[str]:
-    """Write the chunks; the ids of documents with a failed chunk."""
-    owner = {chunk["chunk_id"]: doc_id for doc_id, chunks in docs.items() for chunk in chunks}
-
-    async def actions() -> AsyncIterator[dict[str, Any]]:
-        for chunks in docs.values():
-            for chunk in chunks:
-                yield {"_index": alias, "_id": chunk["chunk_id"], "_source": chunk}
-
-    failed: set[str] = set()
-    async for ok, item in async_streaming_bulk(
-        es,
-        actions(),
-        chunk_size=500,
-        max_chunk_bytes=10 * 1024 * 1024,
-        max_retries=5,
-        initial_backoff=1,
-        retry_on_status=(429,),
-        raise_on_error=False,
-        raise_on_exception=False,
-    ):
-        if ok:
-            report.chunks_indexed += 1
-            continue
-        report.chunks_failed += 1
-        info = next(iter(item.values()))
-        failed.add(owner.get(str(info.get("_id", "")), str(info.get("_id", ""))))
-        log.error("bulk item failed: %s", info.get("error") or info.get("status"))
-    return failed
+Read = tuple[ObjectRef, bytes, tuple[dict[str, Any], dict[str, Any]], str]
 
 
-@dataclass(slots=True)
-class _Batch:
-    """One batch, read and parsed, waiting to be written."""
+def read_document(source: Source, ref: ObjectRef, options: IndexOptions) -> Read:
+    """Read one object and its metadata layers (blocking I/O: run it in a thread): the
+    arguments of ``document_chunks`` but its settings. Its size is checked first."""
+    options.budget.check_bytes(ref.size)
+    data = source.read(ref)
+    manifest = options.manifest.get(ref.key) or options.manifest.get(ref.uri) or {}
+    layers = (source.sidecar(ref), {k: v for k, v in manifest.items() if k != "path"})
+    bucket = ref.uri.split("/")[2] if "://" in ref.uri else ""
+    return ref, data, layers, _url(options, ref, bucket)
 
-    docs: dict[str, list[dict[str, Any]]]
-    names: dict[str, str]
-    existed: set[str]  # documents that had chunks before (only they can leave stale ones)
 
-
-async def embed_batch(
-    embedder: Embedder, batch: _Batch, report: Report, progress: EmbedProgress | None = None
-) -> None:
-    """Attach a passage vector to every chunk of ``batch`` (in slices, for progress)."""
-    chunks = [chunk for doc in batch.docs.values() for chunk in doc]
-    started = time.perf_counter()
-    for i in range(0, len(chunks), EMBED_SLICE):
-        part = chunks[i : i + EMBED_SLICE]
-        vectors = await embedder.embed_passages([c["content"] for c in part])
-        for chunk, vector in zip(part, vectors, strict=True):
-            chunk["embedding"] = vector
-        report.chunks_embedded += len(part)
-        if progress:
-            progress(len(part))
-    report.embedding_s = round(report.embedding_s + time.perf_counter() - started, 3)
+def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list[dict[str, Any]]:
+    """Read, parse and chunk one object in this process (blocking: run it in a thread)."""
+    return document_chunks(*read_document(source, ref, options), chunk_settings(options))
 
 
 async def index_source(
@@ -248,8 +165,11 @@ class _IndexRun:
         )
         self.seen: set[str] = set()  # document ids in the source (for --prune)
         self._listing = iter(source.list())
-        self._read: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
-        self._embedded: asyncio.Queue[_Batch | None] = asyncio.Queue(maxsize=1)
+        self._read: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
+        self._embedded: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
+        self.pool: ParserPool | None = None  # worker processes, when options.workers
+        self._reading = asyncio.Semaphore(max(1, options.concurrency))
+        self._settings = chunk_settings(options)
 
     async def run(self) -> Report:
         started = time.perf_counter()
@@ -261,22 +181,32 @@ class _IndexRun:
             index=alias, query=kb_query(tenant, kb)
         )
         has_chunks = bool(counted.get("count", 0))
-        stages = [asyncio.create_task(self.read(has_chunks)), asyncio.create_task(self.embed())]
-        try:
-            while (batch := await self._embedded.get()) is not None:
-                await _write(self.es, alias, batch, options, report)
-            for stage in stages:
-                await stage  # re-raises a stage's failure
-        finally:
-            for stage in stages:
-                if not stage.done():
-                    stage.cancel()
+        async with contextlib.AsyncExitStack() as stack:
+            if options.workers:
+                self.pool = await stack.enter_async_context(
+                    ParserPool(options.workers, options.budget)
+                )
+            await self._stages(has_chunks)
         if options.prune and not options.dry_run:
             report.documents_pruned = await prune(self.es, alias, tenant, kb, self.seen)
         if not options.dry_run:
             await refresh(self.es, alias)
         report.duration_s = round(time.perf_counter() - started, 3)
         return report
+
+    async def _stages(self, has_chunks: bool) -> None:
+        """Read, embed and write, overlapping, until the listing ends."""
+        alias, options, report = self.options.alias, self.options, self.report
+        stages = [asyncio.create_task(self.read(has_chunks)), asyncio.create_task(self.embed())]
+        try:
+            while (batch := await self._embedded.get()) is not None:
+                await write_batch(self.es, alias, batch, options.dry_run, report)
+            for stage in stages:
+                await stage  # re-raises a stage's failure
+        finally:
+            for stage in stages:
+                if not stage.done():
+                    stage.cancel()
 
     async def read(self, has_chunks: bool) -> None:
         """Stage 1: batches of changed documents, parsed, onto the next stage's queue."""
@@ -308,7 +238,7 @@ class _IndexRun:
                     report.bytes_read += ref.size
                     docs[ids[ref.key]] = result
                 names = {ids[ref.key]: ref.key for ref in todo}
-                await self._read.put(_Batch(docs, names, {d for d in docs if d in versions}))
+                await self._read.put(Batch(docs, names, {d for d in docs if d in versions}))
         finally:
             await self._read.put(None)
 
@@ -334,12 +264,27 @@ class _IndexRun:
         return batch
 
     async def _load(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, Any]]:
-        """Parse ``refs`` in ``concurrency`` threads, each taking every n-th object."""
+        """Parse ``refs``: in the worker processes (reading in ``concurrency`` threads), or
+        in ``concurrency`` threads each taking every n-th object."""
+        if self.pool is not None:
+            return list(await asyncio.gather(*(self._in_worker(ref) for ref in refs)))
         n = max(1, min(self.options.concurrency, len(refs)))
         parts = await asyncio.gather(
             *(asyncio.to_thread(self._parse, refs[i::n]) for i in range(n))
         )
         return [item for part in parts for item in part]
+
+    async def _in_worker(self, ref: ObjectRef) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
+        """Read one object here, parse and chunk it in a worker under the budget."""
+        assert self.pool is not None
+        async with self._reading:  # (at most ``concurrency`` objects read at once)
+            try:
+                job = await asyncio.to_thread(read_document, self.source, ref, self.options)
+            except DocumentError as exc:
+                return ref, str(exc)
+            except Exception as exc:  # a read error: report it, keep going
+                return ref, f"{type(exc).__name__}: {exc}"
+        return ref, await self.pool.run((*job, self._settings))
 
     def _parse(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
         """Read and parse some objects (in a worker thread); failures become their reason."""
@@ -352,26 +297,3 @@ class _IndexRun:
             except Exception as exc:  # a read error: report it, keep going
                 out.append((ref, f"{type(exc).__name__}: {exc}"))
         return out
-
-
-async def _write(
-    es: AsyncElasticsearch, alias: str, batch: _Batch, options: IndexOptions, report: Report
-) -> None:
-    """Write a batch's chunks, then remove what the previous versions left behind."""
-    if options.dry_run:
-        report.documents_indexed += len(batch.docs)
-        report.chunks_indexed += sum(len(c) for c in batch.docs.values())
-        return
-    failed = await _bulk(es, alias, batch.docs, report) if batch.docs else set()
-    for doc_id in failed:
-        report.fail(batch.names.get(doc_id, doc_id), "some chunks were not written (see log)")
-    written = [
-        (doc_id, chunks[0]["source_etag"], len(chunks))
-        for doc_id, chunks in batch.docs.items()
-        if doc_id not in failed
-    ]
-    report.documents_indexed += len(written)
-    replaced = [w for w in written if w[0] in batch.existed]
-    if replaced:
-        await refresh(es, alias)  # the overwritten chunks must be visible
-        report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))

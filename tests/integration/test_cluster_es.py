@@ -24,7 +24,8 @@ from elasticsearch import AsyncElasticsearch, helpers
 from typer.testing import CliRunner
 
 from indexer.cli import app as indexer_cli
-from indexer.pipeline import IndexOptions, Report, index_source
+from indexer.pipeline import IndexOptions, index_source
+from indexer.report import Report
 from indexer.sources import LocalSource
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index

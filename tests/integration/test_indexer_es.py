@@ -13,7 +13,7 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 from typer.testing import CliRunner
 
-from indexer import manage, pipeline
+from indexer import manage, writing
 from indexer.chunking import ChunkOptions
 from indexer.cli import app as indexer_cli
 from indexer.pipeline import IndexOptions, index_source
@@ -171,7 +171,7 @@ async def test_crash_then_rerun_converges(
     async def die(*_args: object) -> int:
         raise ConnectionError("killed")
 
-    monkeypatch.setattr(pipeline, "delete_matching", die)
+    monkeypatch.setattr(writing, "delete_matching", die)
     with pytest.raises(ConnectionError):
         await index_source(es, LocalSource(tmp_path), options)
     mixed = await chunks_of(es, corpus, "crash")

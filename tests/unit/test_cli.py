@@ -89,7 +89,7 @@ def test_casbin_does_not_dump_its_policy_at_start(caplog: pytest.LogCaptureFixtu
 
 def test_the_indexer_summary_is_short_unbroken_lines(capsys: pytest.CaptureFixture[str]) -> None:
     from indexer.cli import print_report
-    from indexer.pipeline import Report
+    from indexer.report import Report
 
     report = Report(source="/very/long/" + "x" * 80, knowledge_id="kb", documents_seen=12345)
     report.documents_indexed, report.chunks_indexed, report.chunks_embedded = 12000, 98765, 98765

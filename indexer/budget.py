@@ -1,0 +1,83 @@
+"""What one document may cost the indexer (issue #37 §1; docs/indexer.md, "Limits").
+
+Defaults a real corpus never meets; each is an option of ``retrieval-indexer index``. A
+document over one is a failed document whose reason names the limit, its value and the
+option; the run goes on.
+
+| limit | option | default | checked |
+|---|---|---|---|
+| time | ``--doc-timeout`` | 300 s | parse and chunk, in a worker killed when it passes it |
+| memory | ``--doc-memory-mb`` | 256 MB | a worker's address space past its own at start |
+| bytes | ``--max-doc-bytes`` | 128 MiB | the object's listed size, before it is read |
+| unpacked | ``--max-unpacked-bytes`` | 512 MiB | an Office (zip) file's members, before one opens |
+| text | ``--max-chars`` | 50,000,000 | characters of the parsed text |
+| pages | ``--max-pages`` | 10,000 | pages of a PDF, before one is read |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from indexer.documents import DocumentError
+
+MIB = 1024 * 1024
+
+
+class BudgetError(DocumentError):
+    """A document over a limit of its budget; the message names the limit and the option."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The limits of one document (see the module's table)."""
+
+    seconds: float = 300.0
+    memory_mb: int = 256
+    max_bytes: int = 128 * MIB
+    max_unpacked_bytes: int = 512 * MIB
+    max_chars: int = 50_000_000
+    max_pages: int = 10_000
+
+    def check_bytes(self, size: int) -> None:
+        """Refuse an object of ``size`` bytes before it is downloaded."""
+        if size > self.max_bytes:
+            raise BudgetError(
+                f"the object is {size:,} bytes, over the limit of {self.max_bytes:,} "
+                "(--max-doc-bytes)"
+            )
+
+    def check_chars(self, chars: int) -> None:
+        """Refuse a parsed text of ``chars`` characters."""
+        if chars > self.max_chars:
+            raise BudgetError(
+                f"the text is {chars:,} characters, over the limit of {self.max_chars:,} "
+                "(--max-chars)"
+            )
+
+    def check_pages(self, pages: int) -> None:
+        """Refuse a PDF of ``pages`` pages before its pages are read."""
+        if pages > self.max_pages:
+            raise BudgetError(
+                f"the PDF has {pages:,} pages, over the limit of {self.max_pages:,} (--max-pages)"
+            )
+
+    def check_unpacked(self, unpacked: int) -> None:
+        """Refuse a zip container whose members unpack to ``unpacked`` bytes."""
+        if unpacked > self.max_unpacked_bytes:
+            raise BudgetError(
+                f"the file unpacks to {unpacked:,} bytes, over the limit of "
+                f"{self.max_unpacked_bytes:,} (--max-unpacked-bytes)"
+            )
+
+    def timed_out(self) -> BudgetError:
+        """The failure of a document that passed its deadline."""
+        return BudgetError(
+            f"parsing took longer than {self.seconds:g} s (--doc-timeout); the worker was stopped"
+        )
+
+    def out_of_memory(self) -> BudgetError:
+        """The failure of a document that needed more than its memory."""
+        return BudgetError(
+            f"parsing needed more than {self.memory_mb} MB (--doc-memory-mb); the worker was "
+            "replaced"
+        )

@@ -1,0 +1,61 @@
+"""One document's bytes to its chunks, under its budget (pure: no I/O). The indexer runs it in
+a worker process (``indexer.workers``) or, for a library caller, in a thread."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import Any
+
+from indexer.budget import Budget
+from indexer.chunking import ChunkOptions
+from indexer.documents import SourceObject, build_chunks
+from indexer.parsers import parse
+from indexer.sources import ObjectRef
+from retrieval_svc.acl import DEFAULT_TENANT
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSettings:
+    """What turning any document of a run into chunks needs (picklable, sent to workers)."""
+
+    knowledge_id: str
+    dataset_name: str
+    tz: tzinfo
+    chunk: ChunkOptions = field(default_factory=ChunkOptions)
+    tenant: str = DEFAULT_TENANT
+    budget: Budget = field(default_factory=Budget)
+
+
+def document_chunks(
+    ref: ObjectRef,
+    data: bytes,
+    layers: tuple[Mapping[str, Any], ...],
+    url: str,
+    settings: ChunkSettings,
+) -> list[dict[str, Any]]:
+    """The chunk documents of one object's bytes; ``layers`` are its sidecar and manifest
+    metadata. Raises DocumentError (a ``BudgetError`` past a limit) when it cannot be indexed."""
+    budget = settings.budget
+    budget.check_bytes(len(data))
+    parsed = parse(ref.key, data, budget)
+    budget.check_chars(len(parsed.text))
+    obj = SourceObject(
+        uri=ref.uri,
+        identity=ref.identity,
+        name=ref.key,
+        text=parsed.text,
+        etag=ref.etag,
+        front_matter=parsed.front_matter,
+        metadata_layers=layers,
+    )
+    return build_chunks(
+        obj,
+        knowledge_id=settings.knowledge_id,
+        dataset_name=settings.dataset_name,
+        url=url,
+        options=settings.chunk,
+        tz=settings.tz,
+        tenant=settings.tenant,
+    )

@@ -1,0 +1,166 @@
+"""Worker processes that parse and chunk documents, one at a time each, under a budget.
+
+A document's parse runs where it can be stopped: in a process of its own, never a thread, so
+a parser stuck in C code (a PDF library, a regular expression, a decompressor) is stopped too.
+Each worker is spawned (no inherited state), imports the parsers, then caps its own address
+space at what it holds plus ``Budget.memory_mb`` (``RLIMIT_AS``): an allocation past it fails
+in the worker (a ``MemoryError``, or the worker dies), never grows the machine's memory. The
+parent waits for each document at most ``Budget.seconds``; a worker past it is killed and a
+new one started, and so is one that died or ran out of memory. Either way the document is a
+failed document with the limit in its reason, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import resource
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from indexer.budget import Budget
+
+Job = tuple[Any, ...]  # the arguments of ``_JOB``, all picklable
+Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
+
+_CONTEXT = multiprocessing.get_context("spawn")
+
+
+def _address_space() -> int:
+    """This process's virtual size in bytes (``VmSize``)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _serve(conn: Connection, memory_mb: int) -> None:
+    """A worker: cap its memory, then answer jobs until its pipe closes."""
+    from indexer.documents import DocumentError
+    from indexer.parsers import preload
+    from indexer.reading import document_chunks  # (the parsers and the chunker, imported now)
+    from retrieval_svc.search.segment import segment
+
+    preload()
+    segment("巡检")  # (the word segmenter loads its dictionary on first use)
+
+    with contextlib.suppress(OSError):
+        os.nice(5)  # the run's own I/O and Elasticsearch come first
+    limit = _address_space() + memory_mb * 1024 * 1024
+    with contextlib.suppress(ValueError, OSError):  # (no /proc: no cap, the deadline remains)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        result: Result | MemoryError
+        try:
+            result = document_chunks(*job)
+        except MemoryError:
+            result = MemoryError()
+        except DocumentError as exc:
+            result = str(exc)
+        except Exception as exc:  # a parser's own failure: the reason, never a crash
+            result = f"{type(exc).__name__}: {exc}"
+        try:
+            conn.send(result)
+        except MemoryError:
+            conn.send(MemoryError())
+        if isinstance(result, MemoryError):
+            return  # (its heap may be in a poor state: the parent starts a new one)
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.conn, child = _CONTEXT.Pipe()
+        self.process: BaseProcess = _CONTEXT.Process(
+            target=_serve, args=(child, budget.memory_mb), daemon=True
+        )
+        self.process.start()
+        child.close()
+
+    def run(self, job: Job) -> tuple[Result, bool]:
+        """The job's result, and whether this worker can take another (blocking)."""
+        budget = self.budget
+        try:
+            self.conn.send(job)
+            if not self.conn.poll(budget.seconds):
+                return str(budget.timed_out()), False
+            answer = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):  # it died: killed for memory, or crashed
+            return str(budget.out_of_memory()), False
+        if isinstance(answer, MemoryError):
+            return str(budget.out_of_memory()), False
+        return answer, True
+
+    def stop(self) -> None:
+        """End the process now, whatever it is doing."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=10)
+
+
+class ParserPool:
+    """``workers`` processes that turn jobs into chunks under ``budget``; a worker that passes
+    a limit is replaced. Use as ``async with ParserPool(...) as pool``."""
+
+    def __init__(self, workers: int, budget: Budget) -> None:
+        self.budget = budget
+        self._size = max(1, workers)
+        self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        self._all: list[_Worker] = []
+        self.replaced = 0  # workers stopped for their document (counted for the report)
+
+    async def __aenter__(self) -> ParserPool:
+        for _ in range(self._size):
+            worker = await asyncio.to_thread(_Worker, self.budget)
+            self._all.append(worker)
+            self._idle.put_nowait(worker)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self._stop_all)
+
+    def _stop_all(self) -> None:
+        for worker in self._all:
+            worker.stop()
+        self._all.clear()
+
+    async def run(self, job: Job) -> Result:
+        """The chunks of one document, or why it failed."""
+        worker = await self._idle.get()
+        try:
+            result, reusable = await asyncio.to_thread(worker.run, job)
+        except BaseException:
+            await asyncio.to_thread(worker.stop)
+            self._all.remove(worker)
+            self._idle.put_nowait(self._spare())
+            raise
+        if not reusable:
+            self.replaced += 1
+            await asyncio.to_thread(worker.stop)
+            self._all.remove(worker)
+            worker = await asyncio.to_thread(self._spare)
+        self._idle.put_nowait(worker)
+        return result
+
+    def _spare(self) -> _Worker:
+        worker = _Worker(self.budget)
+        self._all.append(worker)
+        return worker
+
+    @property
+    def pids(self) -> Sequence[int]:
+        """The worker processes now (for peak-memory measurements)."""
+        return [w.process.pid for w in self._all if w.process.pid is not None]

@@ -1,0 +1,105 @@
+"""The write side of a run: vectors for a parsed batch, its chunks in bulk, then what its
+previous versions left behind removed."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.helpers import async_streaming_bulk
+
+from indexer.report import Report
+from indexer.store import delete_matching, refresh, stale_query
+from retrieval_svc.embedding import Embedder
+
+log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
+
+EmbedProgress = Callable[[int], None]  # chunks embedded since the last call
+
+EMBED_SLICE = 64  # chunks per embedding call: progress granularity, and bounded memory
+
+
+async def _bulk(
+    es: AsyncElasticsearch, alias: str, docs: dict[str, list[dict[str, Any]]], report: Report
+) -> set[str]:
+    """Write the chunks; the ids of documents with a failed chunk."""
+    owner = {chunk["chunk_id"]: doc_id for doc_id, chunks in docs.items() for chunk in chunks}
+
+    async def actions() -> AsyncIterator[dict[str, Any]]:
+        for chunks in docs.values():
+            for chunk in chunks:
+                yield {"_index": alias, "_id": chunk["chunk_id"], "_source": chunk}
+
+    failed: set[str] = set()
+    async for ok, item in async_streaming_bulk(
+        es,
+        actions(),
+        chunk_size=500,
+        max_chunk_bytes=10 * 1024 * 1024,
+        max_retries=5,
+        initial_backoff=1,
+        retry_on_status=(429,),
+        raise_on_error=False,
+        raise_on_exception=False,
+    ):
+        if ok:
+            report.chunks_indexed += 1
+            continue
+        report.chunks_failed += 1
+        info = next(iter(item.values()))
+        failed.add(owner.get(str(info.get("_id", "")), str(info.get("_id", ""))))
+        log.error("bulk item failed: %s", info.get("error") or info.get("status"))
+    return failed
+
+
+@dataclass(slots=True)
+class Batch:
+    """One batch, read and parsed, waiting to be written."""
+
+    docs: dict[str, list[dict[str, Any]]]
+    names: dict[str, str]
+    existed: set[str]  # documents that had chunks before (only they can leave stale ones)
+
+
+async def embed_batch(
+    embedder: Embedder, batch: Batch, report: Report, progress: EmbedProgress | None = None
+) -> None:
+    """Attach a passage vector to every chunk of ``batch`` (in slices, for progress)."""
+    chunks = [chunk for doc in batch.docs.values() for chunk in doc]
+    started = time.perf_counter()
+    for i in range(0, len(chunks), EMBED_SLICE):
+        part = chunks[i : i + EMBED_SLICE]
+        vectors = await embedder.embed_passages([c["content"] for c in part])
+        for chunk, vector in zip(part, vectors, strict=True):
+            chunk["embedding"] = vector
+        report.chunks_embedded += len(part)
+        if progress:
+            progress(len(part))
+    report.embedding_s = round(report.embedding_s + time.perf_counter() - started, 3)
+
+
+async def write_batch(
+    es: AsyncElasticsearch, alias: str, batch: Batch, dry_run: bool, report: Report
+) -> None:
+    """Write a batch's chunks, then remove what the previous versions left behind."""
+    if dry_run:
+        report.documents_indexed += len(batch.docs)
+        report.chunks_indexed += sum(len(c) for c in batch.docs.values())
+        return
+    failed = await _bulk(es, alias, batch.docs, report) if batch.docs else set()
+    for doc_id in failed:
+        report.fail(batch.names.get(doc_id, doc_id), "some chunks were not written (see log)")
+    written = [
+        (doc_id, chunks[0]["source_etag"], len(chunks))
+        for doc_id, chunks in batch.docs.items()
+        if doc_id not in failed
+    ]
+    report.documents_indexed += len(written)
+    replaced = [w for w in written if w[0] in batch.existed]
+    if replaced:
+        await refresh(es, alias)  # the overwritten chunks must be visible
+        report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))

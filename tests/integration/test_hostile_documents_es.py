@@ -1,0 +1,95 @@
+"""No single document can take the indexer down (issue #37 §4): each hostile file, built here,
+is indexed beside a good document through the CLI; the run ends by itself, the good document
+is indexed, every hostile one is a failed document with its limit in the reason, and the peak
+resident memory of the indexer and its workers — read from /proc — stays under the bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import ES_URL
+from tests.support.processes import Measured, run_measured
+
+BOUND = 1024 * 1024 * 1024  # the run's documented memory bound with the default budget
+CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
+
+
+def alias_bomb(path: Path) -> None:
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    path.write_text("---\n" + "\n".join(lines) + "\n---\n正文\n", encoding="utf-8")
+
+
+def zip_bomb(path: Path, unpacked_mib: int = 1024) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        with archive.open("word/document.xml", "w") as member:
+            for _ in range(unpacked_mib):
+                member.write(b"\0" * (1 << 20))
+
+
+def many_pages(path: Path, pages: int) -> None:
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path))
+    for i in range(pages):
+        pdf.drawString(72, 720, f"page {i} inspection record")
+        pdf.showPage()
+    pdf.save()
+
+
+def index(folder: Path, alias: str, *options: str) -> tuple[Measured, dict[str, Any]]:
+    env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none"}
+    argv = [*CLI, "index", str(folder), "--knowledge-id", "hostile", "--json", *options]
+    run = run_measured(argv, env=env, timeout_s=600)
+    return run, json.loads(run.stdout)
+
+
+def reasons(report: dict[str, Any]) -> dict[str, str]:
+    return {f["document"]: f["reason"] for f in report["failures"]}
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    good = tmp_path / "docs"
+    good.mkdir()
+    (good / "good.md").write_text("# 巡检\n\n巡检人员每天检查配电房。\n", encoding="utf-8")
+    return good
+
+
+def test_every_hostile_document_is_reported_and_the_run_stays_bounded(
+    folder: Path, alias: str
+) -> None:
+    alias_bomb(folder / "bomb.md")
+    zip_bomb(folder / "bomb.docx")
+    (folder / "fat.txt").write_text("巡检" * 6_000_000, encoding="utf-8")  # 36 MB, one line
+    (folder / "huge.txt").write_bytes(b"x" * 45_000_000)
+    many_pages(folder / "pages.pdf", 300)
+    run, report = index(
+        folder, alias, "--doc-memory-mb", "64", "--max-doc-bytes", "40000000", "--max-pages", "100"
+    )
+    assert run.returncode == 1, run.stderr[-2000:]  # (some documents failed: exit 1)
+    assert report["documents_indexed"] == 1 and report["documents_seen"] == 6, report
+    why = reasons(report)
+    assert "YAML alias" in why["bomb.md"]
+    assert "--max-unpacked-bytes" in why["bomb.docx"]
+    assert "--doc-memory-mb" in why["fat.txt"]
+    assert "--max-doc-bytes" in why["huge.txt"]
+    assert "--max-pages" in why["pages.pdf"]
+    assert run.peak_bytes < BOUND, run.peak_bytes
+
+
+def test_a_document_past_its_deadline_is_stopped(folder: Path, alias: str) -> None:
+    many_pages(folder / "slow.pdf", 5000)  # seconds of pypdf on any machine
+    run, report = index(folder, alias, "--doc-timeout", "1")
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert report["documents_indexed"] == 1, report
+    assert "--doc-timeout" in reasons(report)["slow.pdf"]
+    assert run.peak_bytes < BOUND, run.peak_bytes

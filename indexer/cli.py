@@ -74,8 +74,12 @@ def print_report(report: Report, as_json: bool) -> None:
         f"{report.documents_pruned} pruned, {report.stale_chunks_deleted} stale chunks removed",
         f"{report.documents_seen} documents seen, {report.bytes_read:,} bytes read",
     ]
+    if report.passed_over:  # never a silent skip: what the listing passed over, and why
+        ranked = sorted(report.passed_over.items(), key=lambda kv: (-kv[1], kv[0]))
+        total = sum(n for _, n in ranked)
+        lines.append(f"passed over {total}: " + ", ".join(f"{r} {n}" for r, n in ranked))
     for line in lines:
-        err.print(line, soft_wrap=True)
+        err.print(escape(line) if line.startswith("passed over") else line, soft_wrap=True)
     for failure in report.failures:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
 
@@ -94,7 +98,13 @@ async def keep_run(es: AsyncElasticsearch, index_alias: str, tenant: str, report
             "chunks_failed",
         )
     }
-    record = run_record(report.knowledge_id, counts, report.failures)
+    record = run_record(
+        report.knowledge_id,
+        counts,
+        report.failures,
+        report.passed_over,
+        report.passed_over_examples,
+    )
     try:
         await record_run(es, index_alias, tenant, record)
     except (ApiError, TransportError) as exc:

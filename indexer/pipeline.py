@@ -187,6 +187,8 @@ class _IndexRun:
                     ParserPool(options.workers, options.budget)
                 )
             await self._stages(has_chunks)
+        report.passed_over = dict(self.source.passed_over.counts)
+        report.passed_over_examples = dict(self.source.passed_over.examples)
         if options.prune and not options.dry_run:
             report.documents_pruned = await prune(self.es, alias, tenant, kb, self.seen)
         if not options.dry_run:

@@ -28,6 +28,9 @@ class Report:
     bytes_read: int = 0
     duration_s: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
+    # Files the listing passed over, by reason ("unsupported .vsdx": 7), with a few names each.
+    passed_over: dict[str, int] = field(default_factory=dict)
+    passed_over_examples: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

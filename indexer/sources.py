@@ -10,9 +10,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
@@ -42,6 +43,7 @@ class Source(Protocol):
     """Something that lists and reads objects."""
 
     description: str
+    passed_over: PassedOver  # what ``list`` passed over so far, by reason
 
     def list(self) -> Iterator[ObjectRef]:
         """Every indexable object, streamed."""
@@ -72,8 +74,39 @@ def _parse_sidecar(data: bytes, name: str) -> dict[str, Any]:
 
 def indexable(key: str) -> bool:
     """Whether a key names a document (not a sidecar, not hidden, a supported type)."""
-    name = key.rsplit("/", 1)[-1]
-    return not name.startswith(".") and not key.endswith(SIDECAR_SUFFIX) and supported(key)
+    return not _by_design(key) and supported(key)
+
+
+def _by_design(key: str) -> bool:
+    """Hidden files and sidecars: passed over on purpose, never reported."""
+    return key.rsplit("/", 1)[-1].startswith(".") or key.endswith(SIDECAR_SUFFIX)
+
+
+class PassedOver:
+    """What a listing passed over, by reason (``unsupported .vsdx``, ``not a regular file``),
+    with the first few names of each: never a silent skip (issue #34 §1, #37 §3)."""
+
+    EXAMPLES = 5
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list[str]] = {}
+
+    def add(self, key: str, reason: str) -> None:
+        """Count ``key`` as passed over for ``reason``."""
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        names = self.examples.setdefault(reason, [])
+        if len(names) < self.EXAMPLES:
+            names.append(key)
+
+    def unsupported(self, key: str) -> bool:
+        """Count ``key`` if it is a document of a type the indexer does not read; whether
+        it was (hidden files and sidecars are passed over on purpose, uncounted)."""
+        if _by_design(key) or supported(key):
+            return False
+        suffix = PurePosixPath(key).suffix.lower()
+        self.add(key, f"unsupported {suffix}" if suffix else "unsupported (no suffix)")
+        return True
 
 
 class LocalSource:
@@ -84,21 +117,56 @@ class LocalSource:
             raise NotADirectoryError(f"{root} is not a folder")
         self.root = root.resolve()
         self.description = str(self.root)
+        self.passed_over = PassedOver()
 
     def list(self) -> Iterator[ObjectRef]:
-        for path in sorted(self.root.rglob("*")):
-            key = path.relative_to(self.root).as_posix()
-            if indexable(key) and path.is_file():
-                st = path.stat()
-                yield ObjectRef(
-                    key=key,
-                    uri=path.as_uri(),
-                    # Modification time and size, as rsync compares: listing never reads
-                    # the files, and each is read once, when it has changed.
-                    etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
-                    size=st.st_size,
-                    identity=f"local:{key}",  # moving the folder keeps document ids
-                )
+        """The folder's documents, streamed folder by folder (memory flat however many
+        files), in name order. Links to folders are not followed (a loop, or a way out); a
+        link to a file is followed only inside the folder; FIFOs, devices, sockets, names
+        that are not UTF-8 and files that vanish are passed over with their reason."""
+        for folder, subfolders, files in os.walk(self.root, followlinks=False):
+            here = Path(folder)
+            for name in list(subfolders):
+                if (here / name).is_symlink():
+                    self.passed_over.add(self._key(here / name), "a link to a folder: not followed")
+            subfolders.sort()
+            for name in sorted(files):
+                if (ref := self._ref(here / name)) is not None:
+                    yield ref
+
+    def _key(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _ref(self, path: Path) -> ObjectRef | None:
+        key = self._key(path)
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = key.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+            self.passed_over.add(shown, "the name is not valid UTF-8")
+            return None
+        if _by_design(key) or self.passed_over.unsupported(key):
+            return None
+        try:
+            if path.is_symlink() and not path.resolve().is_relative_to(self.root):
+                self.passed_over.add(key, "a link out of the folder: not followed")
+                return None
+            st = path.stat()
+        except (OSError, RuntimeError) as exc:  # vanished, unreadable, a link loop
+            self.passed_over.add(key, f"cannot be read: {type(exc).__name__}")
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            self.passed_over.add(key, "not a regular file (a FIFO, device or socket)")
+            return None
+        return ObjectRef(
+            key=key,
+            uri=path.as_uri(),
+            # Modification time and size, as rsync compares: listing never reads the files,
+            # and each is read once, when it has changed.
+            etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
+            size=st.st_size,
+            identity=f"local:{key}",  # moving the folder keeps document ids
+        )
 
     def read(self, ref: ObjectRef) -> bytes:
         return (self.root / ref.key).read_bytes()
@@ -196,6 +264,7 @@ class ObjectStoreSource:
         self.description = url
         self.page_size = page_size
         self._client = s3_client(self.scheme, options or ObjectStoreOptions())
+        self.passed_over = PassedOver()
 
     def _key(self, full_key: str) -> str:
         return full_key[len(self.prefix) :].lstrip("/") if self.prefix else full_key
@@ -208,7 +277,9 @@ class ObjectStoreSource:
         for page in pages:
             for item in page.get("Contents", []):
                 full_key = item["Key"]
-                if full_key.endswith("/") or not indexable(full_key):
+                if full_key.endswith("/") or _by_design(full_key):
+                    continue
+                if self.passed_over.unsupported(self._key(full_key)):
                     continue
                 yield ObjectRef(
                     key=self._key(full_key),

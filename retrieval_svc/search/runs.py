@@ -31,15 +31,24 @@ def runs_index(index_alias: str, tenant: str) -> str:
 
 
 def run_record(
-    knowledge_id: str, counts: dict[str, int], failures: list[dict[str, str]]
+    knowledge_id: str,
+    counts: dict[str, int],
+    failures: list[dict[str, str]],
+    passed_over: dict[str, int] | None = None,
+    passed_over_examples: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """What is kept of one run: when it ended, its counts, and its first failures."""
+    """What is kept of one run: when it ended, its counts, its first failures, and what its
+    listing passed over, by reason, with a few names each."""
     return {
         "knowledge_id": knowledge_id,
         "finished_at": datetime.now(UTC).isoformat(),
         **counts,
         "failures": failures[:KEPT_FAILURES],
         "failures_not_kept": max(0, len(failures) - KEPT_FAILURES),
+        "passed_over": [
+            {"reason": reason, "count": n, "examples": (passed_over_examples or {}).get(reason, [])}
+            for reason, n in sorted((passed_over or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL
 from tests.support.processes import Measured, run_measured
 
@@ -93,3 +94,24 @@ def test_a_document_past_its_deadline_is_stopped(folder: Path, alias: str) -> No
     assert report["documents_indexed"] == 1, report
     assert "--doc-timeout" in reasons(report)["slow.pdf"]
     assert run.peak_bytes < BOUND, run.peak_bytes
+
+
+def test_what_the_listing_passed_over_is_in_the_summary_and_the_run_record(
+    folder: Path, alias: str, es_sync: Any
+) -> None:
+    (folder / "plan.vsdx").write_bytes(b"x")
+    (folder / "a.zip").write_bytes(b"x")
+    (folder / "b.zip").write_bytes(b"x")
+    os.mkfifo(folder / "pipe.md")
+    env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none"}
+    argv = [*CLI, "index", str(folder), "--knowledge-id", "hostile"]
+    run = run_measured(argv, env=env, timeout_s=600)
+    assert run.returncode == 0, run.stderr[-2000:]  # passed over is not failed
+    assert (
+        "passed over 4: unsupported .zip 2, not a regular file (a FIFO, device or socket) 1, "
+        "unsupported .vsdx 1" in " ".join(run.stderr.split())
+    ), run.stderr
+    record = es_sync.get(index=runs_index(alias, "default"), id="hostile")["_source"]
+    assert record["passed_over"][0] == {
+        "reason": "unsupported .zip", "count": 2, "examples": ["a.zip", "b.zip"]
+    }  # fmt: skip

@@ -7,7 +7,7 @@ option; the run goes on.
 | limit | option | default | checked |
 |---|---|---|---|
 | time | ``--doc-timeout`` | 300 s | parse and chunk, in a worker killed when it passes it |
-| memory | ``--doc-memory-mb`` | 256 MB | a worker's address space past its own at start |
+| memory | ``--doc-memory-mb`` | from ``--memory-mb`` | a worker's address space past its start |
 | bytes | ``--max-doc-bytes`` | 128 MiB | the object's listed size, before it is read |
 | unpacked | ``--max-unpacked-bytes`` | 512 MiB | an Office (zip) file's members, before one opens |
 | text | ``--max-chars`` | 50,000,000 | characters of the parsed text |
@@ -21,6 +21,24 @@ from dataclasses import dataclass
 from indexer.documents import DocumentError
 
 MIB = 1024 * 1024
+RUN_BASE_MB = 350  # the indexer itself: its libraries, the local embedding model, one batch
+WORKER_BASE_MB = 100  # a worker after start: the parsers and the word segmenter loaded
+MIN_DOC_MB = 128  # less than this per document, and ordinary PDFs start to fail
+
+
+def split_memory(
+    total_mb: int, cores: int, workers: int | None = None, doc_mb: int | None = None
+) -> tuple[int, int]:
+    """Workers and memory per document that keep a run within ``total_mb`` (``--memory-mb``):
+    ``RUN_BASE_MB`` + workers × (``WORKER_BASE_MB`` + per document) ≤ total. Either may be
+    given; the other is derived (at least one worker, and ``MIN_DOC_MB`` where it fits)."""
+    room = max(0, total_mb - RUN_BASE_MB)
+    if workers is None:
+        fits = room // (WORKER_BASE_MB + (doc_mb or MIN_DOC_MB))
+        workers = max(1, min(cores, 8, fits))
+    if doc_mb is None:
+        doc_mb = max(32, room // max(1, workers) - WORKER_BASE_MB)
+    return workers, doc_mb
 
 
 class BudgetError(DocumentError):

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from indexer import cli_manage  # noqa: F401 (registers init, delete, stats, rebuild)
-from indexer.budget import Budget
+from indexer.budget import Budget, split_memory
 from indexer.chunking import ChunkOptions
 from indexer.cli_common import (
     TenantOption,
@@ -114,9 +114,9 @@ async def keep_run(es: AsyncElasticsearch, index_alias: str, tenant: str, report
 DEFAULT_BUDGET = Budget()
 
 
-def default_workers() -> int:
-    """One worker per core this process may use, at most 8."""
-    return max(1, min(8, len(os.sched_getaffinity(0))))
+def cores() -> int:
+    """The cores this process may use."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 @app.command()
@@ -148,21 +148,31 @@ def index(
     concurrency: Annotated[
         int, typer.Option(min=1, max=32, help="Documents read and parsed at once.")
     ] = 4,
+    memory_mb: Annotated[
+        int,
+        typer.Option(
+            min=256, help="The run's memory bound (MB): workers and --doc-memory-mb fit in it."
+        ),
+    ] = 1024,
     workers: Annotated[
         int | None,
         typer.Option(
             min=0,
             max=64,
             help="Worker processes that parse under the time and memory limits [the cores "
-            "given, at most 8]; 0 parses in this process, with the size limits only.",
+            "given, at most 8, as many as --memory-mb holds]; 0 parses in this process, with "
+            "the size limits only.",
         ),
     ] = None,
     doc_timeout: Annotated[
         float, typer.Option(min=0.1, help="Seconds one document may take to parse and chunk.")
     ] = DEFAULT_BUDGET.seconds,
     doc_memory_mb: Annotated[
-        int, typer.Option(min=32, help="Memory (MB) one document may take in its worker.")
-    ] = DEFAULT_BUDGET.memory_mb,
+        int | None,
+        typer.Option(
+            min=32, help="Memory (MB) one document may take in its worker [from --memory-mb]."
+        ),
+    ] = None,
     max_doc_bytes: Annotated[
         int, typer.Option(min=1, help="Largest object read, in bytes (checked before reading).")
     ] = DEFAULT_BUDGET.max_bytes,
@@ -194,6 +204,9 @@ def index(
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
     settings = settings_or_exit()
+    processes, per_document = split_memory(memory_mb, cores(), workers or None, doc_memory_mb)
+    if workers == 0:
+        processes = 0
     try:
         options = IndexOptions(
             knowledge_id=knowledge_id,
@@ -208,10 +221,10 @@ def index(
             force=force,
             dry_run=dry_run,
             concurrency=concurrency,
-            workers=default_workers() if workers is None else workers,
+            workers=processes,
             budget=Budget(
                 seconds=doc_timeout,
-                memory_mb=doc_memory_mb,
+                memory_mb=per_document,
                 max_bytes=max_doc_bytes,
                 max_unpacked_bytes=max_unpacked_bytes,
                 max_chars=max_chars,

@@ -96,3 +96,15 @@ def test_a_role_no_principal_can_hold_fails_the_document(role: str) -> None:
     # Issue #36 §6: one chunk stored with access_roles ["user:alice"] broke Search as.
     with pytest.raises(DocumentError, match="per-user sharing is not supported"):
         build_chunks(doc(access_roles=["物业经理", role]), knowledge_id="kb", dataset_name="kb")
+
+
+def test_the_run_s_memory_bound_sets_workers_and_memory_per_document() -> None:
+    from indexer.budget import RUN_BASE_MB, WORKER_BASE_MB, split_memory
+
+    for cores in (1, 2, 8, 64):
+        workers, per_document = split_memory(1024, cores)
+        assert 1 <= workers <= min(cores, 8) and per_document >= 128, (cores, workers)
+        assert RUN_BASE_MB + workers * (WORKER_BASE_MB + per_document) <= 1024
+    assert split_memory(1024, 2) == (2, 237)
+    assert split_memory(1024, 8, workers=4) == (4, 68)  # asked for: memory follows
+    assert split_memory(4096, 8, doc_mb=512) == (6, 512)

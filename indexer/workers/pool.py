@@ -28,6 +28,8 @@ Job = tuple[Any, ...]  # the arguments of ``_JOB``, all picklable
 Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
 
 _CONTEXT = multiprocessing.get_context("spawn")
+READY = "ready"
+START_TIMEOUT_S = 300.0  # a worker's start (its imports) on a busy machine; never a document's
 
 
 def _address_space() -> int:
@@ -54,6 +56,7 @@ def _serve(conn: Connection, memory_mb: int) -> None:
     limit = _address_space() + memory_mb * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # (no /proc: no cap, the deadline remains)
         resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    conn.send(READY)  # loaded and capped: a document's deadline starts from here
     while True:
         try:
             job = conn.recv()
@@ -87,6 +90,14 @@ class _Worker:
         )
         self.process.start()
         child.close()
+        # Wait until it is loaded: its start-up is no document's time (blocking: in a thread).
+        try:
+            ready = self.conn.poll(START_TIMEOUT_S) and self.conn.recv() == READY
+        except (EOFError, OSError):  # it died while starting
+            ready = False
+        if not ready:
+            self.stop()
+            raise RuntimeError(f"a parser worker did not start within {START_TIMEOUT_S:g} s")
 
     def run(self, job: Job) -> tuple[Result, bool]:
         """The job's result, and whether this worker can take another (blocking)."""

@@ -125,6 +125,13 @@ def sign_in(http: httpx.Client, key: str) -> httpx.Response:
     return http.post("/console/login", data={"key": key, "login_csrf": token.group(1)})
 
 
+def form_token(http: httpx.Client, path: str = "/console/search") -> str:
+    """The CSRF token of a signed-in page's forms."""
+    found: Any = re.search(r'name="csrf" value="([^"]+)"', http.get(path).text)
+    assert found is not None, path
+    return str(found.group(1))
+
+
 def fill(chrome: webdriver.Chrome, **fields: str) -> None:
     for name, value in fields.items():
         element = chrome.find_element(By.NAME, name)
@@ -226,15 +233,14 @@ def test_refusals(console: str) -> None:
         assert signed.status_code == 303
         page = http.get("/console/search")
         assert page.status_code == 200 and "script" not in page.headers["content-security-policy"]
-        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert csrf is not None
+        csrf = form_token(http)
         without = http.post("/console/search", data={"roles": "x", "query": "q",
                                                      "knowledge_ids": SAMPLES_KB})  # fmt: skip
         assert without.status_code == 403
         forged = http.post("/console/search", data={"csrf": "0" * 64, "query": "q",
                                                     "knowledge_ids": SAMPLES_KB})  # fmt: skip
         assert forged.status_code == 403
-        ok = http.post("/console/search", data={"csrf": csrf.group(1), "query": "巡更",
+        ok = http.post("/console/search", data={"csrf": csrf, "query": "巡更",
                                                 "knowledge_ids": SAMPLES_KB})  # fmt: skip
         assert ok.status_code == 200
         cookie = signed.cookies.get("rsvc_console")
@@ -247,13 +253,11 @@ def test_signing_out_ends_the_session_on_the_server(console: str) -> None:
     with httpx.Client(base_url=console, timeout=30) as http:
         assert sign_in(http, KEYS["anon"]).status_code == 303
         copied = http.cookies.get("rsvc_console")
-        page = http.get("/console/search")
-        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert csrf is not None
+        csrf = form_token(http)
         forged = http.post("/console/logout", data={"csrf": "0" * 64})
         assert forged.status_code == 403  # another site cannot sign the operator out
         assert http.get("/console/search").status_code == 200  # and the session lives on
-        out = http.post("/console/logout", data={"csrf": csrf.group(1)})
+        out = http.post("/console/logout", data={"csrf": csrf})
         assert out.status_code == 303 and out.headers["location"] == "/console/login"
         assert "samesite=strict" in out.headers["set-cookie"].lower()
     with httpx.Client(base_url=console, timeout=30, cookies={"rsvc_console": copied}) as replay:
@@ -265,10 +269,8 @@ def test_search_as_is_the_operator_acting_not_the_user(console: str) -> None:
     # Issue #36 §3: Search as was recorded as the user's own retrieval.
     with httpx.Client(base_url=console, timeout=30) as http:
         assert sign_in(http, KEYS["anon"]).status_code == 303
-        page = http.get("/console/search")
-        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert csrf is not None
-        form = {"csrf": csrf.group(1), "user_id": "audited-li", "query": "巡更",
+        csrf = form_token(http)
+        form = {"csrf": csrf, "user_id": "audited-li", "query": "巡更",
                 "knowledge_ids": SAMPLES_KB}  # fmt: skip
         assert http.post("/console/search", data=form).status_code == 200
         deadline = time.monotonic() + 60
@@ -293,10 +295,8 @@ def test_a_chunk_stored_for_a_user_breaks_no_page(
     try:
         with httpx.Client(base_url=console, timeout=30) as http:
             assert sign_in(http, KEYS["anon"]).status_code == 303
-            page = http.get("/console/search")
-            csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
-            assert csrf is not None
-            form = {"csrf": csrf.group(1), "roles": "物业经理", "query": "巡更",
+            csrf = form_token(http)
+            form = {"csrf": csrf, "roles": "物业经理", "query": "巡更",
                     "knowledge_ids": SAMPLES_KB}  # fmt: skip
             answer = http.post("/console/search", data=form)
         assert answer.status_code == 200 and 'id="results"' in answer.text, answer.text[-500:]
@@ -311,14 +311,13 @@ def test_a_refused_policy_change_still_shows_the_policy(console: str) -> None:
     with httpx.Client(base_url=console, timeout=30) as http:
         assert sign_in(http, KEYS["anon"]).status_code == 303
         before = http.get("/console/policy", headers={"Accept-Language": "en"})
-        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', before.text)
-        assert csrf is not None
+        csrf = form_token(http, "/console/policy")
         refused = http.post(
             "/console/policy",
-            data={"csrf": csrf.group(1), "action": "inherit", "role": "HR", "parent": "HR"},
+            data={"csrf": csrf, "action": "inherit", "role": "HR", "parent": "HR"},
             headers={"Accept-Language": "en"},
         )
-        link = {"csrf": csrf.group(1), "role": "临时角色", "parent": "巡检员"}
+        link = {"csrf": csrf, "role": "临时角色", "parent": "巡检员"}
         added = http.post("/console/policy", data={**link, "action": "inherit"})
         removed = http.post("/console/policy", data={**link, "action": "disinherit"})
     assert refused.status_code == 200 and "cannot inherit itself" in refused.text
@@ -364,10 +363,9 @@ def test_hostile_page_parameters_are_errors_on_the_page_not_500s(console: str) -
             assert page.status_code == 200, (since, page.status_code)
             assert "is not a span such as 30m, 12h or 7d" in page.text, since
         assert http.get("/console/audit", params={"since": "12h"}).status_code == 200
-        csrf: Any = re.search(r'name="csrf" value="([^"]+)"', http.get("/console/policy").text)
-        assert csrf is not None
+        csrf = form_token(http, "/console/policy")
         for form in ({"action": "grant-role"}, {"action": "inherit", "role": "r"}, {}):
-            page = http.post("/console/policy", data={"csrf": csrf.group(1), **form})
+            page = http.post("/console/policy", data={"csrf": csrf, **form})
             assert page.status_code == 200, (form, page.status_code)
             assert "required for" in page.text or "unknown change" in page.text, form
 

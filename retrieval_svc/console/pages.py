@@ -36,6 +36,7 @@ from retrieval_svc.console.text import WORDS, language
 from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.key_entry import reserved_role
+from retrieval_svc.observability import log_fields
 from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
 from retrieval_svc.search.runs import last_runs
 from retrieval_svc.state import AppState
@@ -76,7 +77,11 @@ async def signed_in(
     """The admin key and session of this request's cookie, if it is a live one: ours, not
     expired, of a key still configured with the same secret, and not signed out."""
     found = sessions(state).read(request.cookies.get(COOKIE), lambda name: _admin(state, name))
-    return found if found is not None and await sessions(state).live(found[1]) else None
+    if found is None or not await sessions(state).live(found[1]):
+        return None
+    key = found[0]
+    log_fields(key=key.name, tenant=key.tenant, actor=f"console:{key.name}")  # (the access log)
+    return found
 
 
 def render(request: Request, page: str, status: int = 200, **context: Any) -> Response:

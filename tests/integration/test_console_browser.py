@@ -379,6 +379,40 @@ def test_the_policy_page_lists_its_tenant_s_rules_by_equality(console: str) -> N
     assert "every-tenant-handbook" in page.text and "globex-secret-kb" not in page.text
 
 
+def test_a_console_request_s_access_log_names_its_key_and_tenant(
+    corpus: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue #36 §3: a console POST's access-log line named no key (a grant had no author).
+    import logging
+
+    import anyio
+
+    from tests.support import app_client, key_entry, make_settings
+
+    settings = make_settings(
+        corpus, console=True, api_keys=[key_entry("anon", tenant="acme", admin=True)]
+    )
+
+    async def work() -> None:
+        async with app_client(settings) as c:
+            form = await c.get("/console/login")
+            token: Any = re.search(r'name="login_csrf" value="([^"]+)"', form.text)
+            data = {"key": KEYS["anon"], "login_csrf": token.group(1)}
+            assert (await c.post("/console/login", data=data)).status_code == 303
+            page = await c.get("/console/search")
+            csrf: Any = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            form_data = {"csrf": csrf.group(1), "query": "巡更", "knowledge_ids": SAMPLES_KB}
+            assert (await c.post("/console/search", data=form_data)).status_code == 200
+
+    caplog.set_level(logging.INFO, logger="rsvc.access")
+    anyio.run(work)
+    lines = [r.fields for r in caplog.records if r.name == "rsvc.access"]  # type: ignore[attr-defined]
+    posted = [f for f in lines if f.get("method") == "POST" and f.get("route") == "/console/search"]
+    assert posted, lines
+    assert posted[0]["key"] == "anon" and posted[0]["tenant"] == "acme", posted[0]
+    assert posted[0]["actor"] == "console:anon"
+
+
 def test_no_console_when_it_is_off(corpus: str) -> None:
     import anyio
 

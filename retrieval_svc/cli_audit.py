@@ -13,8 +13,10 @@ from elasticsearch import ApiError, TransportError
 
 from retrieval_svc.audit import Audit
 from retrieval_svc.cli_config import load_settings
+from retrieval_svc.errors import ServiceError
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.client import make_es_client
+from retrieval_svc.search.tenant_reads import TenantReads
 from retrieval_svc.tenancy import check_tenant
 
 audit_app = typer.Typer(
@@ -71,11 +73,12 @@ def search(
             raise typer.BadParameter(str(exc)) from None
     moment = since_time(since)
 
-    async def fetch() -> list[dict[str, Any]]:
+    async def fetch() -> tuple[list[dict[str, Any]], dict[str, str]]:
         es = make_es_client(settings)
         try:
-            audit = Audit(settings, es, Metrics())
-            return await audit.search(
+            metrics = Metrics()
+            audit = Audit(settings, es, metrics)
+            found = await audit.search(
                 tenant=tenant,
                 document=document,
                 user=user,
@@ -83,23 +86,34 @@ def search(
                 since=moment,
                 limit=limit,
             )
+            reads = TenantReads(es, alias=settings.index_alias, deadline_s=30, metrics=metrics)
+            titles: dict[str, str] = {}
+            for name in sorted({e["tenant"] for e in found}):  # each tenant's own index
+                ids = [d for e in found if e["tenant"] == name for d in e["documents"]]
+                try:
+                    titles |= await reads.titles_of(name, ids)
+                except ServiceError:  # (its index is gone: the ids alone)
+                    pass
+            return found, titles
         finally:
             await es.close()
 
     try:
-        events = asyncio.run(fetch())
+        events, titles = asyncio.run(fetch())
     except (ApiError, TransportError) as exc:
         typer.echo(f"error: Elasticsearch at {settings.es_url}: {type(exc).__name__}", err=True)
         raise typer.Exit(3) from None
     for event in events:
+        named = [f"{titles.get(d, '—')} ({d})" for d in event["documents"]]
         if as_json:
-            typer.echo(json.dumps(event, ensure_ascii=False))
+            known = {d: titles[d] for d in event["documents"] if d in titles}
+            typer.echo(json.dumps({**event, "document_titles": known}, ensure_ascii=False))
             continue
         typer.echo(
             f"{event['@timestamp'][:19]}Z  {event['tenant']}  "
             f"actor={event.get('actor') or 'key:' + event['key']}  "
             f"subject={event.get('user') or '-'}  {event.get('route') or '-'}  "
-            f"kbs={','.join(event['knowledge_ids'])}  docs={','.join(event['documents']) or '-'}  "
+            f"kbs={','.join(event['knowledge_ids'])}  docs={'; '.join(named) or '-'}  "
             f"chunks={len(event['chunks'])}  request={event.get('request_id') or '-'}"
         )
     if not events:

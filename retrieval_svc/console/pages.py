@@ -388,6 +388,7 @@ async def audit(request: Request, state: StateDep) -> Response:
             actor=form.get("actor") or None,
             since=datetime.now(UTC) - delta,
         )
-        return {"events": events}
+        ids = [d for e in events for d in e.get("documents", [])]
+        return {"events": events, "titles": await state.engine.titles_of(key.tenant, ids)}
 
     return await _guarded(request, state, "audit", work)

@@ -182,6 +182,33 @@ class TenantReads(ElasticCalls):
             })  # fmt: skip
         return sorted(found, key=lambda d: (d["title"], d["knowledge_id"]))
 
+    async def titles_of(self, tenant: str, document_ids: Sequence[str]) -> dict[str, str]:
+        """The titles of ``tenant``'s documents among ``document_ids`` (one request; for an
+        operator reading the audit trail). A document gone since has none."""
+        wanted = sorted(set(document_ids))[:1000]
+        if not wanted:
+            return {}
+        scope = [tenant_query(tenant), {"terms": {"document_id": wanted}}]
+        first = {"top_hits": {"size": 1, "_source": ["document_title"]}}
+        response = await self._call(
+            "titles_of",
+            self._es.search(
+                index=self.index(tenant),
+                size=0,
+                query={"bool": {"filter": scope}},
+                aggs={
+                    "d": {
+                        "terms": {"field": "document_id", "size": len(wanted)},
+                        "aggs": {"t": first},
+                    }
+                },
+            ),
+        )
+        return {
+            b["key"]: str(b["t"]["hits"]["hits"][0]["_source"].get("document_title") or b["key"])
+            for b in response["aggregations"]["d"]["buckets"]
+        }
+
     async def get_mappings(self, tenant: str) -> dict[str, Any]:
         """The mappings of ``tenant``'s indices (no other tenant's fields are in them)."""
         response = await self._call(

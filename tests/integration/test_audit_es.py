@@ -67,6 +67,17 @@ async def events(alias: str) -> dict[str, dict[str, Any]]:
         await es.close()
 
 
+async def chunk_title(alias: str, document: str) -> str:
+    es = AsyncElasticsearch(ES_URL)
+    try:
+        found = await es.search(
+            index=f"{alias}.*", query={"term": {"document_id": document}}, size=1
+        )
+        return str(found["hits"]["hits"][0]["_source"]["document_title"])
+    finally:
+        await es.close()
+
+
 def chunk_ids(route: str, body: dict[str, Any]) -> list[str]:
     if route == "/retrieval":
         return [r["metadata"]["chunk_id"] for r in body["records"]]
@@ -169,6 +180,13 @@ async def test_each_route_records_exactly_what_it_returned(
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert {e["request_id"] for e in lines} == set(returned)
+    # The document's title beside its id (issue #36 §3), and recent events with no filter.
+    title = await chunk_title(alias, document)
+    assert all(e["document_titles"][document] == title for e in lines), lines[0]
+    listed = await asyncio.to_thread(
+        CliRunner().invoke, svc_cli, ["audit", "search", "--since", "1h"], env=env
+    )
+    assert listed.exit_code == 0 and f"{title} ({document})" in listed.stderr + listed.stdout
 
 
 async def test_the_log_sink_writes_a_line(corpus: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -24,6 +24,8 @@ class KbAccess:
 
     allowed: bool
     reason: str
+    code: str = "granted"  # granted | no_policy | key_scope: the reason, for words in any language
+    granted_by: str | None = None  # the policy subject whose grant allowed it
 
 
 def kb_access(
@@ -32,7 +34,9 @@ def kb_access(
     """Whether ``key``, acting for ``principal``, may read ``knowledge_id``: the key's scope
     first, then the Casbin policy for the principal in its tenant."""
     if not key.may_read(knowledge_id):
-        return KbAccess(False, f"API key {key.name!r} may not read knowledge base {knowledge_id!r}")
+        return KbAccess(
+            False, f"API key {key.name!r} may not read knowledge base {knowledge_id!r}", "key_scope"
+        )
     decision = acl.kb_decision(
         tenant=principal.tenant,
         user_id=principal.user_id,
@@ -40,11 +44,14 @@ def kb_access(
         knowledge_id=knowledge_id,
     )
     if decision.allowed:
-        return KbAccess(True, f"policy grants read to {decision.granted_by!r}")
+        return KbAccess(
+            True, f"policy grants read to {decision.granted_by!r}", granted_by=decision.granted_by
+        )
     return KbAccess(
         False,
         f"no policy lets this principal read knowledge base {knowledge_id!r} "
         f"in tenant {principal.tenant!r}",
+        "no_policy",
     )
 
 
@@ -66,11 +73,11 @@ def explain_chunk(
     matched = sorted(required & principal.roles)
     acl_ok = is_visible(required, principal.roles)
     if not required:
-        rule = "public: access_roles is absent, null or empty"
+        code, rule = "public", "public: access_roles is absent, null or empty"
     elif matched:
-        rule = "intersection: the principal holds " + ", ".join(matched)
+        code, rule = "intersection", "intersection: the principal holds " + ", ".join(matched)
     else:
-        rule = "restricted: the principal holds none of the chunk's roles"
+        code, rule = "restricted", "restricted: the principal holds none of the chunk's roles"
     return {
         "chunk_id": source.get("chunk_id"),
         "document_id": source.get("document_id"),
@@ -81,6 +88,12 @@ def explain_chunk(
             "matched_roles": matched,
             "visible": acl_ok,
             "rule": rule,
+            "code": code,  # the rule, for words in the reader's language
         },
-        "knowledge_base": {"readable": access.allowed, "reason": access.reason},
+        "knowledge_base": {
+            "readable": access.allowed,
+            "reason": access.reason,
+            "code": access.code,
+            "granted_by": access.granted_by,
+        },
     }

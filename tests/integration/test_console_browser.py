@@ -193,7 +193,8 @@ def test_the_console_in_a_browser(
     assert picker.first_selected_option.get_attribute("value") == document
     submit(chrome, chrome.find_element(By.ID, "explain"))
     explained = chrome.find_element(By.ID, "explained").text
-    assert "restricted: the principal holds none of the chunk's roles" in explained
+    assert "受限：用户不持有段落所列任何角色" in explained  # (the page's language, issue #36 §6)
+    assert "restricted" not in explained and "policy grants" not in explained
     assert "运维工程师" in explained and "物业经理" in explained
     shot(chrome, "why-not")
 

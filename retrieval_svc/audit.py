@@ -201,6 +201,7 @@ class Audit:
         actor: str | None = None,
         since: datetime,
         limit: int = 100,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Events, newest first, since ``since``: that returned ``document``, of the subject
         ``user`` (its id, hashed here as events record it), by ``actor``; all recent ones when
@@ -217,6 +218,7 @@ class Audit:
             index=prefix + (f"{tenant_slug(tenant)}-*" if tenant else "*"),
             query={"bool": {"filter": clauses}},
             size=limit,
+            from_=offset,
             sort=[{"@timestamp": "desc"}],
             ignore_unavailable=True,
             allow_no_indices=True,

@@ -60,11 +60,16 @@ def search(
     ] = None,
     since: Annotated[str, typer.Option(help="How far back: 7d, 24h, 30m or an ISO date.")] = "7d",
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's trail.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Events at most.")] = 100,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Events a page, at most.")] = 100,
+    page: Annotated[
+        int, typer.Option(min=1, help="Which page of --limit events (1: the newest).")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
 ) -> None:
     """Events, newest first, since --since: that returned --document, of the subject --user,
-    by --actor; the most recent --limit of all when none is named."""
+    by --actor; the most recent --limit of all when none is named (--page for older ones)."""
+    if page * limit > 10_000:
+        raise typer.BadParameter("--page × --limit reaches past 10,000 events: narrow --since")
     settings = load_settings(serving=False)
     if tenant is not None:
         try:
@@ -85,6 +90,7 @@ def search(
                 actor=actor,
                 since=moment,
                 limit=limit,
+                offset=(page - 1) * limit,
             )
             reads = TenantReads(es, alias=settings.index_alias, deadline_s=30, metrics=metrics)
             titles: dict[str, str] = {}

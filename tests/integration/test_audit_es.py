@@ -187,6 +187,17 @@ async def test_each_route_records_exactly_what_it_returned(
         CliRunner().invoke, svc_cli, ["audit", "search", "--since", "1h"], env=env
     )
     assert listed.exit_code == 0 and f"{title} ({document})" in listed.stderr + listed.stdout
+    pages = [
+        await asyncio.to_thread(
+            CliRunner().invoke,
+            svc_cli,
+            ["audit", "search", "--since", "1h", "--limit", "2", "--page", str(n), "--json"],
+            env=env,
+        )
+        for n in (1, 2)
+    ]
+    ids = [[json.loads(line)["request_id"] for line in p.stdout.splitlines()] for p in pages]
+    assert len(ids[0]) == 2 and ids[1] and not set(ids[0]) & set(ids[1]), ids  # newest first
 
 
 async def test_the_log_sink_writes_a_line(corpus: str, caplog: pytest.LogCaptureFixture) -> None:

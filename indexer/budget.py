@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from indexer.documents import DocumentError
 
 MIB = 1024 * 1024
-RUN_BASE_MB = 350  # the indexer itself: its libraries, the local embedding model, one batch
+# The indexer itself: its libraries, the local embedding model, one batch of chunks, and the
+# objects in flight (at most --max-doc-bytes of them, 128 MiB by default).
+RUN_BASE_MB = 400
 WORKER_BASE_MB = 100  # a worker after start: the parsers and the word segmenter loaded
 MIN_DOC_MB = 128  # less than this per document, and ordinary PDFs start to fail
 

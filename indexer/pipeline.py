@@ -38,7 +38,7 @@ from indexer.store import (
     prune,
     refresh,
 )
-from indexer.workers import ParserPool
+from indexer.workers import InFlight, ParserPool
 from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.embedding import Embedder
@@ -163,12 +163,15 @@ class _IndexRun:
         self.report = Report(
             source=source.description, knowledge_id=options.knowledge_id, dry_run=options.dry_run
         )
-        self.seen: set[str] = set()  # document ids in the source (for --prune)
+        # Document ids in the source, kept for --prune only: a listing of a million objects
+        # otherwise holds nothing per object.
+        self.seen: set[str] = set()
         self._listing = iter(source.list())
         self._read: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
         self._embedded: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
         self.pool: ParserPool | None = None  # worker processes, when options.workers
         self._reading = asyncio.Semaphore(max(1, options.concurrency))
+        self._in_flight = InFlight(options.budget.max_bytes)
         self._settings = chunk_settings(options)
 
     async def run(self) -> Report:
@@ -217,7 +220,8 @@ class _IndexRun:
         try:
             while batch := await asyncio.to_thread(self._next_refs):
                 ids = {ref.key: document_id(kb, ref.identity, tenant) for ref in batch}
-                self.seen.update(ids.values())
+                if options.prune:
+                    self.seen.update(ids.values())
                 report.documents_seen += len(batch)
                 versions = (
                     await current_versions(self.es, options.alias, tenant, kb, list(ids.values()))
@@ -279,14 +283,21 @@ class _IndexRun:
     async def _in_worker(self, ref: ObjectRef) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
         """Read one object here, parse and chunk it in a worker under the budget."""
         assert self.pool is not None
-        async with self._reading:  # (at most ``concurrency`` objects read at once)
-            try:
-                job = await asyncio.to_thread(read_document, self.source, ref, self.options)
-            except DocumentError as exc:
-                return ref, str(exc)
-            except Exception as exc:  # a read error: report it, keep going
-                return ref, f"{type(exc).__name__}: {exc}"
-        return ref, await self.pool.run((*job, self._settings))
+        try:
+            self.options.budget.check_bytes(ref.size)  # (before holding anything for it)
+        except DocumentError as exc:
+            return ref, str(exc)
+        # The object's bytes count from its read until its worker is done with them: the
+        # run's memory holds at most --max-doc-bytes of objects, however many are listed.
+        async with self._in_flight.hold(max(1, ref.size)):
+            async with self._reading:  # (at most ``concurrency`` objects read at once)
+                try:
+                    job = await asyncio.to_thread(read_document, self.source, ref, self.options)
+                except DocumentError as exc:
+                    return ref, str(exc)
+                except Exception as exc:  # a read error: report it, keep going
+                    return ref, f"{type(exc).__name__}: {exc}"
+            return ref, await self.pool.run((*job, self._settings))
 
     def _parse(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
         """Read and parse some objects (in a worker thread); failures become their reason."""

@@ -1,6 +1,6 @@
 """Reading documents under a budget (issue #37): worker processes that parse and chunk one
 document at a time with a deadline and a memory limit, replaced when one passes either."""
 
-from indexer.workers.pool import ParserPool
+from indexer.workers.pool import InFlight, ParserPool
 
-__all__ = ["ParserPool"]
+__all__ = ["InFlight", "ParserPool"]

@@ -122,6 +122,30 @@ class _Worker:
         self.process.join(timeout=10)
 
 
+class InFlight:
+    """Bytes of objects held in the indexer at once — read, waiting for a worker, or being
+    parsed — kept under ``limit``: one object of the largest size allowed, or many small ones
+    (an object over ``limit`` alone waits until nothing else is held)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, size: int) -> Any:
+        """Hold ``size`` bytes for the block (waiting until they fit)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.held == 0 or self.held + size <= self.limit)
+            self.held += size
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self.held -= size
+                self._changed.notify_all()
+
+
 class ParserPool:
     """``workers`` processes that turn jobs into chunks under ``budget``; a worker that passes
     a limit is replaced. Use as ``async with ParserPool(...) as pool``."""

@@ -105,6 +105,33 @@ def test_the_run_s_memory_bound_sets_workers_and_memory_per_document() -> None:
         workers, per_document = split_memory(1024, cores)
         assert 1 <= workers <= min(cores, 8) and per_document >= 128, (cores, workers)
         assert RUN_BASE_MB + workers * (WORKER_BASE_MB + per_document) <= 1024
-    assert split_memory(1024, 2) == (2, 237)
-    assert split_memory(1024, 8, workers=4) == (4, 68)  # asked for: memory follows
+    assert split_memory(1024, 2) == (2, 212)
+    assert split_memory(1024, 8, workers=4) == (4, 56)  # asked for: memory follows
     assert split_memory(4096, 8, doc_mb=512) == (6, 512)
+
+
+def test_the_objects_in_flight_stay_under_the_byte_limit() -> None:
+    import asyncio
+
+    from indexer.workers import InFlight
+
+    async def main() -> tuple[list[tuple[int, int]], list[int]]:
+        gate = InFlight(100)
+        held: list[tuple[int, int]] = []  # (bytes held, the size of who looked)
+        seen: list[int] = []
+
+        async def one(size: int) -> None:
+            async with gate.hold(size):
+                held.append((gate.held, size))
+                seen.append(size)
+                await asyncio.sleep(0.01)
+                held.append((gate.held, size))
+
+        await asyncio.gather(*(one(s) for s in [40] * 10 + [250, 30]))
+        return held, seen
+
+    held, seen = asyncio.run(main())
+    assert sorted(seen) == sorted([40] * 10 + [250, 30])  # every one went through
+    # Never more than the limit, except one object over it, alone.
+    assert all(total <= 100 or total == size == 250 for total, size in held), held
+    assert max(total for total, _ in held if total <= 100) == 80  # (two of 40 at once)

@@ -11,7 +11,9 @@ option; the run goes on.
 | bytes | ``--max-doc-bytes`` | 128 MiB | the object's listed size, before it is read |
 | unpacked | ``--max-unpacked-bytes`` | 512 MiB | an Office (zip) file's members, before one opens |
 | text | ``--max-chars`` | 50,000,000 | characters of the parsed text |
-| pages | ``--max-pages`` | 10,000 | pages of a PDF, before one is read |
+| pages | ``--max-pages`` | 10,000 | pages of a PDF or TIFF, a deck's slides, a book's sheets |
+| pixels | ``--max-pixels`` | 120,000,000 | an image (or a scanned page) before it is decoded |
+| OCR time | ``--ocr-page-seconds`` | 60 s | added to the deadline for each page read by OCR |
 """
 
 from __future__ import annotations
@@ -26,20 +28,32 @@ MIB = 1024 * 1024
 RUN_BASE_MB = 400
 WORKER_BASE_MB = 100  # a worker after start: the parsers and the word segmenter loaded
 MIN_DOC_MB = 128  # less than this per document, and ordinary PDFs start to fail
+# With OCR: the engine's models and runtime at start, and a page's working memory (measured:
+# 300 MB of address space past the start for an A4 page at 200 dpi, docs/indexer.md "OCR").
+OCR_WORKER_BASE_MB = 130
+OCR_MIN_DOC_MB = 320
 
 
 def split_memory(
-    total_mb: int, cores: int, workers: int | None = None, doc_mb: int | None = None
+    total_mb: int,
+    cores: int,
+    workers: int | None = None,
+    doc_mb: int | None = None,
+    *,
+    ocr: bool = False,
 ) -> tuple[int, int]:
     """Workers and memory per document that keep a run within ``total_mb`` (``--memory-mb``):
-    ``RUN_BASE_MB`` + workers × (``WORKER_BASE_MB`` + per document) ≤ total. Either may be
-    given; the other is derived (at least one worker, and ``MIN_DOC_MB`` where it fits)."""
+    ``RUN_BASE_MB`` + workers × (worker base + per document) ≤ total. Either may be given;
+    the other is derived (at least one worker, and the least a document needs where it fits:
+    more when the workers read by OCR)."""
+    base = OCR_WORKER_BASE_MB if ocr else WORKER_BASE_MB
+    least = OCR_MIN_DOC_MB if ocr else MIN_DOC_MB
     room = max(0, total_mb - RUN_BASE_MB)
     if workers is None:
-        fits = room // (WORKER_BASE_MB + (doc_mb or MIN_DOC_MB))
+        fits = room // (base + (doc_mb or least))
         workers = max(1, min(cores, 8, fits))
     if doc_mb is None:
-        doc_mb = max(32, room // max(1, workers) - WORKER_BASE_MB)
+        doc_mb = max(32, room // max(1, workers) - base)
     return workers, doc_mb
 
 
@@ -57,6 +71,8 @@ class Budget:
     max_unpacked_bytes: int = 512 * MIB
     max_chars: int = 50_000_000
     max_pages: int = 10_000
+    max_pixels: int = 120_000_000
+    ocr_page_seconds: float = 60.0
 
     def check_bytes(self, size: int) -> None:
         """Refuse an object of ``size`` bytes before it is downloaded."""
@@ -74,11 +90,20 @@ class Budget:
                 "(--max-chars)"
             )
 
-    def check_pages(self, pages: int) -> None:
-        """Refuse a PDF of ``pages`` pages before its pages are read."""
+    def check_pages(self, pages: int, what: str = "the PDF has", unit: str = "pages") -> None:
+        """Refuse a document of ``pages`` pages (slides, sheets) before one is read."""
         if pages > self.max_pages:
             raise BudgetError(
-                f"the PDF has {pages:,} pages, over the limit of {self.max_pages:,} (--max-pages)"
+                f"{what} {pages:,} {unit}, over the limit of {self.max_pages:,} (--max-pages)"
+            )
+
+    def check_pixels(self, width: int, height: int) -> None:
+        """Refuse an image of ``width`` × ``height`` before it is decoded (a decompression
+        bomb is a small file of a huge image)."""
+        if width * height > self.max_pixels:
+            raise BudgetError(
+                f"the image is {width:,} × {height:,} pixels, over the limit of "
+                f"{self.max_pixels:,} (--max-pixels)"
             )
 
     def check_unpacked(self, unpacked: int) -> None:
@@ -89,10 +114,13 @@ class Budget:
                 f"{self.max_unpacked_bytes:,} (--max-unpacked-bytes)"
             )
 
-    def timed_out(self) -> BudgetError:
-        """The failure of a document that passed its deadline."""
+    def timed_out(self, granted: float = 0.0) -> BudgetError:
+        """The failure of a document that passed its deadline (``granted``: the seconds its
+        pages read by OCR added)."""
+        extra = f" + {granted:g} s for its OCR pages (--ocr-page-seconds)" if granted else ""
         return BudgetError(
-            f"parsing took longer than {self.seconds:g} s (--doc-timeout); the worker was stopped"
+            f"parsing took longer than {self.seconds:g} s (--doc-timeout){extra}; the worker "
+            "was stopped"
         )
 
     def out_of_memory(self) -> BudgetError:

@@ -6,6 +6,7 @@ The commands live in two modules (``index`` here; ``init``, ``delete``, ``stats`
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import sys
@@ -114,6 +115,14 @@ async def keep_run(es: AsyncElasticsearch, index_alias: str, tenant: str, report
 DEFAULT_BUDGET = Budget()
 
 
+class OcrChoice(enum.StrEnum):
+    """``--ocr``: when pages and images are read by OCR."""
+
+    auto = "auto"
+    off = "off"
+    force = "force"
+
+
 def cores() -> int:
     """The cores this process may use."""
     return max(1, len(os.sched_getaffinity(0)))
@@ -182,9 +191,22 @@ def index(
     max_chars: Annotated[
         int, typer.Option(min=1, help="Most characters of text in one document.")
     ] = DEFAULT_BUDGET.max_chars,
-    max_pages: Annotated[int, typer.Option(min=1, help="Most pages of one PDF.")] = (
-        DEFAULT_BUDGET.max_pages
-    ),
+    max_pages: Annotated[
+        int, typer.Option(min=1, help="Most pages of a PDF or TIFF, slides, or sheets.")
+    ] = DEFAULT_BUDGET.max_pages,
+    max_pixels: Annotated[
+        int, typer.Option(min=1, help="Most pixels of an image or a page read by OCR.")
+    ] = DEFAULT_BUDGET.max_pixels,
+    ocr: Annotated[
+        OcrChoice,
+        typer.Option(
+            help="Read pages without a text layer, and images, by OCR: auto (those pages "
+            "only), off (never: such files fail), force (every PDF page)."
+        ),
+    ] = OcrChoice.auto,
+    ocr_page_seconds: Annotated[
+        float, typer.Option(min=0.1, help="Seconds added to --doc-timeout per page read by OCR.")
+    ] = DEFAULT_BUDGET.ocr_page_seconds,
     endpoint: Annotated[
         str | None, typer.Option(help="Object store endpoint [OSS_ENDPOINT / AWS_ENDPOINT_URL].")
     ] = None,
@@ -204,7 +226,9 @@ def index(
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
     settings = settings_or_exit()
-    processes, per_document = split_memory(memory_mb, cores(), workers or None, doc_memory_mb)
+    processes, per_document = split_memory(
+        memory_mb, cores(), workers or None, doc_memory_mb, ocr=ocr != OcrChoice.off
+    )
     if workers == 0:
         processes = 0
     try:
@@ -229,7 +253,10 @@ def index(
                 max_unpacked_bytes=max_unpacked_bytes,
                 max_chars=max_chars,
                 max_pages=max_pages,
+                max_pixels=max_pixels,
+                ocr_page_seconds=ocr_page_seconds,
             ),
+            ocr=ocr.value,
         )
         src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
     except (ValueError, NotADirectoryError) as exc:

@@ -57,6 +57,11 @@ class SourceObject:
     etag: str = ""
     front_matter: Mapping[str, Any] = field(default_factory=dict)
     metadata_layers: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    # What the reader found: the text in sections, each with marks stored on its chunks
+    # (a page read by OCR), the document's own title, and facts of the file (its format).
+    sections: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    own_title: str | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
@@ -110,12 +115,17 @@ def merge_metadata(layers: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
     return merged
 
 
-def document_title(meta: Mapping[str, Any], body: str, name: str) -> str:
-    """Front matter title → first heading → file name stem."""
+def document_title(
+    meta: Mapping[str, Any], body: str, name: str, own_title: str | None = None
+) -> str:
+    """Metadata title → the file's own title (PDF or Office properties) → first heading →
+    file name stem."""
     for key in _TITLE_KEYS:
         value = meta.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
+    if own_title and own_title.strip():
+        return " ".join(own_title.split())
     for is_heading, text in blocks(body):
         if is_heading:
             return text
@@ -141,6 +151,17 @@ def metadata_value(value: Any, tz: tzinfo) -> Any:
     return value
 
 
+def _sections(obj: SourceObject) -> list[tuple[str, dict[str, Any]]]:
+    """The object's text in runs of sections with the same marks (each run chunked alone)."""
+    runs: list[tuple[list[str], dict[str, Any]]] = []
+    for text, marks in obj.sections or ((obj.text, {}),):
+        if runs and runs[-1][1] == marks:
+            runs[-1][0].append(text)
+        else:
+            runs.append(([text], dict(marks)))
+    return [("\n\n".join(texts), marks) for texts, marks in runs]
+
+
 def build_chunks(
     obj: SourceObject,
     *,
@@ -154,7 +175,7 @@ def build_chunks(
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
     body = obj.text
-    meta = merge_metadata((obj.front_matter, *obj.metadata_layers))
+    meta = merge_metadata((obj.info, obj.front_matter, *obj.metadata_layers))
     try:
         check_metadata(meta)
     except MetadataLimitError as exc:
@@ -169,8 +190,10 @@ def build_chunks(
                 f"access_roles: {why}; per-user sharing is not supported, give the document "
                 "a role and grant it to the user (retrieval-svc policy grant-role)"
             )
-    title = document_title(meta, body, obj.name)
-    texts = chunk_text(body, options)
+    title = document_title(meta, body, obj.name, obj.own_title)
+    texts = [
+        (content, marks) for text, marks in _sections(obj) for content in chunk_text(text, options)
+    ]
     if not texts:
         raise DocumentError("no text to index")
     doc_id = document_id(knowledge_id, obj.identity, tenant)
@@ -178,7 +201,7 @@ def build_chunks(
     dataset = meta.get("dataset_name")
     indexed_at = (now or datetime.now(UTC)).isoformat()
     docs: list[dict[str, Any]] = []
-    for position, content in enumerate(texts, start=1):
+    for position, (content, marks) in enumerate(texts, start=1):
         doc: dict[str, Any] = {
             "chunk_id": chunk_id(doc_id, position),
             "document_id": doc_id,
@@ -190,7 +213,7 @@ def build_chunks(
             "dataset_name": dataset if isinstance(dataset, str) and dataset else dataset_name,
             "source_file_url": url or obj.uri,
             "segment_position": position,
-            "metadata": custom,
+            "metadata": {**custom, **marks} if marks else custom,
             "content_seg": segment(content),
             "content_hash": hashlib.sha256(content.encode()).hexdigest(),
             "source_etag": obj.etag,

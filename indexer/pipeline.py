@@ -29,6 +29,7 @@ from elasticsearch import AsyncElasticsearch
 from indexer.budget import Budget
 from indexer.chunking import ChunkOptions
 from indexer.documents import DocumentError, document_id
+from indexer.formats.base import OcrMode
 from indexer.reading import ChunkSettings, document_chunks
 from indexer.report import Report
 from indexer.sources import ObjectRef, Source
@@ -68,6 +69,7 @@ class IndexOptions:
     concurrency: int = 4
     timezone: str = DEFAULT_TIMEZONE  # where date-only metadata values are read (RSVC_TIMEZONE)
     budget: Budget = field(default_factory=Budget)  # what one document may cost
+    ocr: OcrMode = "auto"  # pages without text and images: read by OCR (auto), never, always
     # Worker processes that parse under the budget's time and memory limits (the CLI's
     # default); 0: threads of this process, with the size limits only (a library caller).
     workers: int = 0
@@ -101,6 +103,7 @@ def chunk_settings(options: IndexOptions) -> ChunkSettings:
         chunk=options.chunk,
         tenant=options.tenant,
         budget=options.budget,
+        ocr=options.ocr,
     )
 
 
@@ -187,7 +190,7 @@ class _IndexRun:
         async with contextlib.AsyncExitStack() as stack:
             if options.workers:
                 self.pool = await stack.enter_async_context(
-                    ParserPool(options.workers, options.budget)
+                    ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
                 )
             await self._stages(has_chunks)
         report.passed_over = dict(self.source.passed_over.counts)

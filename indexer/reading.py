@@ -3,7 +3,7 @@ a worker process (``indexer.workers``) or, for a library caller, in a thread."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 from indexer.budget import Budget
 from indexer.chunking import ChunkOptions
 from indexer.documents import SourceObject, build_chunks
+from indexer.formats.base import OcrMode, Reading
 from indexer.parsers import parse
 from indexer.sources import ObjectRef
 from retrieval_svc.acl import DEFAULT_TENANT
@@ -26,6 +27,7 @@ class ChunkSettings:
     chunk: ChunkOptions = field(default_factory=ChunkOptions)
     tenant: str = DEFAULT_TENANT
     budget: Budget = field(default_factory=Budget)
+    ocr: OcrMode = "auto"
 
 
 def document_chunks(
@@ -34,12 +36,15 @@ def document_chunks(
     layers: tuple[Mapping[str, Any], ...],
     url: str,
     settings: ChunkSettings,
+    grant: Callable[[float], None] | None = None,
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object's bytes; ``layers`` are its sidecar and manifest
-    metadata. Raises DocumentError (a ``BudgetError`` past a limit) when it cannot be indexed."""
+    metadata; ``grant`` asks the worker's parent for more time (a page read by OCR). Raises
+    DocumentError (a ``BudgetError`` past a limit) when it cannot be indexed."""
     budget = settings.budget
     budget.check_bytes(len(data))
-    parsed = parse(ref.key, data, budget)
+    reading = Reading(budget, settings.ocr, grant) if grant else Reading(budget, settings.ocr)
+    parsed = parse(ref.key, data, reading)
     budget.check_chars(len(parsed.text))
     obj = SourceObject(
         uri=ref.uri,
@@ -49,6 +54,9 @@ def document_chunks(
         etag=ref.etag,
         front_matter=parsed.front_matter,
         metadata_layers=layers,
+        sections=tuple((part.text, part.marks) for part in parsed.parts),
+        own_title=parsed.title,
+        info=parsed.info,
     )
     return build_chunks(
         obj,

@@ -8,15 +8,21 @@ in the worker (a ``MemoryError``, or the worker dies), never grows the machine's
 parent waits for each document at most ``Budget.seconds``; a worker past it is killed and a
 new one started, and so is one that died or ran out of memory. Either way the document is a
 failed document with the limit in its reason, and the run goes on.
+
+A document may ask for more time while it runs: a reader sends ``(GRANT, seconds)`` before
+each page it reads by OCR, and the parent moves that document's deadline by as much, so a
+300-page scan is not stopped by a deadline sized for text, and a stuck page still is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import os
 import resource
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -29,6 +35,7 @@ Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
 
 _CONTEXT = multiprocessing.get_context("spawn")
 READY = "ready"
+GRANT = "grant"
 START_TIMEOUT_S = 300.0  # a worker's start (its imports) on a busy machine; never a document's
 
 
@@ -41,14 +48,18 @@ def _address_space() -> int:
     return 0
 
 
-def _serve(conn: Connection, memory_mb: int) -> None:
+def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
     """A worker: cap its memory, then answer jobs until its pipe closes."""
     from indexer.documents import DocumentError
     from indexer.parsers import preload
     from indexer.reading import document_chunks  # (the parsers and the chunker, imported now)
     from retrieval_svc.search.segment import segment
 
-    preload()
+    def grant(seconds: float) -> None:
+        conn.send((GRANT, seconds))
+
+    chunks_of = functools.partial(document_chunks, grant=grant)
+    preload(ocr)
     segment("巡检")  # (the word segmenter loads its dictionary on first use)
 
     with contextlib.suppress(OSError):
@@ -64,7 +75,7 @@ def _serve(conn: Connection, memory_mb: int) -> None:
             return
         result: Result | MemoryError
         try:
-            result = document_chunks(*job)
+            result = chunks_of(*job)
         except MemoryError:
             result = MemoryError()
         except DocumentError as exc:
@@ -79,16 +90,30 @@ def _serve(conn: Connection, memory_mb: int) -> None:
             return  # (its heap may be in a poor state: the parent starts a new one)
 
 
+@contextlib.contextmanager
+def _few_arenas() -> Any:
+    """Start a worker with glibc's malloc held to two arenas: each thread of the OCR engine
+    otherwise reserves an arena of 64 MB of address space, which the worker's cap counts."""
+    before = os.environ.get("MALLOC_ARENA_MAX")
+    os.environ["MALLOC_ARENA_MAX"] = before or "2"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MALLOC_ARENA_MAX", None)
+
+
 class _Worker:
     """One worker process and the parent's end of its pipe."""
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, ocr: bool = False) -> None:
         self.budget = budget
         self.conn, child = _CONTEXT.Pipe()
         self.process: BaseProcess = _CONTEXT.Process(
-            target=_serve, args=(child, budget.memory_mb), daemon=True
+            target=_serve, args=(child, budget.memory_mb, ocr), daemon=True
         )
-        self.process.start()
+        with _few_arenas():
+            self.process.start()
         child.close()
         # Wait until it is loaded: its start-up is no document's time (blocking: in a thread).
         try:
@@ -102,11 +127,18 @@ class _Worker:
     def run(self, job: Job) -> tuple[Result, bool]:
         """The job's result, and whether this worker can take another (blocking)."""
         budget = self.budget
+        granted = 0.0
         try:
             self.conn.send(job)
-            if not self.conn.poll(budget.seconds):
-                return str(budget.timed_out()), False
-            answer = self.conn.recv()
+            deadline = time.monotonic() + budget.seconds
+            while True:
+                if not self.conn.poll(max(0.0, deadline - time.monotonic())):
+                    return str(budget.timed_out(granted)), False
+                answer = self.conn.recv()
+                if not (isinstance(answer, tuple) and answer[:1] == (GRANT,)):
+                    break
+                granted += float(answer[1])
+                deadline += float(answer[1])
         except (EOFError, OSError, BrokenPipeError):  # it died: killed for memory, or crashed
             return str(budget.out_of_memory()), False
         if isinstance(answer, MemoryError):
@@ -150,8 +182,9 @@ class ParserPool:
     """``workers`` processes that turn jobs into chunks under ``budget``; a worker that passes
     a limit is replaced. Use as ``async with ParserPool(...) as pool``."""
 
-    def __init__(self, workers: int, budget: Budget) -> None:
+    def __init__(self, workers: int, budget: Budget, ocr: bool = False) -> None:
         self.budget = budget
+        self.ocr = ocr  # whether each worker loads the OCR engine
         self._size = max(1, workers)
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: list[_Worker] = []
@@ -159,7 +192,7 @@ class ParserPool:
 
     async def __aenter__(self) -> ParserPool:
         for _ in range(self._size):
-            worker = await asyncio.to_thread(_Worker, self.budget)
+            worker = await asyncio.to_thread(_Worker, self.budget, self.ocr)
             self._all.append(worker)
             self._idle.put_nowait(worker)
         return self
@@ -191,7 +224,7 @@ class ParserPool:
         return result
 
     def _spare(self) -> _Worker:
-        worker = _Worker(self.budget)
+        worker = _Worker(self.budget, self.ocr)
         self._all.append(worker)
         return worker
 

@@ -54,7 +54,7 @@ def test_docx_headings_and_tables() -> None:
     text = parse("m.docx", data).text
     assert text.splitlines()[0] == "# 电梯维保规程"
     assert "# 周期" in text and "每15日维保一次。" in text
-    assert "润滑 | 每月" in text
+    assert "项目: 润滑 · 周期: 每月" in text  # a row names its columns (issue #34 §3)
 
 
 def test_corrupt_docx_is_a_document_error() -> None:
@@ -71,8 +71,9 @@ def test_corrupt_docx_is_a_document_error() -> None:
         ("c.html", True),
         ("d.pdf", True),
         ("e.docx", True),
-        ("f.doc", False),
-        ("g.png", False),
+        ("f.doc", True),  # read to say "save it as .docx"
+        ("g.png", True),
+        ("g.vsdx", False),
         ("h", False),
     ],
 )

@@ -1,0 +1,130 @@
+"""Text from pictures of text: scanned PDF pages and image files (issue #34 §2).
+
+The engine is RapidOCR 3 (PP-OCRv6 detection and recognition, Chinese and English) on
+``onnxruntime`` on the CPU. Its models ship inside the ``rapidocr`` wheel, so nothing is
+downloaded at run time; it is loaded once per worker process, before the worker caps its
+memory. Settings chosen by measurement on this project's 2-core machine (docs/indexer.md,
+"OCR"): one thread per worker (the workers are the parallelism), no text-direction
+classifier (scans are upright; it cost 10 % and helped none), detection on the page scaled to
+at most 960 px, and recognition one line at a time (batches of six raised the peak memory by
+250 MB and were slower on one thread).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from indexer.documents import DocumentError
+from indexer.formats.base import Parsed, Part, Reading, glue
+
+MAX_SIDE = 4096  # pixels: a larger image is scaled down before OCR (text stays legible)
+PARAMS: dict[str, Any] = {
+    "Global.log_level": "error",
+    "Global.use_cls": False,
+    "EngineConfig.onnxruntime.intra_op_num_threads": 1,
+    "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+    "Det.limit_type": "max",
+    "Det.limit_side_len": 960,
+    "Rec.rec_batch_num": 1,
+}
+
+_engine: Any = None
+
+
+def engine() -> Any:
+    """The process's OCR engine (loaded on first use; a worker loads it before its cap)."""
+    global _engine
+    if _engine is None:
+        from rapidocr import RapidOCR
+
+        logging.getLogger("RapidOCR").setLevel(logging.ERROR)
+        _engine = RapidOCR(params=PARAMS)
+    return _engine
+
+
+@dataclass(frozen=True, slots=True)
+class PageText:
+    """What OCR read on one page: its lines in reading order, and their mean confidence."""
+
+    text: str
+    confidence: float
+    lines: int
+
+
+def read_pixels(pixels: Any) -> PageText:
+    """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
+    the gap above a line is larger than the line's height; a short line clearly taller than
+    the page's usual line is a heading (so it starts a chunk, as in a born-digital file)."""
+    result = engine()(pixels)
+    texts = list(result.txts or ())
+    if not texts:
+        return PageText("", 0.0, 0)
+    scores = [float(s) for s in result.scores]
+    boxes = result.boxes  # (n, 4, 2): corners, top-left first
+    spans = [(float(min(p[1] for p in b)), float(max(p[1] for p in b))) for b in boxes]
+    usual = statistics.median(bottom - top for top, bottom in spans)
+    out: list[str] = []
+    previous_bottom: float | None = None
+    was_heading = False
+    for text, (top, bottom) in zip(texts, spans, strict=True):
+        line = text.strip()
+        heading = bottom - top > 1.3 * usual and len(line) <= 40
+        if previous_bottom is not None and out:
+            gap = top - previous_bottom > (bottom - top)
+            if gap or heading or was_heading:
+                out.append("\n\n")
+            else:
+                out.append(glue(out[-1], line))  # a line wrapped mid-sentence
+        out.append(f"## {line}" if heading else line)
+        previous_bottom, was_heading = bottom, heading
+    return PageText("".join(out).strip(), round(statistics.fmean(scores), 4), len(texts))
+
+
+def ocr_part(page: PageText, number: int | None) -> Part:
+    """A page's text as a part, marked as read by OCR with its confidence (and page)."""
+    marks: dict[str, Any] = {"ocr": True, "ocr_confidence": page.confidence}
+    if number is not None:
+        marks["page"] = number
+    return Part(page.text, marks)
+
+
+def parse_image(data: bytes, reading: Reading) -> Parsed:
+    """An image file (PNG, JPEG, TIFF with its pages, BMP, WebP) read by OCR."""
+    import numpy as np
+    from PIL import Image, ImageSequence, UnidentifiedImageError
+
+    if reading.ocr == "off":
+        raise DocumentError("an image is read only by OCR, and --ocr is off")
+    Image.MAX_IMAGE_PIXELS = None  # our own limit below, with its option in the reason
+    try:
+        image = Image.open(io.BytesIO(data))
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise DocumentError(f"image cannot be read: {exc}") from exc
+    with image:
+        reading.budget.check_pixels(*image.size)
+        fmt = (image.format or "image").lower()
+        count = int(getattr(image, "n_frames", 1))
+        reading.budget.check_pages(count, "the image has", "frames")
+        parts: list[Part] = []
+        try:
+            for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+                reading.budget.check_pixels(*frame.size)
+                reading.grant(reading.budget.ocr_page_seconds)
+                picture = frame.convert("RGB")
+                picture.thumbnail((MAX_SIDE, MAX_SIDE))
+                page = read_pixels(np.asarray(picture))
+                if page.text:
+                    parts.append(ocr_part(page, number if count > 1 else None))
+        except (OSError, ValueError, SyntaxError) as exc:  # truncated or damaged image data
+            raise DocumentError(f"image cannot be read: {type(exc).__name__}: {exc}") from exc
+    info = {"format": fmt, "pages": count, "ocr_pages": len(parts)}
+    return Parsed(tuple(parts), info=info)
+
+
+def preload() -> None:
+    """Load the engine now (a worker does, before it caps its memory)."""
+    engine()

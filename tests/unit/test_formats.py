@@ -1,0 +1,208 @@
+"""What each format becomes (issue #34 §1, §3): tables that name their columns, headings that
+start chunks, running headers dropped, columns read in order, and the marks of OCR. The
+files are made by bench.render, as the format benchmark makes them."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from bench import render
+from indexer.budget import Budget
+from indexer.documents import DocumentError
+from indexer.formats.base import Reading
+from indexer.parsers import parse
+
+SECTIONS = [
+    ("变压器巡检", "干式变压器T-02的型号为SCB13-800，额定容量800 kVA，巡检周期为每两周一次。"),
+    ("配电房管理", "配电房每天由值班电工巡视，记录温度、湿度和异常声响，发现问题立即上报。"),
+    ("电梯维保", "电梯每十五日维保一次，年检由特种设备检验机构进行，结果张贴于轿厢内。"),
+]
+TEXT_ONLY = Reading(ocr="off")
+
+
+def squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def test_xlsx_rows_name_their_columns_under_the_sheet_name() -> None:
+    parsed = parse("设备台账.xlsx", render.xlsx(SECTIONS), TEXT_ONLY)
+    lines = parsed.text.split("\n\n")
+    assert lines[0] == "## 知识条目"
+    assert lines[1] == f"编号: 1 · 标题: 变压器巡检 · 内容: {SECTIONS[0][1]}"
+    assert parsed.title == "设备台账"  # the file's name, not the sheet's
+    assert parsed.info["format"] == "xlsx" and parsed.info["pages"] == 1
+
+
+def test_xlsx_hidden_sheets_are_left_out_and_counted_formulas_never_run() -> None:
+    data = render.xlsx(SECTIONS, formula=True, hidden="内部核算表")
+    parsed = parse("a.xlsx", data, TEXT_ONLY)
+    assert "内部核算表" not in parsed.text
+    assert parsed.info["hidden_sheets"] == 1
+    # openpyxl saved the formula without a value: the cell is empty, never "=1+1" evaluated
+    assert "=1+1" not in parsed.text and "编号: 合计" in parsed.text
+
+
+def test_csv_gb18030_with_semicolons_and_tsv() -> None:
+    data = render.delimited(SECTIONS, delimiter=";", encoding="gb18030")
+    parsed = parse("a.csv", data, TEXT_ONLY)
+    assert f"标题: 电梯维保 · 内容: {SECTIONS[2][1]}" in parsed.text
+    tsv = parse("a.tsv", render.delimited(SECTIONS, delimiter="\t"), TEXT_ONLY)
+    assert "标题: 配电房管理" in tsv.text
+
+
+def test_pptx_slide_titles_are_headings_with_tables_and_notes() -> None:
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation(io.BytesIO(render.pptx(SECTIONS)))
+    slide = deck.slides[0]
+    table = slide.shapes.add_table(2, 2, Inches(1), Inches(5), Inches(4), Inches(1)).table
+    for (r, c), value in {
+        (0, 0): "型号",
+        (0, 1): "容量",
+        (1, 0): "SCB13-800",
+        (1, 1): "800 kVA",
+    }.items():
+        table.cell(r, c).text = value
+    slide.notes_slide.notes_text_frame.text = "讲解时强调安全距离。"
+    buf = io.BytesIO()
+    deck.save(buf)
+    parsed = parse("a.pptx", buf.getvalue(), TEXT_ONLY)
+    blocks = parsed.text.split("\n\n")
+    assert blocks[0] == "## 变压器巡检" and blocks[1] == SECTIONS[0][1]
+    assert "型号: SCB13-800 · 容量: 800 kVA" in blocks and "讲解时强调安全距离。" in blocks
+    assert parsed.title == "变压器巡检" and parsed.info["pages"] == 3
+
+
+def test_docx_tables_stay_where_they_stand() -> None:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("设备参数", level=1)
+    table = document.add_table(rows=2, cols=3)
+    for i, value in enumerate(["型号", "额定容量", "巡检周期", "SCB13-800", "800 kVA", "每两周"]):
+        table.cell(i // 3, i % 3).text = value
+    document.add_paragraph("以上参数以铭牌为准。")
+    buf = io.BytesIO()
+    document.save(buf)
+    blocks = parse("a.docx", buf.getvalue()).text.split("\n\n")
+    assert blocks == [
+        "# 设备参数",
+        "型号: SCB13-800 · 额定容量: 800 kVA · 巡检周期: 每两周",
+        "以上参数以铭牌为准。",
+    ]
+
+
+@pytest.mark.parametrize("columns", [1, 2])
+def test_pdf_headings_order_and_running_header(columns: int) -> None:
+    sections = SECTIONS * 16  # several pages, so the running header recurs
+    parsed = parse("a.pdf", render.pdf(sections, columns=columns), TEXT_ONLY)
+    text = parsed.text
+    assert render.HEADER not in text and not re.search(r"(?m)^- \d+ -$", text)
+    headings = re.findall(r"(?m)^#+ (.+)$", text)
+    assert headings == [h for h, _ in sections]
+    unmarked = re.sub(r"(?m)^#+ ", "", text)
+    assert squeeze(unmarked) == squeeze("".join(f"{h}{t}" for h, t in sections))  # in order
+    assert parsed.info["pages"] >= 2 and parsed.info["ocr_pages"] == 0
+    assert parsed.title == "设备运维知识库"
+
+
+def test_pdf_table_rows_name_their_columns() -> None:
+    parsed = parse("a.pdf", render.pdf(SECTIONS, table=True), TEXT_ONLY)
+    rows = [b for b in parsed.text.split("\n\n") if b.startswith("编号:")]
+    assert len(rows) == 3
+    assert squeeze(rows[0]) == squeeze(f"编号: 1 · 标题: 变压器巡检 · 内容: {SECTIONS[0][1]}")
+
+
+def test_scanned_pdf_off_is_a_failure_that_says_why() -> None:
+    with pytest.raises(DocumentError, match="--ocr is off"):
+        parse("a.pdf", render.scanned_pdf(SECTIONS[:1]), TEXT_ONLY)
+    with pytest.raises(DocumentError, match="--ocr is off"):
+        parse("a.png", render.png(SECTIONS[:1]), TEXT_ONLY)
+
+
+def test_old_binary_office_files_say_what_to_do() -> None:
+    from indexer.formats.sniff import OLE
+
+    with pytest.raises(DocumentError, match=r"save it as \.docx"):
+        parse("old.doc", OLE + b"\0" * 512)
+    with pytest.raises(DocumentError, match=r"save it as \.pptx"):
+        parse("old.ppt", OLE + b"\0" * 512)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("a.xlsx", b"%PDF-1.7\n...", "named .xlsx but it is a PDF"),
+        ("a.pdf", b"PK\x03\x04rest", "named .pdf but it is a zip"),
+        ("a.md", b"\x89PNG\r\n\x1a\n....", "named .md but it is a PNG image"),
+        ("a.csv", b"a,b\n\x00\x01\x02", "binary"),
+        (
+            "a.docx",
+            b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + "EncryptionInfo".encode("utf-16-le"),
+            "password-protected",
+        ),
+        ("a.xlsx", b"PK\x03\x04 not really a zip", "cannot be read"),
+        ("a.pptx", b"PK\x03\x04 not really a zip", "cannot be read"),
+        ("a.pdf", b"%PDF-1.4\n1 0 obj\n<<", "PDF cannot be read"),
+        ("a.png", b"\x89PNG\r\n\x1a\nbroken", "image cannot be read"),
+    ],
+)
+def test_lying_corrupt_and_encrypted_files_fail_with_a_reason(
+    name: str, data: bytes, reason: str
+) -> None:
+    with pytest.raises(DocumentError, match=reason):
+        parse(name, data)
+
+
+def test_encrypted_pdf_is_refused() -> None:
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    pdf = canvas.Canvas(buf, encrypt="secret")
+    pdf.drawString(72, 720, "confidential")
+    pdf.save()
+    with pytest.raises(DocumentError, match="password-protected"):
+        parse("a.pdf", buf.getvalue())
+
+
+def test_limits_on_pages_slides_sheets_and_unpacked_bytes() -> None:
+    small = Reading(Budget(max_pages=2, max_unpacked_bytes=10_000_000), ocr="off")
+    with pytest.raises(DocumentError, match="--max-pages"):
+        parse("a.pdf", render.pdf(SECTIONS * 20), small)
+    with pytest.raises(DocumentError, match=r"3 slides.*--max-pages"):
+        parse("a.pptx", render.pptx(SECTIONS), small)
+    tight = Reading(Budget(max_unpacked_bytes=1000), ocr="off")
+    with pytest.raises(DocumentError, match="--max-unpacked-bytes"):
+        parse("a.xlsx", render.xlsx(SECTIONS), tight)
+    with pytest.raises(DocumentError, match="--max-chars"):
+        parse("a.csv", render.delimited(SECTIONS * 50), Reading(Budget(max_chars=1000)))
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that declares ``width`` × ``height`` pixels in a few bytes (a decompression bomb
+    announces itself in its header: it is refused before a pixel is decoded)."""
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    data = zlib.compress(b"\0" * 64)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", len(ihdr))
+        + chunk
+        + struct.pack(">I", zlib.crc32(chunk))
+        + struct.pack(">I", len(data))
+        + b"IDAT"
+        + data
+        + struct.pack(">I", zlib.crc32(b"IDAT" + data))
+    )
+
+
+def test_an_image_of_thirty_thousand_squared_pixels_is_refused_unread() -> None:
+    with pytest.raises(DocumentError, match=r"30,000 × 30,000 pixels.*--max-pixels"):
+        parse("bomb.png", png_header(30_000, 30_000))

@@ -25,16 +25,17 @@ class ChunkOptions:
             raise ValueError("overlap must be non-negative and under half the chunk size")
 
 
-def blocks(text: str) -> list[tuple[bool, str]]:
-    """Paragraphs and headings in order, as ``(is_heading, text)``; blank lines separate."""
-    out: list[tuple[bool, str]] = []
+def leveled_blocks(text: str) -> list[tuple[int, str]]:
+    """Paragraphs and headings in order, as ``(level, text)``: a heading's level (1 to 6), 0
+    for a paragraph; blank lines separate paragraphs."""
+    out: list[tuple[int, str]] = []
     para: list[str] = []
 
     def flush() -> None:
         if para:
             joined = "\n".join(para).strip()
             if joined:
-                out.append((False, joined))
+                out.append((0, joined))
             para.clear()
 
     for line in text.splitlines():
@@ -42,13 +43,18 @@ def blocks(text: str) -> list[tuple[bool, str]]:
         if heading:
             flush()
             if heading.group(2):
-                out.append((True, heading.group(2)))
+                out.append((len(heading.group(1)), heading.group(2)))
         elif not line.strip():
             flush()
         else:
             para.append(line.rstrip())
     flush()
     return out
+
+
+def blocks(text: str) -> list[tuple[bool, str]]:
+    """Paragraphs and headings in order, as ``(is_heading, text)``."""
+    return [(level > 0, block) for level, block in leveled_blocks(text)]
 
 
 def _split_long(text: str, limit: int) -> list[str]:
@@ -75,23 +81,39 @@ def _split_long(text: str, limit: int) -> list[str]:
 
 def chunk_text(text: str, options: ChunkOptions | None = None) -> list[str]:
     """Chunks of at most ``max_chars`` (plus overlap); a heading starts a new chunk."""
+    return [chunk for chunk, _ in chunk_sections(text, options)]
+
+
+def chunk_sections(
+    text: str, options: ChunkOptions | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """``chunk_text``'s chunks, each with its heading path: the headings it stands under
+    (outermost first) where its text begins."""
     opts = options or ChunkOptions()
     chunks: list[str] = []
+    paths: list[tuple[str, ...]] = []
     current: list[str] = []
     size = 0
     has_body = False  # headings alone never make a chunk: they lead the text below them
+    trail: list[tuple[int, str]] = []  # the open headings, outermost first
 
     def emit() -> None:
         nonlocal size, has_body
-        if current:
-            chunks.append("\n".join(current))
+        if current:  # (a heading after body text emits before it opens: the trail is this
+            chunks.append("\n".join(current))  # chunk's own)
+            paths.append(tuple(heading for _, heading in trail))
             current.clear()
             size = 0
             has_body = False
 
-    for is_heading, block in blocks(text):
+    for level, block in leveled_blocks(text):
+        is_heading = level > 0
         if is_heading and has_body:
             emit()
+        if is_heading:
+            while trail and trail[-1][0] >= level:
+                trail.pop()
+            trail.append((level, block))
         has_body = has_body or not is_heading
         for piece in _split_long(block, opts.max_chars) if len(block) > opts.max_chars else [block]:
             if current and size + len(piece) + 1 > opts.max_chars:
@@ -102,4 +124,4 @@ def chunk_text(text: str, options: ChunkOptions | None = None) -> list[str]:
     if opts.overlap_chars and len(chunks) > 1:
         tail = opts.overlap_chars
         chunks = [chunks[0]] + [prev[-tail:] + "\n" + cur for prev, cur in pairwise(chunks)]
-    return chunks
+    return list(zip(chunks, paths, strict=True))

@@ -1,4 +1,5 @@
-"""``retrieval-indexer init``, ``delete``, ``stats`` and ``rebuild``: the index itself."""
+"""``retrieval-indexer init``, ``delete``, ``stats``, ``rebuild`` and ``show``: the index itself,
+and what a knowledge base holds."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from indexer.cli_common import (
     settings_or_exit,
 )
 from retrieval_svc.acl import DEFAULT_TENANT
+from retrieval_svc.search import inventory
 from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
-from retrieval_svc.search.runs import forget_run
+from retrieval_svc.search.runs import forget_run, last_runs
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias, tenant_of_slug
 
@@ -152,3 +154,70 @@ def rebuild(
             f"alias {out['alias']} now → {out['new']} ({out['chunks']} chunks); "
             f"old: {', '.join(out['old']) or '-'}{' kept' if keep_old else ' deleted'}"
         )
+
+
+@app.command()
+def show(
+    knowledge_id: Annotated[str, typer.Option(help="Knowledge base to show.")],
+    tenant: TenantOption = DEFAULT_TENANT,
+    document: Annotated[
+        str | None,
+        typer.Option(help="A document's id or file name: print its chunks as stored."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """What a knowledge base holds: each document's format, pages, pages read by OCR and
+    chunks, and what the last run failed or passed over; with --document, its chunks."""
+
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> dict[str, Any]:
+        own = tenant_alias(settings.index_alias, tenant)
+        listing = await inventory.documents_of(es, own, tenant, knowledge_id)
+        runs = await last_runs(es, settings.index_alias, tenant, [knowledge_id])
+        out: dict[str, Any] = {**listing, "last_run": runs.get(knowledge_id)}
+        if document is not None:
+            wanted = next(
+                (
+                    d["document_id"]
+                    for d in listing["documents"]
+                    if document in (d["document_id"], d["name"])
+                ),
+                document,
+            )
+            out["chunks"] = await inventory.chunks_of(es, own, tenant, knowledge_id, wanted)
+        return out
+
+    out = run(work)
+    if as_json:
+        typer.echo(json.dumps(out, ensure_ascii=False))
+        return
+    if document is not None:
+        if not out["chunks"]:
+            typer.echo(f"no document {document!r} in {tenant}/{knowledge_id}", err=True)
+            raise typer.Exit(1)
+        for chunk in out["chunks"]:
+            marks = [" > ".join(chunk["headings"])] if chunk["headings"] else []
+            if chunk["ocr_confidence"] is not None:
+                marks.append(f"OCR {chunk['ocr_confidence']:.2f}")
+            if chunk["page"] is not None:
+                marks.append(f"page {chunk['page']}")
+            marks.append("roles: " + (", ".join(chunk["access_roles"]) or "public"))
+            typer.echo(f"── #{chunk['position']}  {' · '.join(marks)}")
+            typer.echo(chunk["content"])
+        return
+    docs = out["documents"]
+    more = f" (the first {len(docs)} shown)" if out["more"] else ""
+    typer.echo(f"{tenant}/{knowledge_id}: {out['total']} documents{more}")
+    for d in docs:
+        pages = f", {d['pages']} page{'s' * (d['pages'] != 1)}" if d["pages"] else ""
+        ocr = f", {d['ocr_pages']} by OCR" if d["ocr_pages"] else ""
+        roles = ", restricted" if d["restricted"] else ""
+        typer.echo(
+            f"  {d['name']}  [{d['format'] or '?'}{pages}{ocr}] {d['chunks']} chunks{roles}"
+            f" — {d['title']}  ({d['document_id']})"
+        )
+    last = out["last_run"] or {}
+    for failure in last.get("failures", []):
+        typer.echo(f"  failed {failure['document']}: {failure['reason']}")
+    for item in last.get("passed_over", []):
+        examples = ", ".join(item.get("examples", []))
+        typer.echo(f"  passed over {item['count']}: {item['reason']} ({examples})")

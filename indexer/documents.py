@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from indexer.chunking import ChunkOptions, blocks, chunk_text
+from indexer.chunking import ChunkOptions, blocks, chunk_sections
 from indexer.metadata_limits import (
     MAX_FRONT_MATTER_BYTES,
     MetadataLimitError,
@@ -35,6 +35,19 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Keys of document metadata that set chunk fields rather than ``metadata.*``.
 _TITLE_KEYS = ("document_title", "title")
 _RESERVED = frozenset({"access_roles", "document_title", "title", "dataset_name", "path"})
+# Metadata the indexer sets itself (docs/indexer.md, "What the metadata says"): the file's
+# format, pages and pages read by OCR for the whole document; each chunk's heading path, and
+# for a page read by OCR its page and mean confidence.
+READER_KEYS = (
+    "format",
+    "pages",
+    "ocr_pages",
+    "hidden_sheets",
+    "headings",
+    "ocr",
+    "ocr_confidence",
+    "page",
+)
 
 
 class DocumentError(ValueError):
@@ -192,7 +205,9 @@ def build_chunks(
             )
     title = document_title(meta, body, obj.name, obj.own_title)
     texts = [
-        (content, marks) for text, marks in _sections(obj) for content in chunk_text(text, options)
+        (content, {**marks, "headings": list(path)} if path else marks)
+        for text, marks in _sections(obj)
+        for content, path in chunk_sections(text, options)
     ]
     if not texts:
         raise DocumentError("no text to index")

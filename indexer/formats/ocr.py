@@ -55,10 +55,17 @@ class PageText:
     lines: int
 
 
+def _glyph_size(box: Any, text: str) -> float:
+    """A line's glyph size: its width per character (a Latin character counts half)."""
+    width = float(max(p[0] for p in box) - min(p[0] for p in box))
+    units = sum(1.0 if ord(c) > 0x2E80 else 0.5 for c in text.strip()) or 1.0
+    return width / units
+
+
 def read_pixels(pixels: Any) -> PageText:
     """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
-    the gap above a line is larger than the line's height; a short line clearly taller than
-    the page's usual line is a heading (so it starts a chunk, as in a born-digital file)."""
+    the gap above a line is over half the usual line's height; a short line clearly taller
+    than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
     result = engine()(pixels)
     texts = list(result.txts or ())
     if not texts:
@@ -66,15 +73,19 @@ def read_pixels(pixels: Any) -> PageText:
     scores = [float(s) for s in result.scores]
     boxes = result.boxes  # (n, 4, 2): corners, top-left first
     spans = [(float(min(p[1] for p in b)), float(max(p[1] for p in b))) for b in boxes]
-    usual = statistics.median(bottom - top for top, bottom in spans)
+    sizes = [_glyph_size(box, text) for box, text in zip(boxes, texts, strict=True)]
+    # The usual line: the height and glyph size of the lines long enough to be body text.
+    body = [i for i, t in enumerate(texts) if len(t) >= 10] or list(range(len(texts)))
+    usual = statistics.median(spans[i][1] - spans[i][0] for i in body)
+    usual_size = statistics.median(sizes[i] for i in body)
     out: list[str] = []
     previous_bottom: float | None = None
     was_heading = False
-    for text, (top, bottom) in zip(texts, spans, strict=True):
+    for text, (top, bottom), size in zip(texts, spans, sizes, strict=True):
         line = text.strip()
-        heading = bottom - top > 1.3 * usual and len(line) <= 40
+        heading = size > 1.25 * usual_size and len(line) <= 40
         if previous_bottom is not None and out:
-            gap = top - previous_bottom > (bottom - top)
+            gap = top - previous_bottom > 0.5 * usual
             if gap or heading or was_heading:
                 out.append("\n\n")
             else:

@@ -4,6 +4,7 @@ files are made by bench.render, as the format benchmark makes them."""
 
 from __future__ import annotations
 
+import difflib
 import io
 import re
 
@@ -206,3 +207,43 @@ def png_header(width: int, height: int) -> bytes:
 def test_an_image_of_thirty_thousand_squared_pixels_is_refused_unread() -> None:
     with pytest.raises(DocumentError, match=r"30,000 × 30,000 pixels.*--max-pixels"):
         parse("bomb.png", png_header(30_000, 30_000))
+
+
+def test_an_image_is_read_by_ocr_with_its_marks() -> None:
+    parsed = parse("photo.png", render.png(SECTIONS))
+    (part,) = parsed.parts
+    assert part.marks["ocr"] is True and 0.8 < part.marks["ocr_confidence"] <= 1
+    assert "page" not in part.marks  # one picture: no pages to tell apart
+    headings = re.findall(r"(?m)^## (.+)$", part.text)
+    assert headings == [h for h, _ in SECTIONS]  # taller lines: headings, so chunks start there
+    matcher = difflib.SequenceMatcher(
+        None, squeeze("".join(h + t for h, t in SECTIONS)), squeeze(part.text), autojunk=False
+    )
+    assert matcher.ratio() > 0.95
+    assert parsed.info == {"format": "png", "pages": 1, "ocr_pages": 1}
+
+
+def test_a_pdf_of_text_and_scanned_pages_is_read_page_by_page() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for blob in (render.pdf(SECTIONS[:1]), render.scanned_pdf(SECTIONS[1:2])):
+        for page in PdfReader(io.BytesIO(blob)).pages:
+            writer.add_page(page)
+    buf = io.BytesIO()
+    writer.write(buf)
+    parsed = parse("mixed.pdf", buf.getvalue())
+    text, scanned = parsed.parts
+    assert text.marks == {} and SECTIONS[0][1][:20] in squeeze(text.text)
+    assert scanned.marks["ocr"] is True and scanned.marks["page"] == 2
+    assert squeeze(SECTIONS[1][1])[:20] in squeeze(scanned.text)
+    assert parsed.info["pages"] == 2 and parsed.info["ocr_pages"] == 1
+    forced = parse("mixed.pdf", buf.getvalue(), Reading(ocr="force"))
+    assert all(p.marks.get("ocr") for p in forced.parts) and forced.info["ocr_pages"] == 2
+
+
+def test_ocr_asks_for_time_per_page() -> None:
+    asked: list[float] = []
+    reading = Reading(Budget(ocr_page_seconds=42), grant=asked.append)
+    parse("scan.pdf", render.scanned_pdf(SECTIONS[:1]), reading)
+    assert asked == [42]

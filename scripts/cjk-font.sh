@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# A Chinese TrueType font for the tests and benchmarks that draw pictures of Chinese text
+# (scanned pages and images for OCR, bench/render.py): Debian's `fonts-wqy-zenhei`,
+# installed with apt-get when it is missing and we are root. Prints the font's path.
+#
+#   scripts/cjk-font.sh
+set -euo pipefail
+FONT=/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc
+if [ ! -f "$FONT" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "cjk-font: installing Debian's fonts-wqy-zenhei (once)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-zenhei >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-zenhei >/dev/null; }
+fi
+[ -f "$FONT" ] || { echo "cjk-font: error: $FONT missing (install Debian's fonts-wqy-zenhei)" >&2; exit 1; }
+echo "$FONT"

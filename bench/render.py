@@ -15,6 +15,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape  # reportlab reads its paragraphs as markup
 
 Section = tuple[str, str]
 FONTS = (
@@ -155,7 +156,7 @@ def pdf(sections: Sequence[Section], *, columns: int = 1, table: bool = False) -
     document.addPageTemplates([PageTemplate(frames=frames, onPage=_running)])
     story: list[Any] = []
     if table:
-        data = [[Paragraph(c, styles["cell"]) for c in row] for row in rows(sections)]
+        data = [[Paragraph(escape(c), styles["cell"]) for c in row] for row in rows(sections)]
         grid = Table(data, colWidths=[30, 90, usable - 120], repeatRows=1)
         grid.setStyle(
             [("GRID", (0, 0), (-1, -1), 0.5, colors.black), ("VALIGN", (0, 0), (-1, -1), "TOP")]
@@ -163,8 +164,8 @@ def pdf(sections: Sequence[Section], *, columns: int = 1, table: bool = False) -
         story.append(grid)
     else:
         for heading, text in sections:
-            story.append(Paragraph(heading, styles["heading"]))
-            story.append(Paragraph(text, styles["body"]))
+            story.append(Paragraph(escape(heading), styles["heading"]))
+            story.append(Paragraph(escape(text), styles["body"]))
     document.build(story)
     return buf.getvalue()
 

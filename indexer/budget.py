@@ -28,9 +28,10 @@ MIB = 1024 * 1024
 RUN_BASE_MB = 400
 WORKER_BASE_MB = 100  # a worker after start: the parsers and the word segmenter loaded
 MIN_DOC_MB = 128  # less than this per document, and ordinary PDFs start to fail
-# With OCR: the engine's models and runtime at start, and a page's working memory (measured:
-# 300 MB of address space past the start for an A4 page at 200 dpi, docs/indexer.md "OCR").
-OCR_WORKER_BASE_MB = 130
+# With OCR: the engine's two models loaded and run once at start (290 MB resident), and a
+# document's working memory (measured: 240 MB of address space past the start over four
+# scanned documents at 200 dpi, docs/indexer.md "OCR").
+OCR_WORKER_BASE_MB = 290
 OCR_MIN_DOC_MB = 320
 
 

@@ -212,7 +212,8 @@ def show(
         ocr = f", {d['ocr_pages']} by OCR" if d["ocr_pages"] else ""
         roles = ", restricted" if d["restricted"] else ""
         typer.echo(
-            f"  {d['name']}  [{d['format'] or '?'}{pages}{ocr}] {d['chunks']} chunks{roles}"
+            f"  {d['name']}  [{d['format'] or '?'}{pages}{ocr}] {d['chunks']} "
+            f"chunk{'s' * (d['chunks'] != 1)}{roles}"
             f" — {d['title']}  ({d['document_id']})"
         )
     last = out["last_run"] or {}

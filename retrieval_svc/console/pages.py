@@ -213,7 +213,13 @@ async def _guarded(
                 context |= await work(key, context["form"])
             except (ServiceError, PolicyError, ValueError) as exc:
                 context["error"] = getattr(exc, "message", str(exc))
-    elif work is not None and page in ("why-not", "policy", "knowledge-bases", "audit"):
+    elif work is not None and page in (
+        "why-not",
+        "policy",
+        "knowledge-bases",
+        "documents",
+        "audit",
+    ):
         context["form"] = dict(request.query_params)
         try:
             context |= await work(key, context["form"])
@@ -367,6 +373,28 @@ async def knowledge_bases(request: Request, state: StateDep) -> Response:
         return {"kbs": kbs, "runs": runs, "model": model.model if model else "-"}
 
     return await _guarded(request, state, "knowledge-bases", work)
+
+
+@router.get("/documents")
+async def documents(request: Request, state: StateDep) -> Response:
+    """A knowledge base's documents as the indexer left them (format, pages, pages read by
+    OCR, chunks), what its last run failed or passed over, and one document's chunks as
+    stored (``?kb=…&document=…``): the operator's check of a parse."""
+
+    async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
+        kb = (form.get("kb") or "").strip()
+        if not kb:
+            raise ValueError("kb: which knowledge base (its id, from the Knowledge bases page)")
+        listing = await state.engine.documents_of(key.tenant, kb)
+        runs = await last_runs(state.es, state.settings.index_alias, key.tenant, [kb])
+        out: dict[str, Any] = {"kb": kb, "listing": listing, "run": runs.get(kb)}
+        wanted = (form.get("document") or "").strip()
+        if wanted:
+            out["document"] = wanted
+            out["chunks"] = await state.engine.chunks_of(key.tenant, kb, wanted)
+        return out
+
+    return await _guarded(request, state, "documents", work)
 
 
 @router.get("/audit")

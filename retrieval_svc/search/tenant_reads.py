@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from retrieval_svc.acl import ACL_FIELD, acl_query, tenant_query
+from retrieval_svc.search import inventory
 from retrieval_svc.search.calls import ElasticCalls
 from retrieval_svc.search.query import SOURCE_EXCLUDES
 
@@ -208,6 +209,24 @@ class TenantReads(ElasticCalls):
             b["key"]: str(b["t"]["hits"]["hits"][0]["_source"].get("document_title") or b["key"])
             for b in response["aggregations"]["d"]["buckets"]
         }
+
+    async def documents_of(self, tenant: str, knowledge_id: str) -> dict[str, Any]:
+        """For an operator: a knowledge base's documents as indexed (``inventory``)."""
+        listing: dict[str, Any] = await self._call(
+            "documents_of",
+            inventory.documents_of(self._es, self.index(tenant), tenant, knowledge_id),
+        )
+        return listing
+
+    async def chunks_of(
+        self, tenant: str, knowledge_id: str, document_id: str
+    ) -> list[dict[str, Any]]:
+        """For an operator: one document's chunks as stored (``inventory``)."""
+        chunks: list[dict[str, Any]] = await self._call(
+            "chunks_of",
+            inventory.chunks_of(self._es, self.index(tenant), tenant, knowledge_id, document_id),
+        )
+        return chunks
 
     async def get_mappings(self, tenant: str) -> dict[str, Any]:
         """The mappings of ``tenant``'s indices (no other tenant's fields are in them)."""

@@ -449,3 +449,50 @@ def test_knowledge_bases_shows_what_the_last_run_could_not_index(
         es = Elasticsearch(ES_URL)
         es.options(ignore_status=404).indices.delete(index=runs_index(corpus, "acme"))
         es.close()
+
+
+def test_the_documents_page_shows_a_parse_as_stored(
+    console: str, browser: webdriver.Chrome, corpus: str, tmp_path: Path
+) -> None:
+    # Issue #34 §4: a scanned page, a spreadsheet and a refused file, indexed through the CLI;
+    # the Documents page lists them with their format, pages and pages read by OCR, the
+    # failure with its reason, and a document's chunks as stored with the OCR mark.
+    from bench import render
+
+    sections = [("设备台账", "变压器T-02的型号为SCB13-800，额定容量800 kVA，每两周巡检一次。")]
+    folder = tmp_path / "bucket"
+    folder.mkdir()
+    (folder / "扫描件.png").write_bytes(render.png(sections))
+    (folder / "台账.xlsx").write_bytes(render.xlsx(sections))
+    (folder / "旧文档.doc").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512))
+    kb = "scans"
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
+    args = ["index", str(folder), "--knowledge-id", kb, "--tenant", "acme"]
+    result = CliRunner().invoke(indexer_cli, args, env=env)
+    assert result.exit_code == 1, result.output  # the .doc failed, the rest went in
+    chrome = browser
+    chrome.get(f"{console}/console/login")
+    if chrome.current_url.endswith("/console/login"):
+        fill(chrome, key=KEYS["anon"])
+        submit(chrome, chrome.find_element(By.ID, "sign-in"))
+    chrome.get(f"{console}/console/knowledge-bases")
+    submit(chrome, chrome.find_element(By.LINK_TEXT, kb))
+    listing = chrome.find_element(By.ID, "documents").text
+    assert "扫描件.png" in listing and "台账.xlsx" in listing and "xlsx" in listing
+    row = next(
+        r for r in chrome.find_elements(By.CSS_SELECTOR, "#documents tr") if "扫描件" in r.text
+    )
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1:5] == ["png", "1", "1", "1"]  # format, pages, by OCR, chunks
+    assert "save it as .docx" in chrome.find_element(By.ID, "failures").text
+    submit(chrome, row.find_element(By.TAG_NAME, "a"))
+    chunk = chrome.find_element(By.CSS_SELECTOR, "#chunks tr:nth-child(2)")
+    text = [c.text for c in chunk.find_elements(By.TAG_NAME, "td")]
+    assert text[0] == "1" and "SCB13-800" in text[2] and text[3] == "公开"
+    assert 0.8 < float(text[4].split()[0]) <= 1.0  # the OCR confidence, as stored
+    shot(chrome, "documents")
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert sign_in(http, KEYS["anon"]).status_code == 303
+        for params in ({}, {"kb": "nope"}, {"kb": kb, "document": "x" * 5000}):
+            page = http.get("/console/documents", params=params)
+            assert page.status_code == 200, (params, page.status_code)

@@ -188,8 +188,9 @@ def page_images(sections: Sequence[Section], dpi: int = DPI) -> list[Any]:
     scale = dpi / 72
     width, height = int(595 * scale), int(842 * scale)
     margin = int(56 * scale)
-    body = ImageFont.truetype(str(cjk_font()), int(10.5 * scale))
-    big = ImageFont.truetype(str(cjk_font()), int(15 * scale))
+    basic = ImageFont.Layout.BASIC  # (raqm's shaping fails on some of CMRC's characters)
+    body = ImageFont.truetype(str(cjk_font()), int(10.5 * scale), layout_engine=basic)
+    big = ImageFont.truetype(str(cjk_font()), int(15 * scale), layout_engine=basic)
     pages: list[Any] = []
     page = Image.new("L", (width, height), 255)
     draw = ImageDraw.Draw(page)

@@ -33,6 +33,12 @@ MIN_DOC_MB = 128  # less than this per document, and ordinary PDFs start to fail
 # scanned documents at 200 dpi, docs/indexer.md "OCR").
 OCR_WORKER_BASE_MB = 290
 OCR_MIN_DOC_MB = 320
+# Address space an OCR worker reserves without using it: onnxruntime's and glibc's arenas grow
+# in steps on the pages with the longest lines and keep the reservation (measured: 250 MB more
+# address space than resident memory after 30 scanned pages, the resident memory flat). The
+# cap allows it on top of --doc-memory-mb; what the machine gives, the resident memory, is what
+# the run's --memory-mb bounds.
+OCR_ADDRESS_SLACK_MB = 512
 
 
 def split_memory(

@@ -33,6 +33,29 @@ PARAMS: dict[str, Any] = {
 }
 
 _engine: Any = None
+_libc: Any = None
+
+
+def _give_back() -> None:
+    """Return the heap's free pages to the system after a page (glibc's ``malloc_trim``).
+
+    Each page's images and line crops are allocations of new sizes; glibc kept the freed ones
+    in fragments, and a worker's memory grew by about 10 MB a page, so a 100-page scan passed
+    its --doc-memory-mb. Trimmed after every page it stays flat (measured: 240 MB resident
+    after 24 pages, against 480 MB untrimmed). Elsewhere than glibc it does nothing.
+    """
+    global _libc
+    if _libc is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.malloc_trim(0)
 
 
 def _without_memory_patterns() -> None:
@@ -96,6 +119,7 @@ def read_pixels(pixels: Any) -> PageText:
     than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
     try:
         result = engine()(pixels)
+        _give_back()
     except Exception as exc:  # onnxruntime reports a failed allocation as its own error
         if "bad_alloc" in str(exc):
             raise MemoryError from exc  # the worker's budget: replaced, reason says the limit

@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from indexer.budget import Budget
+from indexer.budget import OCR_ADDRESS_SLACK_MB, Budget
 
 Job = tuple[Any, ...]  # the arguments of ``_JOB``, all picklable
 Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
@@ -64,7 +64,8 @@ def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
 
     with contextlib.suppress(OSError):
         os.nice(5)  # the run's own I/O and Elasticsearch come first
-    limit = _address_space() + memory_mb * 1024 * 1024
+    slack = OCR_ADDRESS_SLACK_MB if ocr else 0  # reserved, not used (indexer.budget)
+    limit = _address_space() + (memory_mb + slack) * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # (no /proc: no cap, the deadline remains)
         resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
     conn.send(READY)  # loaded and capped: a document's deadline starts from here

@@ -1,5 +1,6 @@
 """The operator's console at ``/console`` (design.md §14): server-rendered pages for the
-admin keys of a tenant — *Search as*, *Why not*, *Policy*, *Knowledge bases*, *Audit*.
+admin keys of a tenant — *Search as*, *Why not*, *Policy*, *Audit* here; *Knowledge bases* and
+*Documents* in ``console.inventory``.
 
 A transport like ``routes/``: it translates forms into the one pipeline (``retrieval.answer``,
 ``retrieval.explain_visibility``) and the policy store's validated commands, and renders the
@@ -38,7 +39,6 @@ from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.observability import log_fields
 from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
-from retrieval_svc.search.runs import last_runs
 from retrieval_svc.state import AppState
 from retrieval_svc.tenancy import EVERY_TENANT
 
@@ -357,44 +357,6 @@ async def policy(request: Request, state: StateDep) -> Response:
         } | ({"error": refused} if refused else {})
 
     return await _guarded(request, state, "policy", work)
-
-
-@router.get("/knowledge-bases")
-async def knowledge_bases(request: Request, state: StateDep) -> Response:
-    """Documents and chunks per knowledge base, the restricted share, the embedding model,
-    when it was last indexed, and what the indexer's last run could not index."""
-
-    async def work(key: ApiKeyConfig, _form: dict[str, str]) -> dict[str, Any]:
-        overview = await state.engine.tenant_overview(key.tenant)
-        kbs = overview["knowledge_bases"]
-        ids = [kb["knowledge_id"] for kb in kbs]
-        runs = await last_runs(state.es, state.settings.index_alias, key.tenant, ids)
-        model = state.embedding_model
-        return {"kbs": kbs, "runs": runs, "model": model.model if model else "-"}
-
-    return await _guarded(request, state, "knowledge-bases", work)
-
-
-@router.get("/documents")
-async def documents(request: Request, state: StateDep) -> Response:
-    """A knowledge base's documents as the indexer left them (format, pages, pages read by
-    OCR, chunks), what its last run failed or passed over, and one document's chunks as
-    stored (``?kb=…&document=…``): the operator's check of a parse."""
-
-    async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
-        kb = (form.get("kb") or "").strip()
-        if not kb:
-            raise ValueError("kb: which knowledge base (its id, from the Knowledge bases page)")
-        listing = await state.engine.documents_of(key.tenant, kb)
-        runs = await last_runs(state.es, state.settings.index_alias, key.tenant, [kb])
-        out: dict[str, Any] = {"kb": kb, "listing": listing, "run": runs.get(kb)}
-        wanted = (form.get("document") or "").strip()
-        if wanted:
-            out["document"] = wanted
-            out["chunks"] = await state.engine.chunks_of(key.tenant, kb, wanted)
-        return out
-
-    return await _guarded(request, state, "documents", work)
 
 
 @router.get("/audit")

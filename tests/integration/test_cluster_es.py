@@ -219,9 +219,11 @@ async def test_a_node_killed_under_load_loses_nothing(
             await wait_health(es, "green")
             back = await red_app.get("/readyz")
 
-        # Answers: 200, or a fast 503/5001 — never a 500, never a hang past the deadline.
+        # Answers: 200, or a fast 503/5001, or — when the failover outlasts a request's deadline,
+        # as on a machine busy with other work — the deadline's own 504/5002: never a 500,
+        # never a hang past the deadline.
         statuses = Counter((status, code) for status, code, _ in load.answers)
-        assert set(statuses) <= {(200, None), (503, 5001)}, statuses
+        assert set(statuses) <= {(200, None), (503, 5001), (504, 5002)}, statuses
         slowest = max(seconds for _, _, seconds in load.answers)
         assert slowest < 2 * DEADLINE_S, f"a request took {slowest:.1f} s"
         # /readyz: the service's alias lost replicas only (yellow: ready); the pinned,

@@ -67,7 +67,7 @@ def load_bucket(client: Any, bucket: str) -> None:
     )
     put(client, bucket, "kb/坏.pdf", b"%PDF-1.4 broken")
     put(client, bucket, "kb/坏权限.md", doc_factory.markdown("access_roles: '[\"a\",'", "x"))
-    put(client, bucket, "kb/图片.png", b"\x89PNG")
+    put(client, bucket, "kb/图纸.dwg", b"AC1032")  # a format the indexer does not read
     put(client, bucket, "other/不在前缀下.md", "不应被索引")
 
 
@@ -94,7 +94,7 @@ async def test_oss_every_format_and_acl_form(
         es, source, IndexOptions(knowledge_id="oss-kb", alias=own(corpus), tenant=TENANT)
     )
     assert sorted(f["document"] for f in report.failures) == ["坏.pdf", "坏权限.md"]
-    assert report.documents_seen == 8  # sidecars, the PNG and other/ are not documents
+    assert report.documents_seen == 8  # sidecars, the drawing and other/ are not documents
     docs = await stored(es, corpus, "oss-kb")
     acl = {doc: chunk.get("access_roles") for doc, chunk in docs.items()}
     assert acl == {

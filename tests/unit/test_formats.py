@@ -247,3 +247,26 @@ def test_ocr_asks_for_time_per_page() -> None:
     reading = Reading(Budget(ocr_page_seconds=42), grant=asked.append)
     parse("scan.pdf", render.scanned_pdf(SECTIONS[:1]), reading)
     assert asked == [42]
+
+
+def test_xls_the_97_2003_format_names_its_columns_and_hides_what_is_hidden() -> None:
+    import xlwt
+
+    book = xlwt.Workbook()
+    sheet = book.add_sheet("设备参数")
+    for r, row in enumerate([["型号", "额定容量"], ["SCB13-800", "800 kVA"], ["SCB13-1000", 1000]]):
+        for c, value in enumerate(row):
+            sheet.write(r, c, value)
+    hidden = book.add_sheet("核算")
+    hidden.write(0, 0, "内部价格")
+    hidden.visibility = 1
+    buf = io.BytesIO()
+    book.save(buf)
+    parsed = parse("参数.xls", buf.getvalue())
+    assert parsed.text.split("\n\n") == [
+        "## 设备参数",
+        "型号: SCB13-800 · 额定容量: 800 kVA",
+        "型号: SCB13-1000 · 额定容量: 1000",
+    ]
+    assert parsed.info == {"format": "xls", "pages": 2, "hidden_sheets": 1}
+    assert parsed.title == "参数"

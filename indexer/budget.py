@@ -36,8 +36,8 @@ OCR_MIN_DOC_MB = 320
 # Address space an OCR worker reserves without using it: onnxruntime's and glibc's arenas grow
 # in steps on the pages with the longest lines and keep the reservation (measured: 250 MB more
 # address space than resident memory after 30 scanned pages, the resident memory flat). The
-# cap allows it on top of --doc-memory-mb; what the machine gives, the resident memory, is what
-# the run's --memory-mb bounds.
+# cap is raised by it while a page is read by OCR, and a worker that read one retires after
+# its document, so no other document is given it; --doc-memory-mb holds for every document.
 OCR_ADDRESS_SLACK_MB = 512
 
 

@@ -12,9 +12,12 @@ at most 960 px, and recognition one line at a time (batches of six raised the pe
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import resource
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +37,26 @@ PARAMS: dict[str, Any] = {
 
 _engine: Any = None
 _libc: Any = None
+# Set by a worker process (indexer.workers): address space an OCR page may reserve past the
+# worker's cap, given for the page and taken back after it; and the pages read since start
+# (a worker that read one retires after its document: what was reserved stays reserved).
+SLACK_BYTES = 0
+pages_read = 0
+
+
+@contextlib.contextmanager
+def _room() -> Iterator[None]:
+    """Raise this process's address-space cap by ``SLACK_BYTES`` for one page (a no-op when
+    there is no cap or no slack)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if not SLACK_BYTES or soft == resource.RLIM_INFINITY:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (soft + SLACK_BYTES, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _give_back() -> None:
@@ -117,9 +140,12 @@ def read_pixels(pixels: Any) -> PageText:
     """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
     the gap above a line is over half the usual line's height; a short line clearly taller
     than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
+    global pages_read
+    pages_read += 1
     try:
-        result = engine()(pixels)
-        _give_back()
+        with _room():
+            result = engine()(pixels)
+            _give_back()
     except Exception as exc:  # onnxruntime reports a failed allocation as its own error
         if "bad_alloc" in str(exc):
             raise MemoryError from exc  # the worker's budget: replaced, reason says the limit

@@ -36,6 +36,7 @@ Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
 _CONTEXT = multiprocessing.get_context("spawn")
 READY = "ready"
 GRANT = "grant"
+RETIRING = "retiring"  # (RETIRING, result): the worker read pages by OCR and now ends
 START_TIMEOUT_S = 300.0  # a worker's start (its imports) on a busy machine; never a document's
 
 
@@ -51,6 +52,7 @@ def _address_space() -> int:
 def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
     """A worker: cap its memory, then answer jobs until its pipe closes."""
     from indexer.documents import DocumentError
+    from indexer.formats import ocr as ocr_engine
     from indexer.parsers import preload
     from indexer.reading import document_chunks  # (the parsers and the chunker, imported now)
     from retrieval_svc.search.segment import segment
@@ -64,10 +66,12 @@ def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
 
     with contextlib.suppress(OSError):
         os.nice(5)  # the run's own I/O and Elasticsearch come first
-    slack = OCR_ADDRESS_SLACK_MB if ocr else 0  # reserved, not used (indexer.budget)
-    limit = _address_space() + (memory_mb + slack) * 1024 * 1024
+    limit = _address_space() + memory_mb * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # (no /proc: no cap, the deadline remains)
         resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    if ocr:  # an OCR page's reserve, given for the page only (indexer.budget)
+        ocr_engine.SLACK_BYTES = OCR_ADDRESS_SLACK_MB * 1024 * 1024
+    ocr_engine.pages_read = 0
     conn.send(READY)  # loaded and capped: a document's deadline starts from here
     while True:
         try:
@@ -83,11 +87,12 @@ def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
             result = str(exc)
         except Exception as exc:  # a parser's own failure: the reason, never a crash
             result = f"{type(exc).__name__}: {exc}"
+        retiring = ocr_engine.pages_read > 0  # its reserve stays: no other document gets it
         try:
-            conn.send(result)
+            conn.send((RETIRING, result) if retiring else result)
         except MemoryError:
             conn.send(MemoryError())
-        if isinstance(result, MemoryError):
+        if retiring or isinstance(result, MemoryError):
             return  # (its heap may be in a poor state: the parent starts a new one)
 
 
@@ -109,6 +114,7 @@ class _Worker:
 
     def __init__(self, budget: Budget, ocr: bool = False) -> None:
         self.budget = budget
+        self.retired = False
         self.conn, child = _CONTEXT.Pipe()
         self.process: BaseProcess = _CONTEXT.Process(
             target=_serve, args=(child, budget.memory_mb, ocr), daemon=True
@@ -144,6 +150,9 @@ class _Worker:
             return str(budget.out_of_memory()), False
         if isinstance(answer, MemoryError):
             return str(budget.out_of_memory()), False
+        if isinstance(answer, tuple) and answer[:1] == (RETIRING,):
+            self.retired = True  # by its own choice, not for its document
+            return answer[1], False
         return answer, True
 
     def stop(self) -> None:
@@ -217,7 +226,7 @@ class ParserPool:
             self._idle.put_nowait(self._spare())
             raise
         if not reusable:
-            self.replaced += 1
+            self.replaced += 0 if worker.retired else 1
             await asyncio.to_thread(worker.stop)
             self._all.remove(worker)
             worker = await asyncio.to_thread(self._spare)

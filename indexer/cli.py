@@ -13,6 +13,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlparse
 
 import typer
 from elasticsearch import ApiError, AsyncElasticsearch, TransportError
@@ -32,6 +33,7 @@ from indexer.cli_common import (
     settings_or_exit,
 )
 from indexer.metrics import export as export_metrics
+from indexer.permissions import AclRules, RulesError, load_rules
 from indexer.pipeline import IndexOptions, index_source
 from indexer.report import Report
 from indexer.sources import ObjectStoreOptions, open_source
@@ -67,11 +69,17 @@ def print_report(report: Report, as_json: bool) -> None:
         return
     verb = "would index" if report.dry_run else "indexed"
     embedded = f", {report.chunks_embedded} embedded" if report.chunks_embedded else ""
+    retagged = (
+        f"{report.documents_retagged} re-tagged (roles changed, text not: not re-embedded), "
+        if report.documents_retagged
+        else ""
+    )
     # Short lines, never wrapped by rich mid-phrase (soft_wrap leaves wrapping to the terminal).
     lines = [
         f"[bold]{verb} {report.documents_indexed}[/] documents "
         f"({report.chunks_indexed} chunks{embedded}) in {report.duration_s:.1f} s",
-        f"skipped {report.documents_skipped} unchanged, [red]{report.documents_failed} failed[/], "
+        f"skipped {report.documents_skipped} unchanged, {retagged}"
+        f"[red]{report.documents_failed} failed[/], "
         f"{report.documents_pruned} pruned, {report.stale_chunks_deleted} stale chunks removed",
         f"{report.documents_seen} documents seen, {report.bytes_read:,} bytes read",
     ]
@@ -128,6 +136,21 @@ def cores() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+def _rules_or_exit(path: Path | None) -> AclRules | None:
+    """The rules file, checked whole (exit 2 before anything is written), its warnings
+    printed."""
+    if path is None:
+        return None
+    try:
+        rules = load_rules(path)
+    except RulesError as exc:
+        typer.echo(f"error: --acl-rules: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for warning in rules.warnings:
+        typer.echo(f"warning: {rules.path}: {warning}", err=True)
+    return rules
+
+
 @app.command()
 def index(
     source: Annotated[
@@ -146,6 +169,21 @@ def index(
     ] = None,
     url_template: Annotated[
         str | None, typer.Option(help="source_file_url from {key} {uri} {bucket} {name}.")
+    ] = None,
+    acl_rules: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder rules (YAML): access_roles by glob over object keys; see "
+            "docs/permissions.md. Checked whole before anything is written.",
+            dir_okay=False,
+        ),
+    ] = None,
+    roles_tag: Annotated[
+        str | None,
+        typer.Option(
+            help="Read access_roles from this object tag (S3/OSS tagging; roles separated by "
+            "spaces). One request per object per run.",
+        ),
     ] = None,
     chunk_size: Annotated[int, typer.Option(help="Most characters per chunk.")] = 600,
     chunk_overlap: Annotated[int, typer.Option(help="Characters repeated between chunks.")] = 0,
@@ -231,7 +269,15 @@ def index(
     )
     if workers == 0:
         processes = 0
+    rules = _rules_or_exit(acl_rules)
     try:
+        if roles_tag is not None and not roles_tag.strip():
+            raise ValueError("--roles-tag is empty: name the object tag that holds roles")
+        if roles_tag and urlparse(source).scheme not in ("s3", "oss"):
+            raise ValueError(
+                f"--roles-tag reads object tags, which {source!r} has none of: use it with "
+                "s3:// or oss://, and --acl-rules for a folder"
+            )
         options = IndexOptions(
             knowledge_id=knowledge_id,
             alias=tenant_alias(settings.index_alias, tenant),
@@ -257,6 +303,8 @@ def index(
                 ocr_page_seconds=ocr_page_seconds,
             ),
             ocr=ocr.value,
+            acl_rules=rules,
+            roles_tag=roles_tag,
         )
         src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
     except (ValueError, NotADirectoryError) as exc:
@@ -298,6 +346,8 @@ def index(
 
         report = run(work, settings)
     print_report(report, as_json)
+    for warning in rules.summary() if rules and not as_json else []:
+        typer.echo(f"warning: {warning}", err=True)
     if metrics_textfile or pushgateway:
         try:
             export_metrics(report, textfile=metrics_textfile, pushgateway=pushgateway)

@@ -1,9 +1,9 @@
 """From one source object to its chunk documents (pure: no I/O).
 
-Metadata is merged in the order of design.md §3 — front matter, then sidecar, then manifest —
-later sources winning key by key. ``access_roles`` must parse (see
-``retrieval_svc.acl.parse_roles``); a document whose ACL cannot be read is refused, never
-indexed as public.
+Metadata is merged in the order of design.md §3 and §16 — the document's folder rule and roles
+tag, then its front matter, sidecar and manifest line, then a rule that overrides them — later
+sources winning key by key. ``access_roles`` must parse (see ``retrieval_svc.acl.parse_roles``);
+a document whose ACL cannot be read is refused, never indexed as public.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from indexer.metadata_limits import (
     check_metadata,
     refuse_aliases,
 )
+from indexer.permissions import Outside
 from retrieval_svc.acl import DEFAULT_TENANT, RoleValueError, parse_roles
 from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.search.segment import segment
@@ -34,11 +35,15 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Keys of document metadata that set chunk fields rather than ``metadata.*``.
 _TITLE_KEYS = ("document_title", "title")
-_RESERVED = frozenset({"access_roles", "document_title", "title", "dataset_name", "path"})
-# Metadata the indexer sets itself (docs/indexer.md, "What the metadata says"): the file's
+_RESERVED = frozenset(
+    {"access_roles", "access_roles_from", "document_title", "title", "dataset_name", "path"}
+)
+# Metadata the indexer sets itself (docs/indexer.md, "What the metadata says"): what set the
+# document's roles (its front matter, sidecar, manifest, tag or folder rule); the file's
 # format, pages and pages read by OCR for the whole document; each chunk's heading path, and
 # for a page read by OCR its page and mean confidence.
 READER_KEYS = (
+    "access_roles_from",
     "format",
     "pages",
     "ocr_pages",
@@ -70,6 +75,8 @@ class SourceObject:
     etag: str = ""
     front_matter: Mapping[str, Any] = field(default_factory=dict)
     metadata_layers: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    layer_names: tuple[str, ...] = ()  # what each metadata layer is ("sidecar", "manifest")
+    outside: Outside = field(default_factory=Outside)  # its folder rule and roles tag
     # What the reader found: the text in sections, each with marks stored on its chunks
     # (a page read by OCR), the document's own title, and facts of the file (its format).
     sections: tuple[tuple[str, Mapping[str, Any]], ...] = ()
@@ -126,6 +133,32 @@ def merge_metadata(layers: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
     for layer in layers:
         merged.update(layer)
     return merged
+
+
+def named_layers(obj: SourceObject) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every metadata layer of ``obj``, lowest first, with what it is (design.md §16): the
+    file's facts, its folder rule, its roles tag, its front matter, sidecar and manifest line,
+    then a rule that overrides them."""
+    names = obj.layer_names or ("metadata",) * len(obj.metadata_layers)
+    return [
+        ("reader", obj.info),
+        *obj.outside.below(),
+        ("front matter", obj.front_matter),
+        *zip(names, obj.metadata_layers, strict=True),
+        *obj.outside.above(),
+    ]
+
+
+def roles_source(layers: list[tuple[str, Mapping[str, Any]]], outside: Outside) -> str | None:
+    """What set ``access_roles``: the last layer that has it, or the rules file's ``unmatched:
+    public``; None when nothing did (public by absence). Raises DocumentError when the rules
+    file says ``unmatched: refuse`` and nothing did."""
+    for layer in reversed(layers):
+        if "access_roles" in layer[1]:
+            return str(layer[0])
+    if (why := outside.refused()) is not None:
+        raise DocumentError(why)
+    return outside.unmatched_source()
 
 
 def document_title(
@@ -188,7 +221,8 @@ def build_chunks(
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
     body = obj.text
-    meta = merge_metadata((obj.info, obj.front_matter, *obj.metadata_layers))
+    layers = named_layers(obj)
+    meta = merge_metadata(tuple(layer for _, layer in layers))
     try:
         check_metadata(meta)
     except MetadataLimitError as exc:
@@ -203,6 +237,7 @@ def build_chunks(
                 f"access_roles: {why}; per-user sharing is not supported, give the document "
                 "a role and grant it to the user (retrieval-svc policy grant-role)"
             )
+    roles_from = roles_source(layers, obj.outside)
     title = document_title(meta, body, obj.name, obj.own_title)
     texts = [
         (content, {**marks, "headings": list(path)} if path else marks)
@@ -213,6 +248,8 @@ def build_chunks(
         raise DocumentError("no text to index")
     doc_id = document_id(knowledge_id, obj.identity, tenant)
     custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
+    if roles_from is not None:
+        custom["access_roles_from"] = roles_from
     dataset = meta.get("dataset_name")
     indexed_at = (now or datetime.now(UTC)).isoformat()
     docs: list[dict[str, Any]] = []
@@ -236,5 +273,7 @@ def build_chunks(
         }
         if roles:
             doc["access_roles"] = roles
+        if obj.outside.version:
+            doc["permissions_version"] = obj.outside.version
         docs.append(doc)
     return docs

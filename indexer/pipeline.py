@@ -6,9 +6,11 @@ waits behind Elasticsearch nor Elasticsearch behind embedding.
 
 Work goes in batches of objects. For each batch the indexer asks Elasticsearch which
 versions (``source_etag``) its documents have; a document whose every chunk carries the
-object's current ETag is skipped. A changed document is written chunk by chunk (ids are
-deterministic, so chunks are overwritten in place), then every chunk of it that carries
-another ETag or lies past its new end is deleted. A crash between the two steps leaves a
+object's current ETag is skipped — unless what its roles come from outside its bytes (its
+folder rule, roles tag or manifest line: ``permissions_version``) changed, when it is re-read
+and its chunks re-tagged in place, not re-embedded. A changed document is written chunk by
+chunk (ids are deterministic, so chunks are overwritten in place), then every chunk of it that
+carries another ETag or lies past its new end is deleted. A crash between the two steps leaves a
 document with mixed ETags, which the next run sees as changed and repairs: re-runs converge.
 """
 
@@ -30,6 +32,7 @@ from indexer.budget import Budget
 from indexer.chunking import ChunkOptions
 from indexer.documents import DocumentError, document_id
 from indexer.formats.base import OcrMode
+from indexer.permissions import AclRules, Outside, TagError, roles_from_tag, versioned
 from indexer.reading import ChunkSettings, document_chunks
 from indexer.report import Report
 from indexer.sources import ObjectRef, Source
@@ -73,6 +76,8 @@ class IndexOptions:
     # Worker processes that parse under the budget's time and memory limits (the CLI's
     # default); 0: threads of this process, with the size limits only (a library caller).
     workers: int = 0
+    acl_rules: AclRules | None = None  # folder rules (--acl-rules)
+    roles_tag: str | None = None  # the object tag that holds roles (--roles-tag)
 
     def __post_init__(self) -> None:
         if self.url_template is not None:
@@ -107,23 +112,60 @@ def chunk_settings(options: IndexOptions) -> ChunkSettings:
     )
 
 
-Read = tuple[ObjectRef, bytes, tuple[dict[str, Any], dict[str, Any]], str]
+Read = tuple[ObjectRef, bytes, tuple[tuple[str, dict[str, Any]], ...], str, Outside]
 
 
-def read_document(source: Source, ref: ObjectRef, options: IndexOptions) -> Read:
+def manifest_line(options: IndexOptions, ref: ObjectRef) -> dict[str, Any]:
+    """The object's manifest metadata (its ``path`` aside)."""
+    line = options.manifest.get(ref.key) or options.manifest.get(ref.uri) or {}
+    return {k: v for k, v in line.items() if k != "path"}
+
+
+def outside_of(source: Source, ref: ObjectRef, options: IndexOptions) -> Outside:
+    """What the object's roles come from outside its bytes: its folder rule and roles tag
+    (blocking I/O when tags are read: run it in a thread). Raises DocumentError when the tag
+    cannot be read: such a document fails, it is never published."""
+    rules, name = options.acl_rules, options.roles_tag
+    tag: tuple[str, ...] | None = None
+    if name:
+        try:
+            tags = source.tags(ref)
+        except Exception as exc:  # a read error fails the document, never publishes it
+            raise DocumentError(f"tag {name} cannot be read: {type(exc).__name__}: {exc}") from exc
+        if name in tags:
+            try:
+                tag = tuple(roles_from_tag(name, tags[name]))
+            except TagError as exc:
+                raise DocumentError(str(exc)) from None
+    outside = Outside(
+        rule=rules.match(ref.key) if rules else None,
+        rules_file=rules.path if rules else "",
+        unmatched=rules.unmatched if rules else "",
+        tag_name=name or "",
+        tag=tag,
+    )
+    return versioned(outside, manifest_line(options, ref))
+
+
+def read_document(
+    source: Source, ref: ObjectRef, options: IndexOptions, outside: Outside | None = None
+) -> Read:
     """Read one object and its metadata layers (blocking I/O: run it in a thread): the
     arguments of ``document_chunks`` but its settings. Its size is checked first."""
     options.budget.check_bytes(ref.size)
+    if outside is None:
+        outside = outside_of(source, ref, options)
     data = source.read(ref)
-    manifest = options.manifest.get(ref.key) or options.manifest.get(ref.uri) or {}
-    layers = (source.sidecar(ref), {k: v for k, v in manifest.items() if k != "path"})
+    layers = (("sidecar", source.sidecar(ref)), ("manifest", manifest_line(options, ref)))
     bucket = ref.uri.split("/")[2] if "://" in ref.uri else ""
-    return ref, data, layers, _url(options, ref, bucket)
+    return ref, data, layers, _url(options, ref, bucket), outside
 
 
-def load_document(source: Source, ref: ObjectRef, options: IndexOptions) -> list[dict[str, Any]]:
+def load_document(
+    source: Source, ref: ObjectRef, options: IndexOptions, outside: Outside | None = None
+) -> list[dict[str, Any]]:
     """Read, parse and chunk one object in this process (blocking: run it in a thread)."""
-    return document_chunks(*read_document(source, ref, options), chunk_settings(options))
+    return document_chunks(*read_document(source, ref, options, outside), chunk_settings(options))
 
 
 async def index_source(
@@ -231,15 +273,24 @@ class _IndexRun:
                     if has_chunks
                     else {}
                 )
-                todo = []
+                outside = await self._outside(batch)
+                todo, retag = [], set()
                 for ref in batch:
-                    if not options.force and versions.get(ids[ref.key]) == {ref.etag}:
-                        report.documents_skipped += 1
+                    here = outside[ref.key]
+                    if isinstance(here, str):  # its roles tag could not be read
                         self.progress(ref.key)
-                    else:
-                        todo.append(ref)
+                        report.fail(ref.key, here)
+                        continue
+                    stored = versions.get(ids[ref.key])
+                    if stored is not None and not options.force and stored.etags == {ref.etag}:
+                        if stored.versions == {here.version}:
+                            report.documents_skipped += 1
+                            self.progress(ref.key)
+                            continue
+                        retag.add(ids[ref.key])  # the same bytes, other roles
+                    todo.append(ref)
                 docs: dict[str, list[dict[str, Any]]] = {}
-                for ref, result in await self._load(todo):
+                for ref, result in await self._load(todo, outside):
                     self.progress(ref.key)
                     if isinstance(result, str):
                         report.fail(ref.key, result)
@@ -247,9 +298,36 @@ class _IndexRun:
                     report.bytes_read += ref.size
                     docs[ids[ref.key]] = result
                 names = {ids[ref.key]: ref.key for ref in todo}
-                await self._read.put(Batch(docs, names, {d for d in docs if d in versions}))
+                retagged = {
+                    d: docs.pop(d)
+                    for d in [d for d in docs if d in retag]
+                    if len(docs[d]) == versions[d].chunks  # (else: written whole, as changed)
+                }
+                existed = {d for d in docs if d in versions}
+                await self._read.put(Batch(docs, names, existed, retagged))
         finally:
             await self._read.put(None)
+
+    async def _outside(self, refs: list[ObjectRef]) -> dict[str, Outside | str]:
+        """Each object's folder rule and roles tag (tags read in ``concurrency`` threads), or
+        why they could not be read."""
+        options = self.options
+
+        def one(ref: ObjectRef) -> Outside | str:
+            try:
+                return outside_of(self.source, ref, options)
+            except DocumentError as exc:
+                return str(exc)
+
+        if not options.roles_tag:  # (no I/O: the rules alone)
+            return {ref.key: one(ref) for ref in refs}
+
+        async def limited(ref: ObjectRef) -> Outside | str:
+            async with self._reading:
+                return await asyncio.to_thread(one, ref)
+
+        found = await asyncio.gather(*(limited(ref) for ref in refs))
+        return {ref.key: here for ref, here in zip(refs, found, strict=True)}
 
     async def embed(self) -> None:
         """Stage 2: vectors for every chunk of a batch (when an embedder is configured)."""
@@ -272,18 +350,23 @@ class _IndexRun:
                 break
         return batch
 
-    async def _load(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, Any]]:
+    async def _load(
+        self, refs: list[ObjectRef], outside: dict[str, Outside | str]
+    ) -> list[tuple[ObjectRef, Any]]:
         """Parse ``refs``: in the worker processes (reading in ``concurrency`` threads), or
         in ``concurrency`` threads each taking every n-th object."""
+        found = {k: v for k, v in outside.items() if isinstance(v, Outside)}
         if self.pool is not None:
-            return list(await asyncio.gather(*(self._in_worker(ref) for ref in refs)))
+            return list(await asyncio.gather(*(self._in_worker(r, found[r.key]) for r in refs)))
         n = max(1, min(self.options.concurrency, len(refs)))
         parts = await asyncio.gather(
-            *(asyncio.to_thread(self._parse, refs[i::n]) for i in range(n))
+            *(asyncio.to_thread(self._parse, refs[i::n], found) for i in range(n))
         )
         return [item for part in parts for item in part]
 
-    async def _in_worker(self, ref: ObjectRef) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
+    async def _in_worker(
+        self, ref: ObjectRef, outside: Outside
+    ) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
         """Read one object here, parse and chunk it in a worker under the budget."""
         assert self.pool is not None
         try:
@@ -295,19 +378,23 @@ class _IndexRun:
         async with self._in_flight.hold(max(1, ref.size)):
             async with self._reading:  # (at most ``concurrency`` objects read at once)
                 try:
-                    job = await asyncio.to_thread(read_document, self.source, ref, self.options)
+                    job = await asyncio.to_thread(
+                        read_document, self.source, ref, self.options, outside
+                    )
                 except DocumentError as exc:
                     return ref, str(exc)
                 except Exception as exc:  # a read error: report it, keep going
                     return ref, f"{type(exc).__name__}: {exc}"
             return ref, await self.pool.run((*job, self._settings))
 
-    def _parse(self, refs: list[ObjectRef]) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
+    def _parse(
+        self, refs: list[ObjectRef], outside: dict[str, Outside]
+    ) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
         """Read and parse some objects (in a worker thread); failures become their reason."""
         out: list[tuple[ObjectRef, list[dict[str, Any]] | str]] = []
         for ref in refs:
             try:
-                out.append((ref, load_document(self.source, ref, self.options)))
+                out.append((ref, load_document(self.source, ref, self.options, outside[ref.key])))
             except DocumentError as exc:
                 out.append((ref, str(exc)))
             except Exception as exc:  # a read error: report it, keep going

@@ -13,6 +13,7 @@ from indexer.chunking import ChunkOptions
 from indexer.documents import SourceObject, build_chunks
 from indexer.formats.base import OcrMode, Reading
 from indexer.parsers import parse
+from indexer.permissions import Outside
 from indexer.sources import ObjectRef
 from retrieval_svc.acl import DEFAULT_TENANT
 
@@ -33,14 +34,16 @@ class ChunkSettings:
 def document_chunks(
     ref: ObjectRef,
     data: bytes,
-    layers: tuple[Mapping[str, Any], ...],
+    layers: tuple[tuple[str, Mapping[str, Any]], ...],
     url: str,
+    outside: Outside,
     settings: ChunkSettings,
     grant: Callable[[float], None] | None = None,
 ) -> list[dict[str, Any]]:
     """The chunk documents of one object's bytes; ``layers`` are its sidecar and manifest
-    metadata; ``grant`` asks the worker's parent for more time (a page read by OCR). Raises
-    DocumentError (a ``BudgetError`` past a limit) when it cannot be indexed."""
+    metadata with their names, ``outside`` its folder rule and roles tag; ``grant`` asks the
+    worker's parent for more time (a page read by OCR). Raises DocumentError (a
+    ``BudgetError`` past a limit) when it cannot be indexed."""
     budget = settings.budget
     budget.check_bytes(len(data))
     reading = Reading(budget, settings.ocr, grant) if grant else Reading(budget, settings.ocr)
@@ -53,7 +56,9 @@ def document_chunks(
         text=parsed.text,
         etag=ref.etag,
         front_matter=parsed.front_matter,
-        metadata_layers=layers,
+        metadata_layers=tuple(layer for _, layer in layers),
+        layer_names=tuple(name for name, _ in layers),
+        outside=outside,
         sections=tuple((part.text, part.marks) for part in parsed.parts),
         own_title=parsed.title,
         info=parsed.info,

@@ -18,6 +18,7 @@ class Report:
     documents_seen: int = 0
     documents_indexed: int = 0
     documents_skipped: int = 0
+    documents_retagged: int = 0  # unchanged, but their roles changed: set in place
     documents_failed: int = 0
     documents_pruned: int = 0
     chunks_indexed: int = 0

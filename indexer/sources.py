@@ -57,6 +57,10 @@ class Source(Protocol):
         """The object's ``.meta.json`` sidecar, or ``{}``."""
         ...
 
+    def tags(self, ref: ObjectRef) -> dict[str, str]:
+        """The object's tags (an object store's; a folder has none)."""
+        ...
+
 
 def _parse_sidecar(data: bytes, name: str) -> dict[str, Any]:
     try:
@@ -170,6 +174,9 @@ class LocalSource:
 
     def read(self, ref: ObjectRef) -> bytes:
         return (self.root / ref.key).read_bytes()
+
+    def tags(self, ref: ObjectRef) -> dict[str, str]:  # noqa: ARG002
+        return {}  # (files have no tags: the CLI refuses --roles-tag for a folder)
 
     def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
         path = self.root / (ref.key + SIDECAR_SUFFIX)
@@ -295,6 +302,13 @@ class ObjectStoreSource:
     def read(self, ref: ObjectRef) -> bytes:
         response = self._client.get_object(Bucket=self.bucket, Key=self._full_key(ref.key))
         return response["Body"].read()
+
+    def tags(self, ref: ObjectRef) -> dict[str, str]:
+        """S3 object tagging (OSS: its S3-compatible tagging API): one request per object.
+        An error (the object gone, tagging not allowed) is raised: the caller fails the
+        document rather than publish it."""
+        response = self._client.get_object_tagging(Bucket=self.bucket, Key=self._full_key(ref.key))
+        return {tag["Key"]: tag["Value"] for tag in response.get("TagSet", [])}
 
     def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
         key = self._full_key(ref.key) + SIDECAR_SUFFIX

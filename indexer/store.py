@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch import ApiError, AsyncElasticsearch
@@ -23,10 +24,24 @@ def kb_query(tenant: str, knowledge_id: str, *more: dict[str, Any]) -> dict[str,
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What the index holds of one document: the ETags and permission versions its chunks
+    carry (a clean document has one of each) and how many chunks it has."""
+
+    etags: frozenset[str]
+    versions: frozenset[str]
+    chunks: int
+
+
 async def current_versions(
     es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, doc_ids: list[str]
-) -> dict[str, set[str]]:
-    """The ETags stored for each of ``doc_ids`` (a clean document has exactly one)."""
+) -> dict[str, Stored]:
+    """What is stored of each of ``doc_ids`` that has chunks."""
+
+    def keys(field: str) -> dict[str, Any]:
+        return {"terms": {"field": field, "size": 3, "missing": ""}}
+
     response = await es.search(
         index=alias,
         size=0,
@@ -34,12 +49,16 @@ async def current_versions(
         aggs={
             "docs": {
                 "terms": {"field": "document_id", "size": len(doc_ids)},
-                "aggs": {"etags": {"terms": {"field": "source_etag", "size": 3, "missing": ""}}},
+                "aggs": {"etags": keys("source_etag"), "versions": keys("permissions_version")},
             }
         },
     )
     return {
-        bucket["key"]: {e["key"] for e in bucket["etags"]["buckets"]}
+        bucket["key"]: Stored(
+            etags=frozenset(e["key"] for e in bucket["etags"]["buckets"]),
+            versions=frozenset(v["key"] for v in bucket["versions"]["buckets"]),
+            chunks=int(bucket["doc_count"]),
+        )
         for bucket in response["aggregations"]["docs"]["buckets"]
     }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -63,6 +63,8 @@ class Batch:
     docs: dict[str, list[dict[str, Any]]]
     names: dict[str, str]
     existed: set[str]  # documents that had chunks before (only they can leave stale ones)
+    # Unchanged documents whose roles changed outside their bytes: re-tagged in place.
+    retag: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 async def embed_batch(
@@ -82,10 +84,49 @@ async def embed_batch(
     report.embedding_s = round(report.embedding_s + time.perf_counter() - started, 3)
 
 
+async def retag_batch(
+    es: AsyncElasticsearch, alias: str, batch: Batch, dry_run: bool, report: Report
+) -> None:
+    """Re-write re-tagged documents' chunks with their new roles and metadata and the vectors
+    they already have (no re-embedding). A chunk whose stored text differs from the one re-read
+    fails its document (the chunking changed: ``--force`` re-writes it)."""
+    if dry_run or not batch.retag:
+        report.documents_retagged += len(batch.retag)
+        return
+    ids = [chunk["chunk_id"] for chunks in batch.retag.values() for chunk in chunks]
+    found = await es.mget(
+        index=alias, ids=ids, source_includes=["content_hash", "embedding"], realtime=True
+    )
+    kept = {d["_id"]: d.get("_source", {}) for d in found["docs"] if d.get("found")}
+    ready: dict[str, list[dict[str, Any]]] = {}
+    for doc_id, chunks in batch.retag.items():
+        if any(
+            kept.get(c["chunk_id"], {}).get("content_hash") != c["content_hash"] for c in chunks
+        ):
+            report.fail(
+                batch.names.get(doc_id, doc_id),
+                "its text differs from the chunks stored (the chunking changed?): "
+                "run again with --force to re-write it",
+            )
+            continue
+        for chunk in chunks:
+            if (vector := kept[chunk["chunk_id"]].get("embedding")) is not None:
+                chunk["embedding"] = vector
+        ready[doc_id] = chunks
+    indexed = report.chunks_indexed
+    failed = await _bulk(es, alias, ready, report)
+    report.chunks_indexed = indexed  # (re-tagged chunks are counted as such, not as indexed)
+    for doc_id in failed:
+        report.fail(batch.names.get(doc_id, doc_id), "some chunks were not re-tagged (see log)")
+    report.documents_retagged += len(ready) - len(failed)
+
+
 async def write_batch(
     es: AsyncElasticsearch, alias: str, batch: Batch, dry_run: bool, report: Report
 ) -> None:
-    """Write a batch's chunks, then remove what the previous versions left behind."""
+    """Write a batch's chunks, then remove what the previous versions left behind; re-tag
+    what only changed its roles."""
+    await retag_batch(es, alias, batch, dry_run, report)
     if dry_run:
         report.documents_indexed += len(batch.docs)
         report.chunks_indexed += sum(len(c) for c in batch.docs.values())

@@ -89,6 +89,9 @@ def explain_chunk(
             "visible": acl_ok,
             "rule": rule,
             "code": code,  # the rule, for words in the reader's language
+            # What set the roles when indexed: front matter, sidecar, manifest, an object tag
+            # or a folder rule (design.md §16); None when nothing did (public by absence).
+            "set_by": (source.get("metadata") or {}).get("access_roles_from"),
         },
         "knowledge_base": {
             "readable": access.allowed,

@@ -202,6 +202,14 @@ async def put_template(
         alias, flavour, embedding, vector_index_type, shards=shards, replicas=replicas
     )
     await es.indices.put_index_template(name=template_name(alias), **body)
+    # Indices made before a field was added take it too (the mapping is strict: a chunk with
+    # an unknown field would be refused). Adding a field is always compatible.
+    await es.indices.put_mapping(
+        index=tenant_indices(alias),
+        properties=load_mapping_file("chunk-mappings.json")["properties"],  # (not the vector)
+        allow_no_indices=True,
+        ignore_unavailable=True,
+    )
     return flavour
 
 

@@ -142,7 +142,12 @@ async def test_manifest_and_url_template(
     await index_source(es, LocalSource(tmp_path), options)
     (chunk,) = (await chunks_of(es, corpus, "manifest")).values()
     assert chunk["access_roles"] == ["丙", "丁"]  # front matter < sidecar < manifest
-    assert chunk["metadata"] == {"category": "b", "owner": "王", "format": "markdown"}
+    assert chunk["metadata"] == {
+        "category": "b",
+        "owner": "王",
+        "format": "markdown",
+        "access_roles_from": "manifest",  # what set the roles (design.md §16)
+    }
     assert chunk["source_file_url"] == "https://files.example.com/kb/docs/x.md"
 
 

@@ -349,6 +349,7 @@ async def test_explain(client: httpx.AsyncClient, corpus: str) -> None:
     (chunk,) = wang["chunks"]
     assert chunk["visible"] is True
     assert chunk["acl"]["matched_roles"] == ["物业经理", "运维工程师"]
+    assert chunk["acl"]["set_by"] == "front matter"  # what set the roles (design.md §16)
     assert chunk["knowledge_base"]["readable"] is True
 
     zhao = (await explain({"user_id": "zhao"}))["chunks"][0]

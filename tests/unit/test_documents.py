@@ -97,7 +97,7 @@ def test_unreadable_acl_refuses_the_document() -> None:
 def test_front_matter_acl_can_be_overridden_by_sidecar() -> None:
     docs = build(obj("---\naccess_roles: [a]\ncategory: x\n---\n正文", {"category": "y"}))
     assert docs[0]["access_roles"] == ["a"]
-    assert docs[0]["metadata"] == {"category": "y"}
+    assert docs[0]["metadata"] == {"category": "y", "access_roles_from": "front matter"}
 
 
 def test_custom_metadata_goes_under_metadata() -> None:

@@ -1,0 +1,234 @@
+"""Folder rules (``--acl-rules FILE``, issue #35 §1): a document's roles from where it lies.
+
+A rules file is YAML, versioned beside the data::
+
+    unmatched: refuse          # required: what an object no rule matches gets (public | refuse)
+    rules:                     # ordered: the first rule that matches an object is its rule
+      - match: finance/**
+        access_roles: [finance]
+      - match: [hr/薪酬/*.xlsx, hr/薪酬/*.csv]
+        access_roles: [hr-comp]
+        override: true         # wins over the document's own metadata
+      - match: public/**
+        access_roles: []       # public, said out loud
+
+Globs are matched against the object's key below the source (``s3://bucket/prefix`` → the
+key after the prefix; a folder → the path inside it), case-sensitively: ``*`` and ``?``
+within one folder, ``**`` any number of folders, ``[abc]`` and ``{a,b}`` as in a shell.
+
+The file is read whole before anything is indexed, and refused — the run stops, nothing is
+written — if it is not valid YAML, says anything this module does not know, names a role no
+principal can hold (``user:…``, ``anyone``), or leaves ``unmatched`` unsaid: a new folder must
+never go public because nobody wrote a rule for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from wcmatch import glob
+
+from indexer.metadata_limits import MetadataLimitError, refuse_aliases
+from retrieval_svc.acl import RoleValueError, parse_roles
+from retrieval_svc.key_entry import reserved_role
+
+MAX_RULES_BYTES = 1_048_576
+MAX_RULES = 10_000
+MAX_PATTERN_CHARS = 1024
+# One folder, any depth, dot folders matched like any other, {a,b} alternatives.
+GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB | glob.BRACE
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used; the message says where and what to do."""
+
+
+class _Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: list[str] = Field(min_length=1)
+    access_roles: Any
+    override: bool = False
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("match")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip():
+                raise ValueError("a glob is empty")
+            if len(pattern) > MAX_PATTERN_CHARS:
+                raise ValueError(f"a glob is longer than {MAX_PATTERN_CHARS} characters")
+            if pattern.startswith("/"):
+                raise ValueError(
+                    f"{pattern!r} starts with '/': globs match keys below the source, "
+                    "write it without the leading slash"
+                )
+        return value
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    unmatched: Literal["public", "refuse"]
+    rules: list[_Rule] = Field(max_length=MAX_RULES)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule: its number (1-based, as the file orders them), globs and roles."""
+
+    number: int
+    patterns: tuple[str, ...]
+    roles: tuple[str, ...]
+    override: bool
+
+    def describe(self) -> str:
+        """How *why not*, the console and ``show`` name it: ``rule 2 (finance/**)``."""
+        shown = ", ".join(self.patterns)
+        return f"rule {self.number} ({shown}{', override' if self.override else ''})"
+
+
+@dataclass(slots=True)
+class AclRules:
+    """A loaded rules file: ``match`` gives an object's rule (or None), counting matches."""
+
+    path: str
+    unmatched: Literal["public", "refuse"]
+    rules: tuple[Rule, ...]
+    warnings: list[str] = field(default_factory=list)
+    matched: list[int] = field(default_factory=list)  # objects each rule matched this run
+    unmatched_count: int = 0
+    _matchers: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._matchers = [glob.compile(list(r.patterns), flags=GLOB_FLAGS) for r in self.rules]
+        self.matched = [0] * len(self.rules)
+
+    def match(self, key: str) -> Rule | None:
+        """The first rule whose glob matches ``key`` (counted), or None."""
+        for i, matcher in enumerate(self._matchers):
+            if matcher.match(key):
+                self.matched[i] += 1
+                return self.rules[i]
+        self.unmatched_count += 1
+        return None
+
+    def fingerprint(self) -> str:
+        """What the file says, hashed (a changed rule changes it)."""
+        body = [self.unmatched, [(r.patterns, r.roles, r.override) for r in self.rules]]
+        return hashlib.sha256(json.dumps(body, ensure_ascii=False).encode()).hexdigest()[:16]
+
+    def summary(self) -> list[str]:
+        """After a run: the rules that matched nothing (a typo, or a folder gone)."""
+        return [
+            f"{self.path}: {rule.describe()} matched no object in this run"
+            for rule, count in zip(self.rules, self.matched, strict=True)
+            if count == 0
+        ]
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    parts = []
+    for i, item in enumerate(loc):
+        if item == "rules" and i + 1 < len(loc) and isinstance(loc[i + 1], int):
+            continue
+        parts.append(f"rule {item + 1}" if isinstance(item, int) else str(item))
+    return ": ".join(parts) or "the file"
+
+
+def _roles(value: Any, where: str) -> tuple[str, ...]:
+    try:
+        roles = parse_roles(value)
+    except RoleValueError as exc:
+        raise RulesError(f"{where}: access_roles cannot be read: {exc}") from None
+    for role in roles:
+        if (why := reserved_role(role)) is not None:
+            raise RulesError(f"{where}: access_roles: {why}")
+    return tuple(roles)
+
+
+def _covers(earlier: str, later: str) -> bool:
+    """Whether glob ``earlier`` surely matches every key ``later`` can (a cheap, partial
+    test: the same glob, ``**``, or a folder's ``dir/**`` before a glob inside ``dir/``)."""
+    if earlier in (later, "**"):
+        return True
+    if earlier.endswith("/**"):
+        folder = earlier[:-2]
+        literal = not glob.is_magic(folder, flags=GLOB_FLAGS)
+        return literal and later.startswith(folder)
+    return False
+
+
+def _shadowed(rules: Sequence[Rule]) -> list[str]:
+    warnings = []
+    for j, later in enumerate(rules):
+        for earlier in rules[:j]:
+            if all(any(_covers(e, p) for e in earlier.patterns) for p in later.patterns):
+                warnings.append(
+                    f"{later.describe()} can never match: {earlier.describe()} comes first and "
+                    "matches everything it does (the first matching rule wins; move it up)"
+                )
+                break
+    return warnings
+
+
+def parse_rules(text: str, path: str = "rules") -> AclRules:
+    """A rules file's text, validated; raises RulesError."""
+    if len(text.encode()) > MAX_RULES_BYTES:
+        raise RulesError(f"{path} is over the limit of {MAX_RULES_BYTES:,} bytes")
+    try:
+        refuse_aliases(text)
+        data = yaml.safe_load(text)
+    except MetadataLimitError as exc:
+        raise RulesError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise RulesError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise RulesError(f"{path} must be a mapping with 'unmatched' and 'rules'")
+    if "unmatched" not in data:
+        raise RulesError(
+            f"{path} must say what an object no rule matches gets: 'unmatched: refuse' (it "
+            "fails, nothing is published) or 'unmatched: public'; there is no default, so a "
+            "new folder never goes public by accident"
+        )
+    try:
+        parsed = _File.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        raise RulesError(f"{path}: {problems}") from None
+    rules = tuple(
+        Rule(
+            number=i,
+            patterns=tuple(r.match),
+            roles=_roles(r.access_roles, f"{path}: rule {i}"),
+            override=r.override,
+        )
+        for i, r in enumerate(parsed.rules, start=1)
+    )
+    return AclRules(path, parsed.unmatched, rules, warnings=_shadowed(rules))
+
+
+def load_rules(path: Path) -> AclRules:
+    """A rules file from disk; raises RulesError."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_RULES_BYTES + 1)
+    except OSError as exc:
+        raise RulesError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise RulesError(f"{path} is not UTF-8 text") from None
+    return parse_rules(text, path.name)

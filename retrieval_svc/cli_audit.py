@@ -1,4 +1,5 @@
-"""``retrieval-svc audit search``: who retrieved a document, or what a user retrieved."""
+"""``retrieval-svc audit search``: who retrieved a document, or what a user retrieved;
+``retrieval-svc audit policy``: who changed which permission."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from elasticsearch import ApiError, TransportError
 
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
 from retrieval_svc.audit import Audit
 from retrieval_svc.cli_config import load_settings
 from retrieval_svc.errors import ServiceError
@@ -124,3 +126,75 @@ def search(
         )
     if not events:
         typer.echo("no events", err=True)
+
+
+@audit_app.command("policy")
+def policy_history(
+    since: Annotated[str, typer.Option(help="How far back: 7d, 24h, 30m or an ISO date.")] = "7d",
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's changes.")] = None,
+    subject: Annotated[
+        str | None,
+        typer.Option(
+            help="Changes touching this user (user:<id>), role or knowledge-base pattern."
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Events, at most.")] = 100,
+    lines: Annotated[
+        int, typer.Option(min=0, max=100_000, help="Changed lines shown per event.")
+    ] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON lines, every changed line.")
+    ] = False,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            envvar="RSVC_CASBIN_DB_URL",
+            help="SQLAlchemy URL of the policy database.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Every change to the policy since --since, newest first: when, actor, source (cli,
+    console, ldap, scim), tenant, action, counts and the lines added (+) and removed (-).
+    Read from the policy database, where each change is recorded in its own transaction."""
+    if not db:
+        typer.echo(
+            "error: the history is in the policy database: set RSVC_CASBIN_DB_URL or --db",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if tenant is not None:
+        try:
+            check_tenant(tenant)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    moment = since_time(since)
+    store = PolicyDatabase(DEFAULT_MODEL, db)
+    try:
+        events = store.history(
+            since=moment,
+            tenant=tenant,
+            subject=subject,
+            limit=limit,
+            with_changes=100_000 if as_json else lines,
+        )
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(3) from None
+    for event in events:
+        if as_json:
+            typer.echo(json.dumps(event.as_json(), ensure_ascii=False))
+            continue
+        typer.echo(
+            f"{event.at.astimezone(UTC).isoformat()[:19]}Z  {event.tenant}  "
+            f"actor={event.actor}  source={event.source}  {event.action}"
+            f"{'  ' + event.detail if event.detail else ''}  +{event.added} -{event.removed}"
+        )
+        for change in event.changes:
+            mark = "+" if change.op == "add" else "-"
+            typer.echo(f"    {mark} {change.ptype}, {', '.join(change.values)}")
+        if len(event.changes) < event.added + event.removed:
+            typer.echo(f"    … {event.added + event.removed - len(event.changes)} more (--lines)")
+    if not events:
+        typer.echo("no changes", err=True)

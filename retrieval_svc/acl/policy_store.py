@@ -11,11 +11,15 @@ change validated, every command idempotent.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from retrieval_svc.acl import history
+from retrieval_svc.acl.history import Actor
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
 from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
 from retrieval_svc.tenancy import EVERY_TENANT, check_tenant
@@ -48,6 +52,19 @@ TABLE = "casbin_rule"  # the SQLAlchemy adapter's table
 MAX_NAME = 255  # the adapter's column width
 
 Rule = tuple[str, ...]
+
+
+def _os_user() -> str:
+    """Who runs the CLI, as the history names them."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # (no passwd entry in a container)
+        return str(os.getuid())
+
+
+CLI = Actor(f"cli:{_os_user()}", "cli")  # the CLI's changes, unless a caller says who
 
 
 class PolicyError(ValueError):
@@ -215,6 +232,32 @@ class PolicyDatabase:
         """The validated ``p`` and ``g`` lines; raises PolicyError."""
         return _rules(self.enforcer())
 
+    def history(
+        self,
+        *,
+        since: datetime,
+        tenant: str | None = None,
+        subject: str | None = None,
+        limit: int = 100,
+        with_changes: int = 1000,
+    ) -> list[history.Event]:
+        """Recorded changes since ``since``, newest first (``history.recent``); raises
+        PolicyError when the database cannot be read."""
+        try:
+            engine = _engine(self.url)
+            history.ensure_tables(engine, TABLE)
+            return history.recent(
+                engine,
+                TABLE,
+                since=since,
+                tenant=tenant,
+                subject=subject,
+                limit=limit,
+                with_changes=with_changes,
+            )
+        except Exception as exc:
+            raise self._failure(exc) from exc
+
 
 PolicySource = PolicyFiles | PolicyDatabase
 
@@ -265,43 +308,67 @@ def _grant(subject: str, knowledge_ids: str, tenant: str) -> list[str]:
 
 
 class PolicyAdmin:
-    """Changes to a policy database; each returns whether anything changed (idempotent)."""
+    """Changes to a policy database, each recorded with its ``actor`` in the same transaction
+    (``retrieval_svc.acl.history``); each returns whether anything changed (idempotent: what
+    was already so is neither changed nor recorded)."""
 
-    def __init__(self, store: PolicyDatabase) -> None:
+    def __init__(self, store: PolicyDatabase, actor: Actor = CLI) -> None:
         self.store = store
+        self.actor = actor
         self._enforcer = store.enforcer()
+        try:
+            history.ensure_tables(_engine(store.url), TABLE)
+        except Exception as exc:
+            raise store._failure(exc) from exc
+
+    def apply(self, action: str, changes: list[history.Change], detail: str = "") -> bool:
+        """Apply ``changes`` and record them as ``action``, in one transaction."""
+        try:
+            events = history.apply(
+                _engine(self.store.url), TABLE, self.actor, action, changes, detail=detail
+            )
+        except PolicyError:
+            raise
+        except Exception as exc:  # the database refused: nothing changed, nothing recorded
+            raise self.store._failure(exc) from exc
+        if events:
+            self._enforcer.load_policy()
+        return bool(events)
 
     def grant_role(self, user: str, role: str, tenant: str) -> bool:
         """``user`` holds ``role`` in ``tenant``."""
-        rule = [user_subject(_user(user)), _role("role", role), _tenant(tenant)]
-        return bool(self._enforcer.add_grouping_policy(*rule))
+        rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
+        return self.apply("grant-role", [history.Change("add", "g", rule)])
 
     def revoke_role(self, user: str, role: str, tenant: str) -> bool:
         """``user`` no longer holds ``role`` in ``tenant``."""
-        rule = [user_subject(_user(user)), _role("role", role), _tenant(tenant)]
-        return bool(self._enforcer.remove_grouping_policy(*rule))
+        rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
+        return self.apply("revoke-role", [history.Change("remove", "g", rule)])
 
     def inherit(self, role: str, parent: str, tenant: str) -> bool:
         """Holders of ``role`` also hold ``parent`` in ``tenant``."""
         role, parent = _role("role", role), _role("parent role", parent)
         if role == parent:
             raise PolicyError(f"role {role!r} cannot inherit itself")
-        return bool(self._enforcer.add_grouping_policy(role, parent, _tenant(tenant)))
+        rule = (role, parent, _tenant(tenant))
+        return self.apply("inherit", [history.Change("add", "g", rule)])
 
     def disinherit(self, role: str, parent: str, tenant: str) -> bool:
         """Undo ``inherit``."""
-        rule = [_role("role", role), _role("parent role", parent), _tenant(tenant)]
-        return bool(self._enforcer.remove_grouping_policy(*rule))
+        rule = (_role("role", role), _role("parent role", parent), _tenant(tenant))
+        return self.apply("disinherit", [history.Change("remove", "g", rule)])
 
     def allow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
         """``subject`` (a role, ``user:<id>`` or ``anyone``) may read the knowledge bases
         matching ``knowledge_ids`` (a keyMatch pattern) in ``tenant`` (a name, or ``*`` alone:
         every tenant)."""
-        return bool(self._enforcer.add_policy(*_grant(subject, knowledge_ids, tenant), READ))
+        rule = (*_grant(subject, knowledge_ids, tenant), READ)
+        return self.apply("allow", [history.Change("add", "p", rule)])
 
     def disallow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
         """Undo ``allow``."""
-        return bool(self._enforcer.remove_policy(*_grant(subject, knowledge_ids, tenant), READ))
+        rule = (*_grant(subject, knowledge_ids, tenant), READ)
+        return self.apply("disallow", [history.Change("remove", "p", rule)])
 
     def rules(self, tenant: str | None = None) -> list[tuple[str, ...]]:
         """Every rule as a CSV row (``p, …`` then ``g, …``), optionally of one tenant."""
@@ -323,8 +390,13 @@ class PolicyAdmin:
         for rule in (*loaded.get_policy(), *loaded.get_grouping_policy()):
             for value in rule:
                 _name("value", value)
-        loaded.set_adapter(self._enforcer.get_adapter())
-        loaded.save_policy()  # the adapter deletes and inserts in one transaction
-        self._enforcer.load_policy()
+        old_p, old_g = _rules(self._enforcer)
+        changes = history.diff(
+            [tuple(r) for r in old_p], [tuple(r) for r in loaded.get_policy()], "p"
+        )
+        changes += history.diff(
+            [tuple(r) for r in old_g], [tuple(r) for r in loaded.get_grouping_policy()], "g"
+        )
+        self.apply("import", changes, detail=f"from {path.name}")  # (one transaction)
         policy, grouping = _rules(self._enforcer)
         return len(policy) + len(grouping)

@@ -23,6 +23,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.policy_store import PolicyAdmin, PolicyDatabase, PolicyError
 from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
@@ -311,7 +312,9 @@ async def policy(request: Request, state: StateDep) -> Response:
     async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
         done, refused = "", None
         if request.method == "POST" and isinstance(source, PolicyDatabase):
-            admin = PolicyAdmin(source)
+            admin = await asyncio.to_thread(
+                PolicyAdmin, source, Actor(f"console:{key.name}", "console")
+            )
             action, tenant = form.get("action", ""), key.tenant
 
             def field(name: str) -> str:
@@ -347,7 +350,19 @@ async def policy(request: Request, state: StateDep) -> Response:
         for g in grouping:
             if g[2] == mine and g[0].startswith("user:"):
                 users.setdefault(g[1], []).append(g[0].removeprefix("user:"))
+        history = (
+            await asyncio.to_thread(
+                source.history,
+                since=datetime.now(UTC) - timedelta(days=30),
+                tenant=mine,
+                limit=20,
+                with_changes=20,
+            )
+            if isinstance(source, PolicyDatabase)
+            else []
+        )
         return {
+            "history": history,
             "inherits": inherits,
             "users": sorted(users.items()),
             # By equality: this tenant's lines, and the global ones ("*" alone) that apply here.

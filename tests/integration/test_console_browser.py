@@ -207,6 +207,9 @@ def test_the_console_in_a_browser(
     form.find_element(By.NAME, "role").send_keys("物业经理")
     submit(chrome, form.find_element(By.TAG_NAME, "button"))
     assert "zhao" in chrome.find_element(By.ID, "users").text
+    # ... and is in the history, with the admin who made it (issue #35 §4).
+    changes = chrome.find_element(By.ID, "history").text
+    assert "console:admin" in changes and "user:zhao → 物业经理" in changes, changes
     shot(chrome, "policy")
     after, _ = search_as(chrome, console, user_id="zhao")
     assert POWER in after
@@ -325,7 +328,13 @@ def test_a_refused_policy_change_still_shows_the_policy(console: str) -> None:
     assert "read-only" not in refused.text and 'id="form-disallow"' in refused.text
     for listed in ("物业经理 → 运维工程师", "every-tenant-handbook"):
         assert listed in before.text and listed in refused.text, listed
-    assert "临时角色 → 巡检员" in added.text and "临时角色 → 巡检员" not in removed.text
+    def inherits(page: httpx.Response) -> str:
+        found: Any = re.search(r'<ul id="inherits">(.*?)</ul>', page.text, re.S)
+        return str(found[1])
+
+    assert "临时角色 → 巡检员" in inherits(added) and "临时角色 → 巡检员" not in inherits(removed)
+    # The history shows both, newest first, with who made them (issue #35 §4).
+    assert removed.text.index("− 临时角色 → 巡检员") < removed.text.index("+ 临时角色 → 巡检员")
 
 
 def test_signing_in_needs_the_form_s_token(console: str) -> None:

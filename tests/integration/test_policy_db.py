@@ -3,6 +3,7 @@ reload, against SQLite and a real PostgreSQL the suite starts (design.md §4).""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,53 @@ def test_an_empty_policy_is_said_to_be_empty(policy_db_url: str) -> None:
 def test_help_shows_no_markup() -> None:
     result = CliRunner().invoke(app, ["new-key", "--help"], env={"COLUMNS": "200"})
     assert "``" not in result.stdout and "--mode signed" in result.stdout
+
+
+def history(url: str, *args: str) -> list[dict[str, object]]:
+    result = CliRunner().invoke(app, ["audit", "policy", "--db", url, "--json", *args])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_every_change_is_in_the_history_with_its_actor_and_lines(
+    policy_db_url: str, tmp_path: Path
+) -> None:
+    """Issue #35 §4: a change and its record are one transaction; what was already so is not
+    recorded; an import is one event per tenant with its counts and every line."""
+    assert policy(policy_db_url, "grant-role", "wang", "物业经理", "--tenant", "acme")[0] == 0
+    assert policy(policy_db_url, "grant-role", "wang", "物业经理", "--tenant", "acme")[0] == 0
+    assert policy(policy_db_url, "allow", "物业经理", "building-*", "--tenant", "acme")[0] == 0
+    assert policy(policy_db_url, "revoke-role", "wang", "物业经理", "--tenant", "acme")[0] == 0
+    events = history(policy_db_url)
+    assert [e["action"] for e in events] == ["revoke-role", "allow", "grant-role"]  # newest first
+    assert {e["source"] for e in events} == {"cli"}
+    assert all(str(e["actor"]).startswith("cli:") for e in events)
+    assert events[2]["changes"] == [
+        {"op": "add", "ptype": "g", "subject": "user:wang", "target": "物业经理"}
+    ]
+    assert [e["action"] for e in history(policy_db_url, "--subject", "user:wang")] == [
+        "revoke-role",
+        "grant-role",
+    ]
+    assert history(policy_db_url, "--tenant", "other") == []
+    # A bulk change: one event per tenant, its counts, its lines queryable.
+    many = "".join(f"g, user:u{i}, 访客, acme\n" for i in range(500)) + POLICY
+    file = tmp_path / "import.csv"
+    file.write_text(many, encoding="utf-8")
+    code, _, err = policy(policy_db_url, "import", str(file))
+    assert code == 0, err
+    (imported, *_) = history(policy_db_url)
+    assert imported["action"] == "import" and imported["detail"] == f"from {file.name}"
+    # Before: p 物业经理 building-*. After: POLICY's 4 lines + 500 grants; the old p line goes.
+    assert (imported["added"], imported["removed"]) == (504, 1)
+    assert len(imported["changes"]) == 505
+    assert history(policy_db_url, "--subject", "user:u499")[0]["id"] == imported["id"]
+    text = CliRunner().invoke(app, ["audit", "policy", "--db", policy_db_url, "--lines", "2"])
+    assert "+504 -1" in text.stdout and "… 503 more (--lines)" in text.stdout, text.stdout
+
+
+def test_a_change_that_fails_records_nothing(policy_db_url: str) -> None:
+    assert policy(policy_db_url, "grant-role", "wang", "user:li", "--tenant", "acme")[0] == 2
+    assert history(policy_db_url) == []
+    missing = CliRunner().invoke(app, ["audit", "policy"])
+    assert missing.exit_code == 2 and "RSVC_CASBIN_DB_URL" in missing.output

@@ -1,0 +1,298 @@
+"""A history of every permission change (issue #35 §4, design.md §14), in the policy database.
+
+A change and its record are one transaction: the rules are written to the adapter's table
+(``casbin_rule``) by this module, beside an event (``policy_event``: when, actor, source,
+tenant, action, counts) and its rules (``policy_change``: each added or removed line), so a
+change that committed is in the history and a change that failed is in neither. A directory
+sync that changes 500 grants is one event with its counts, and its 500 changes are rows a
+query can find by subject or role.
+
+The history lives where the policy does (not in the Elasticsearch audit indices, which may be
+off, or a log stream, and whose queue may drop under pressure): a change is impossible without
+the database, so its record always has a place to go.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection, Engine
+
+Rule = tuple[str, ...]
+SOURCES = ("cli", "console", "ldap", "scim")
+MAX_DETAIL = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who changes the policy (``cli:alice``, ``console:ops-admin``, ``sync-ldap``,
+    ``scim:okta``) and through what (one of ``SOURCES``)."""
+
+    name: str
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"source {self.source!r} is not one of {', '.join(SOURCES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One policy line added or removed: ``("g", member, role, tenant)`` or
+    ``("p", subject, tenant, knowledge_ids, "read")``."""
+
+    op: str  # "add" | "remove"
+    ptype: str
+    values: Rule
+
+    @property
+    def tenant(self) -> str:
+        return self.values[2] if self.ptype == "g" else self.values[1]
+
+    @property
+    def subject(self) -> str:
+        return self.values[0]
+
+    @property
+    def target(self) -> str:
+        """The role (``g``) or the knowledge-base pattern (``p``)."""
+        return self.values[1] if self.ptype == "g" else self.values[2]
+
+
+@dataclass(slots=True)
+class Event:
+    """One recorded change of a tenant's policy, with its lines."""
+
+    id: int
+    at: datetime
+    tenant: str
+    actor: str
+    source: str
+    action: str
+    added: int
+    removed: int
+    detail: str = ""
+    changes: list[Change] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The event as ``audit policy --json`` prints it."""
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "tenant": self.tenant,
+            "actor": self.actor,
+            "source": self.source,
+            "action": self.action,
+            "added": self.added,
+            "removed": self.removed,
+            "detail": self.detail,
+            "changes": [
+                {"op": c.op, "ptype": c.ptype, "subject": c.subject, "target": c.target}
+                for c in self.changes
+            ],
+        }
+
+
+_EVENT_COLUMNS = ("at", "tenant", "actor", "source", "action", "added", "removed", "detail")
+
+
+@functools.cache
+def _tables(rule_table: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
+    import sqlalchemy as sa
+
+    meta = sa.MetaData()
+    rules = sa.Table(
+        rule_table,
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("ptype", sa.String(255)),
+        *(sa.Column(f"v{i}", sa.String(255)) for i in range(6)),
+    )
+    events = sa.Table(
+        "policy_event",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False, index=True),
+        sa.Column("tenant", sa.String(255), nullable=False, index=True),
+        sa.Column("actor", sa.String(255), nullable=False),
+        sa.Column("source", sa.String(16), nullable=False),
+        sa.Column("action", sa.String(64), nullable=False),
+        sa.Column("added", sa.Integer, nullable=False),
+        sa.Column("removed", sa.Integer, nullable=False),
+        sa.Column("detail", sa.String(MAX_DETAIL), nullable=False, default=""),
+    )
+    changes = sa.Table(
+        "policy_change",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("event_id", sa.Integer, sa.ForeignKey("policy_event.id"), index=True),
+        sa.Column("op", sa.String(8), nullable=False),
+        sa.Column("ptype", sa.String(8), nullable=False),
+        sa.Column("subject", sa.String(255), nullable=False, index=True),
+        sa.Column("target", sa.String(255), nullable=False, index=True),
+        sa.Column("line", sa.String(1024), nullable=False),
+    )
+    return meta, rules, events, changes
+
+
+def ensure_tables(engine: Engine, rule_table: str) -> None:
+    """Create the history tables if missing (the adapter creates its own)."""
+    meta, _, events, changes = _tables(rule_table)
+    meta.create_all(engine, tables=[events, changes])
+
+
+def _matches(rules: sa.Table, ptype: str, values: Rule) -> Any:
+    import sqlalchemy as sa
+
+    clauses = [rules.c.ptype == ptype]
+    clauses += [rules.c[f"v{i}"] == v for i, v in enumerate(values)]
+    return sa.and_(*clauses)
+
+
+def _present(conn: Connection, rules: sa.Table, change: Change) -> bool:
+    import sqlalchemy as sa
+
+    query = sa.select(rules.c.id).where(_matches(rules, change.ptype, change.values)).limit(1)
+    return conn.execute(query).first() is not None
+
+
+def apply(
+    engine: Engine,
+    rule_table: str,
+    actor: Actor,
+    action: str,
+    changes: Iterable[Change],
+    *,
+    detail: str = "",
+    at: datetime | None = None,
+) -> list[Event]:
+    """Apply ``changes`` in one transaction and record one event per tenant they touch (what
+    was already so is not a change, and is not recorded). The events, empty when nothing
+    changed; on any error nothing is changed and nothing recorded."""
+    import sqlalchemy as sa
+
+    _, rules, events, lines = _tables(rule_table)
+    moment = at or datetime.now(UTC)
+    done: list[Event] = []
+    with engine.begin() as conn:
+        applied: dict[str, list[Change]] = {}
+        for change in changes:
+            if change.op == "add":
+                if _present(conn, rules, change):
+                    continue
+                row = {"ptype": change.ptype, **{f"v{i}": v for i, v in enumerate(change.values)}}
+                conn.execute(sa.insert(rules).values(**row))
+            elif change.op == "remove":
+                gone = conn.execute(
+                    sa.delete(rules).where(_matches(rules, change.ptype, change.values))
+                )
+                if not gone.rowcount:
+                    continue
+            else:
+                raise ValueError(f"unknown change {change.op!r}")
+            applied.setdefault(change.tenant, []).append(change)
+        for tenant, made in sorted(applied.items()):
+            added = sum(c.op == "add" for c in made)
+            event = Event(
+                id=0,
+                at=moment,
+                tenant=tenant,
+                actor=actor.name[:255],
+                source=actor.source,
+                action=action[:64],
+                added=added,
+                removed=len(made) - added,
+                detail=detail[:MAX_DETAIL],
+                changes=made,
+            )
+            row = {k: getattr(event, k) for k in _EVENT_COLUMNS}
+            key = conn.execute(sa.insert(events).values(**row)).inserted_primary_key
+            event.id = event_id = int(key[0]) if key else 0
+            conn.execute(
+                sa.insert(lines),
+                [
+                    {
+                        "event_id": event_id,
+                        "op": c.op,
+                        "ptype": c.ptype,
+                        "subject": c.subject[:255],
+                        "target": c.target[:255],
+                        "line": ", ".join((c.ptype, *c.values))[:1024],
+                    }
+                    for c in made
+                ],
+            )
+            done.append(event)
+    return done
+
+
+def recent(
+    engine: Engine,
+    rule_table: str,
+    *,
+    since: datetime,
+    tenant: str | None = None,
+    subject: str | None = None,
+    limit: int = 100,
+    with_changes: int = 1000,
+) -> list[Event]:
+    """Events since ``since``, newest first, of one tenant or all, touching ``subject`` (a
+    user id as ``user:<id>``, a role or a knowledge-base pattern) when named; each with up to
+    ``with_changes`` of its lines."""
+    import sqlalchemy as sa
+
+    _, _, events, lines = _tables(rule_table)
+    query = sa.select(events).where(events.c.at >= since)
+    if tenant is not None:
+        query = query.where(events.c.tenant == tenant)
+    if subject is not None:
+        touching = sa.select(lines.c.event_id).where(
+            sa.or_(lines.c.subject == subject, lines.c.target == subject)
+        )
+        query = query.where(events.c.id.in_(touching))
+    query = query.order_by(events.c.at.desc(), events.c.id.desc()).limit(limit)
+    with engine.connect() as conn:
+        found = [
+            Event(
+                id=row.id,
+                at=row.at if row.at.tzinfo else row.at.replace(tzinfo=UTC),
+                tenant=row.tenant,
+                actor=row.actor,
+                source=row.source,
+                action=row.action,
+                added=row.added,
+                removed=row.removed,
+                detail=row.detail or "",
+            )
+            for row in conn.execute(query)
+        ]
+        for event in found:
+            rows = conn.execute(
+                sa.select(lines)
+                .where(lines.c.event_id == event.id)
+                .order_by(lines.c.id)
+                .limit(with_changes)
+            )
+            event.changes = [
+                Change(r.op, r.ptype, _values(r.subject, r.target, r.line)) for r in rows
+            ]
+    return found
+
+
+def _values(subject: str, target: str, line: str) -> Rule:
+    parts = tuple(p.strip() for p in line.split(",")[1:])
+    return parts if parts else (subject, target)
+
+
+def diff(old: Sequence[Rule], new: Sequence[Rule], ptype: str) -> list[Change]:
+    """The changes that turn the ``ptype`` lines ``old`` into ``new``."""
+    before, after = set(old), set(new)
+    return [Change("remove", ptype, r) for r in sorted(before - after)] + [
+        Change("add", ptype, r) for r in sorted(after - before)
+    ]

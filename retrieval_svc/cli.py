@@ -323,3 +323,67 @@ def import_policy(
         typer.echo(f"error: {exc}; the database is unchanged", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"imported {count} rules from {file}")
+
+
+@policy_app.command("sync-ldap")
+def sync_ldap(
+    ctx: typer.Context,
+    config: Annotated[
+        Path, typer.Argument(help="The sync file (YAML): server, bases, group → role mapping.")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option(help="Print the changes the sync would make; change nothing.")
+    ] = False,
+    max_removed_share: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Refuse to remove more than this share of the directory's grants at once "
+            "[the file's, 0.5].",
+        ),
+    ] = None,
+) -> None:
+    """Make the tenant's grants of the mapped roles what LDAP / Active Directory says: users
+    and groups read whole (paged, nested groups expanded), the difference applied in one
+    transaction and recorded (actor sync-ldap). A directory that fails or answers partially
+    changes nothing."""
+    from retrieval_svc.acl.history import Actor
+    from retrieval_svc.directory import DirectoryError, load_sync, plan, read_directory
+
+    try:
+        sync = load_sync(config)
+        roles = sync.role_mapping()
+    except DirectoryError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    admin = _admin(ctx)
+    admin.actor = Actor("sync-ldap", "ldap")
+    try:
+        directory = read_directory(sync)
+    except DirectoryError as exc:  # unreachable, cut off, refused: exit 3, as for a cluster
+        typer.echo(f"error: {exc}; nothing changed", err=True)
+        raise typer.Exit(3) from None
+    try:
+        share = sync.max_removed_share if max_removed_share is None else max_removed_share
+        _, grouping = admin.store.rules()
+        changes = plan(directory, roles, sync.tenant, grouping, max_removed_share=share)
+    except (DirectoryError, PolicyError) as exc:  # what it read cannot be applied
+        typer.echo(f"error: {exc}; nothing changed", err=True)
+        raise typer.Exit(2) from None
+    read = f"{changes.users} users, {changes.groups} groups from {sync.url}"
+    for change in changes.changes:
+        sign = "+" if change.op == "add" else "-"
+        typer.echo(f"{sign} g, {', '.join(change.values)}")
+    if dry_run:
+        typer.echo(f"dry run: would add {changes.added}, remove {changes.removed} ({read})")
+        return
+    try:
+        admin.apply("sync-ldap", changes.changes, detail=read)
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}; nothing changed", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"synced: added {changes.added}, removed {changes.removed}; "
+        f"{changes.grants} grants from {read}"
+    )

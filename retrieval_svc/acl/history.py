@@ -147,19 +147,13 @@ def ensure_tables(engine: Engine, rule_table: str) -> None:
     meta.create_all(engine, tables=[events, changes])
 
 
-def _matches(rules: sa.Table, ptype: str, values: Rule) -> Any:
+def _existing(conn: Connection, rules: sa.Table, ptypes: set[str]) -> set[tuple[str, Rule]]:
+    """Every line of ``ptypes`` in the table (one query, inside the transaction)."""
     import sqlalchemy as sa
 
-    clauses = [rules.c.ptype == ptype]
-    clauses += [rules.c[f"v{i}"] == v for i, v in enumerate(values)]
-    return sa.and_(*clauses)
-
-
-def _present(conn: Connection, rules: sa.Table, change: Change) -> bool:
-    import sqlalchemy as sa
-
-    query = sa.select(rules.c.id).where(_matches(rules, change.ptype, change.values)).limit(1)
-    return conn.execute(query).first() is not None
+    columns = [rules.c.ptype, *(rules.c[f"v{i}"] for i in range(6))]
+    found = conn.execute(sa.select(*columns).where(rules.c.ptype.in_(sorted(ptypes))))
+    return {(row[0], tuple(v for v in row[1:] if v is not None)) for row in found}
 
 
 def apply(
@@ -179,24 +173,37 @@ def apply(
 
     _, rules, events, lines = _tables(rule_table)
     moment = at or datetime.now(UTC)
+    wanted = list(changes)
     done: list[Event] = []
     with engine.begin() as conn:
+        present = _existing(conn, rules, {c.ptype for c in wanted}) if wanted else set()
         applied: dict[str, list[Change]] = {}
-        for change in changes:
+        inserts: list[dict[str, str]] = []
+        deletes: list[Change] = []
+        for change in wanted:
+            line = (change.ptype, change.values)
             if change.op == "add":
-                if _present(conn, rules, change):
+                if line in present:
                     continue
-                row = {"ptype": change.ptype, **{f"v{i}": v for i, v in enumerate(change.values)}}
-                conn.execute(sa.insert(rules).values(**row))
-            elif change.op == "remove":
-                gone = conn.execute(
-                    sa.delete(rules).where(_matches(rules, change.ptype, change.values))
+                present.add(line)
+                inserts.append(
+                    {"ptype": change.ptype, **{f"v{i}": v for i, v in enumerate(change.values)}}
                 )
-                if not gone.rowcount:
+            elif change.op == "remove":
+                if line not in present:
                     continue
+                present.discard(line)
+                deletes.append(change)
             else:
                 raise ValueError(f"unknown change {change.op!r}")
             applied.setdefault(change.tenant, []).append(change)
+        if inserts:
+            for width in sorted({len(row) for row in inserts}):  # (one statement per shape)
+                conn.execute(sa.insert(rules), [row for row in inserts if len(row) == width])
+        for change in deletes:
+            clauses = [rules.c.ptype == change.ptype]
+            clauses += [rules.c[f"v{i}"] == v for i, v in enumerate(change.values)]
+            conn.execute(sa.delete(rules).where(sa.and_(*clauses)))
         for tenant, made in sorted(applied.items()):
             added = sum(c.op == "add" for c in made)
             event = Event(

@@ -286,6 +286,12 @@ def _role(what: str, value: str) -> str:
     return value
 
 
+def checked_role(what: str, value: str) -> str:
+    """``value`` as a role name a principal can hold; raises PolicyError (a user's name,
+    ``anyone``, commas, quotes or line breaks, empty, too long)."""
+    return _role(what, value)
+
+
 def _user(value: str) -> str:
     value = _name("user id", value)
     if value.startswith(USER_PREFIX):

@@ -113,6 +113,26 @@ def postgres_url() -> Iterator[str]:
         subprocess.run([str(script), "stop", port], capture_output=True, timeout=120, check=False)
 
 
+@pytest.fixture(scope="session")
+def ldap_server() -> Iterator[str]:
+    """A real OpenLDAP server the suite starts (scripts/ldap.sh: Debian's slapd, a fresh mdb
+    database for dc=example,dc=org, a free loopback port); its URL. Failing to start fails the
+    tests that need it — never a skip."""
+    from tests.support.fake_provider import free_port
+
+    script = ROOT / "scripts" / "ldap.sh"
+    port = str(free_port())
+    started = subprocess.run(
+        [str(script), "start", port], capture_output=True, text=True, timeout=600, check=False
+    )
+    if started.returncode != 0:
+        pytest.fail(f"could not start slapd with {script}:\n{started.stderr}", pytrace=False)
+    try:
+        yield started.stdout.strip()
+    finally:
+        subprocess.run([str(script), "stop", port], capture_output=True, timeout=120, check=False)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def policy_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty policy database: a SQLite file, or a new database in the suite's

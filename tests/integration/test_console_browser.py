@@ -328,13 +328,14 @@ def test_a_refused_policy_change_still_shows_the_policy(console: str) -> None:
     assert "read-only" not in refused.text and 'id="form-disallow"' in refused.text
     for listed in ("物业经理 → 运维工程师", "every-tenant-handbook"):
         assert listed in before.text and listed in refused.text, listed
+
     def inherits(page: httpx.Response) -> str:
         found: Any = re.search(r'<ul id="inherits">(.*?)</ul>', page.text, re.S)
         return str(found[1])
 
     assert "临时角色 → 巡检员" in inherits(added) and "临时角色 → 巡检员" not in inherits(removed)
     # The history shows both, newest first, with who made them (issue #35 §4).
-    assert removed.text.index("− 临时角色 → 巡检员") < removed.text.index("+ 临时角色 → 巡检员")
+    assert removed.text.index("- 临时角色 → 巡检员") < removed.text.index("+ 临时角色 → 巡检员")
 
 
 def test_signing_in_needs_the_form_s_token(console: str) -> None:

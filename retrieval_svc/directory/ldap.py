@@ -1,0 +1,190 @@
+"""Reading people and groups from LDAP or Active Directory (``retrieval-svc policy sync-ldap``,
+issue #35 §3).
+
+With `ldap3 <https://ldap3.readthedocs.io>`_ (pure Python: paged searches, LDAPS and StartTLS,
+no C library to build, unlike python-ldap). Every search is paged (RFC 2696) and read to its
+end before anything is decided; an error anywhere — the server gone mid-page, a size or time
+limit, a referral it would have to chase — raises ``DirectoryError`` and the sync changes
+nothing. The bind password is read from an environment variable named in the file, never
+from the file itself, and never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retrieval_svc.directory.groups import (
+    Directory,
+    DirectoryError,
+    RoleMapping,
+    mapping,
+    normal_dn,
+)
+from retrieval_svc.tenancy import check_tenant
+
+
+class _Users(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base: str
+    filter: str = "(objectClass=inetOrgPerson)"
+    id_attribute: str = "uid"  # sAMAccountName or userPrincipalName in Active Directory
+
+
+class _Groups(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base: str
+    filter: str = "(|(objectClass=groupOfNames)(objectClass=group))"
+    name_attribute: str = "cn"
+    # member: each group lists its members' DNs (OpenLDAP groupOfNames, AD); memberOf: each
+    # user and group lists the groups it is in (the memberOf overlay, AD).
+    membership: Literal["member", "memberOf"] = "member"
+
+
+class LdapSync(BaseModel):
+    """A sync file (YAML); see docs/permissions.md#directory-groups-ldap."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str
+    url: str = Field(pattern=r"^ldaps?://")
+    start_tls: bool = False
+    ca_file: Path | None = None
+    bind_dn: str | None = None
+    bind_password_env: str | None = None
+    users: _Users
+    groups: _Groups
+    roles: dict[str, list[str]] = Field(default_factory=dict)
+    all_groups: bool = False
+    page_size: int = Field(default=500, ge=1, le=10_000)
+    timeout_s: float = Field(default=30, gt=0)
+    max_removed_share: float = Field(default=0.5, ge=0, le=1)
+
+    def role_mapping(self) -> RoleMapping:
+        if not self.roles and not self.all_groups:
+            raise DirectoryError("the sync maps no group to a role: add 'roles' or 'all_groups'")
+        return mapping(self.roles, self.all_groups)
+
+
+def load_sync(path: Path) -> LdapSync:
+    """A sync file, checked; raises DirectoryError."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DirectoryError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise DirectoryError(f"{path} is not valid YAML: {exc}") from None
+    try:
+        sync = LdapSync.model_validate(data)
+        check_tenant(sync.tenant)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+        raise DirectoryError(f"{path}: {problems}") from None
+    except ValueError as exc:
+        raise DirectoryError(f"{path}: tenant: {exc}") from None
+    return sync
+
+
+def _connection(sync: LdapSync) -> Any:
+    import ldap3
+
+    tls = None
+    if sync.url.startswith("ldaps://") or sync.start_tls:
+        tls = ldap3.Tls(
+            validate=ssl.CERT_REQUIRED,
+            ca_certs_file=str(sync.ca_file) if sync.ca_file else None,
+            version=ssl.PROTOCOL_TLS_CLIENT,
+        )
+    server = ldap3.Server(
+        sync.url, use_ssl=sync.url.startswith("ldaps://"), tls=tls, connect_timeout=sync.timeout_s
+    )
+    password = None
+    if sync.bind_password_env:
+        password = os.environ.get(sync.bind_password_env)
+        if password is None:
+            raise DirectoryError(f"the bind password: ${sync.bind_password_env} is not set")
+    conn = ldap3.Connection(
+        server,
+        user=sync.bind_dn,
+        password=password,
+        auto_bind=ldap3.AUTO_BIND_NONE,
+        raise_exceptions=True,
+        receive_timeout=sync.timeout_s,
+        auto_referrals=False,
+        read_only=True,
+        check_names=False,  # (filters name AD's and OpenLDAP's classes alike)
+    )
+    conn.open()
+    if sync.start_tls and not sync.url.startswith("ldaps://"):
+        conn.start_tls()
+    conn.bind()
+    return conn
+
+
+def _entries(conn: Any, base: str, query: str, attributes: list[str], size: int) -> Iterator[Any]:
+    """Every entry of a paged search, to its end (referrals refused: a partial answer)."""
+    for item in conn.extend.standard.paged_search(
+        base, query, attributes=attributes, paged_size=size, generator=True
+    ):
+        if item.get("type") == "searchResRef":
+            raise DirectoryError(f"the server refers part of {base} elsewhere: a partial answer")
+        if item.get("type") == "searchResEntry":
+            yield item
+
+
+def _values(entry: Any, attribute: str) -> list[str]:
+    found = entry.get("attributes", {}).get(attribute, [])
+    return [str(v) for v in (found if isinstance(found, list) else [found])]
+
+
+def read_directory(sync: LdapSync) -> Directory:
+    """Everything the sync needs, read whole; raises DirectoryError on any failure."""
+    import ldap3.core.exceptions as errors
+
+    directory = Directory()
+    users, groups = sync.users, sync.groups
+    member_of = groups.membership == "memberOf"
+    try:
+        conn = _connection(sync)
+        try:
+            group_attributes = [groups.name_attribute, "memberOf" if member_of else "member"]
+            for entry in _entries(
+                conn, groups.base, groups.filter, group_attributes, sync.page_size
+            ):
+                dn = entry["dn"]
+                (name, *_) = [*_values(entry, groups.name_attribute), ""]
+                if not name:
+                    continue  # a group without a name gives no role by name
+                directory.groups[normal_dn(dn)] = name
+                if member_of:
+                    for parent in _values(entry, "memberOf"):
+                        directory.add_member(dn, parent)
+                else:
+                    for member in _values(entry, "member"):
+                        directory.add_member(member, dn)
+            user_attributes = [users.id_attribute, *(["memberOf"] if member_of else [])]
+            for entry in _entries(conn, users.base, users.filter, user_attributes, sync.page_size):
+                (uid, *_) = [*_values(entry, users.id_attribute), ""]
+                if not uid:
+                    continue  # (no id: nobody retrieval can name)
+                directory.users[normal_dn(entry["dn"])] = uid
+                for group in _values(entry, "memberOf") if member_of else ():
+                    directory.add_member(entry["dn"], group)
+        finally:
+            conn.unbind()
+    except DirectoryError:
+        raise
+    except (errors.LDAPException, OSError) as exc:
+        raise DirectoryError(f"{sync.url}: {type(exc).__name__}: {exc}"[:500]) from None
+    return directory

@@ -1,0 +1,203 @@
+"""Directory groups by LDAP sync (issue #35 §3, §6) against a real OpenLDAP server the suite
+starts (Debian's slapd): users and groups read with paged searches, nested groups expanded,
+the difference applied in one transaction and recorded; a user moved between groups; a
+directory that goes away mid-sync changes nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import ldap3
+import pytest
+from typer.testing import CliRunner
+
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
+from retrieval_svc.cli import app
+from retrieval_svc.directory import DirectoryError, load_sync, read_directory
+from tests.support.tcp_proxy import TcpProxy
+
+ADMIN = ("cn=admin,dc=example,dc=org", "admin")
+
+
+class Tree:
+    """One test's own branch of the directory (ou=<random> under people and groups)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.ou = f"t{uuid.uuid4().hex[:8]}"
+        self.conn = ldap3.Connection(url, *ADMIN, auto_bind=True, raise_exceptions=True)
+        for parent in ("people", "groups"):
+            self.conn.add(f"ou={self.ou},ou={parent},dc=example,dc=org", "organizationalUnit")
+
+    @property
+    def people(self) -> str:
+        return f"ou={self.ou},ou=people,dc=example,dc=org"
+
+    @property
+    def groups(self) -> str:
+        return f"ou={self.ou},ou=groups,dc=example,dc=org"
+
+    def user(self, uid: str) -> str:
+        dn = f"uid={uid},{self.people}"
+        self.conn.add(dn, "inetOrgPerson", {"cn": uid, "sn": uid})
+        return dn
+
+    def group(self, cn: str, *members: str) -> str:
+        dn = f"cn={cn},{self.groups}"
+        self.conn.add(dn, "groupOfNames", {"member": [ADMIN[0], *members]})  # (never empty)
+        return dn
+
+    def move(self, member: str, out_of: str, into: str) -> None:
+        self.conn.modify(out_of, {"member": [(ldap3.MODIFY_DELETE, [member])]})
+        self.conn.modify(into, {"member": [(ldap3.MODIFY_ADD, [member])]})
+
+    def sync_file(self, folder: Path, url: str | None = None, **more: Any) -> Path:
+        body = {
+            "tenant": "acme",
+            "url": url or self.url,
+            "bind_dn": ADMIN[0],
+            "bind_password_env": "TEST_LDAP_PASSWORD",
+            "users": {"base": self.people},
+            "groups": {"base": self.groups},
+            "page_size": 3,  # several pages even for a handful of entries
+            "roles": {"ops": ["运维工程师"], f"cn=finance,{self.groups}": ["财务专员"]},
+            **more,
+        }
+        path = folder / f"sync-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")  # (JSON is YAML)
+        return path
+
+
+@pytest.fixture
+def tree(ldap_server: str) -> Iterator[Tree]:
+    made = Tree(ldap_server)
+    yield made
+    made.conn.unbind()
+
+
+def cli(db: str, *args: str) -> Any:
+    return CliRunner().invoke(
+        app, ["policy", "--db", db, *args], env={"TEST_LDAP_PASSWORD": ADMIN[1]}
+    )
+
+
+def grants(db: str) -> set[str]:
+    out = cli(db, "list", "--tenant", "acme").stdout
+    return {line for line in out.splitlines() if line.startswith("g, user:")}
+
+
+def test_groups_become_roles_nested_moved_and_recorded(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    db = policy_db_url
+    wang, li, zhao, chen = (tree.user(u) for u in ("wang", "li", "zhao", "chen"))
+    leads = tree.group("leads", li)
+    ops = tree.group("ops", wang, leads)  # li is in ops through leads
+    finance = tree.group("finance", zhao)
+    tree.group("misc", chen)  # mapped to nothing: gives nothing
+    # By hand: zhao holds 运维工程师 (a role the directory owns: it goes) and 访客 (it stays).
+    assert cli(db, "grant-role", "zhao", "运维工程师", "--tenant", "acme").exit_code == 0
+    assert cli(db, "grant-role", "zhao", "访客", "--tenant", "acme").exit_code == 0
+    sync = tree.sync_file(tmp_path)
+    dry = cli(db, "sync-ldap", str(sync), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert (
+        "would add 3, remove 1" in dry.stdout and "- g, user:zhao, 运维工程师, acme" in dry.stdout
+    )
+    assert len(grants(db)) == 2  # a dry run changes nothing
+    first = cli(db, "sync-ldap", str(sync))
+    assert first.exit_code == 0, first.output
+    assert grants(db) == {
+        "g, user:wang, 运维工程师, acme",
+        "g, user:li, 运维工程师, acme",  # through the nested group
+        "g, user:zhao, 财务专员, acme",
+        "g, user:zhao, 访客, acme",  # not the directory's role: untouched
+    }
+    assert cli(db, "sync-ldap", str(sync)).stdout.startswith("synced: added 0, removed 0")
+    # li moves from leads to finance: the next sync takes 运维工程师 away and gives 财务专员.
+    tree.move(li, leads, finance)
+    moved = cli(db, "sync-ldap", str(sync))
+    assert moved.exit_code == 0 and "added 1, removed 1" in moved.stdout, moved.output
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert acl.user_roles("li", "acme") == {"财务专员"}
+    assert acl.user_roles("wang", "acme") == {"运维工程师"}
+    history = CliRunner().invoke(app, ["audit", "policy", "--db", db, "--json"])
+    events = [json.loads(line) for line in history.stdout.splitlines()]
+    synced = [e for e in events if e["source"] == "ldap"]
+    assert [(e["actor"], e["added"], e["removed"]) for e in synced] == [
+        ("sync-ldap", 1, 1),
+        ("sync-ldap", 3, 1),
+    ]
+    assert "4 users, 4 groups from ldap://" in synced[0]["detail"]
+    assert {"op": "remove", "ptype": "g", "subject": "user:li", "target": "运维工程师"} in synced[
+        0
+    ]["changes"]
+    del ops
+
+
+def test_a_group_named_like_a_user_or_anyone_is_refused(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    wang = tree.user("wang")
+    for name in ("user:boss", "anyone"):
+        group = tree.group(name, wang)
+        sync = tree.sync_file(tmp_path, roles={}, all_groups=True)
+        refused = cli(policy_db_url, "sync-ldap", str(sync))
+        assert refused.exit_code == 2, refused.output
+        assert "rename the group" in refused.output and "nothing changed" in refused.output
+        tree.conn.delete(group)
+    assert grants(policy_db_url) == set()
+    mapped = tree.sync_file(tmp_path, roles={"ops": ["user:wang"]})
+    bad = cli(policy_db_url, "sync-ldap", str(mapped))
+    assert bad.exit_code == 2 and "is a user, not a role" in bad.output, bad.output
+
+
+def test_a_directory_that_goes_away_mid_sync_changes_nothing(
+    tree: Tree,
+    policy_db_url: str,
+    tmp_path: Path,
+    ldap_server: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    people = [tree.user(f"u{i:03d}") for i in range(120)]
+    tree.group("ops", *people)
+    sync = tree.sync_file(tmp_path)
+    assert cli(policy_db_url, "sync-ldap", str(sync)).exit_code == 0
+    before = grants(policy_db_url)
+    assert len(before) == 120
+    with TcpProxy(ldap_server.replace("ldap://", "http://")) as proxy:
+        proxy.delay_s = 0.02  # every answer held back a little: the sync takes seconds
+        through = tree.sync_file(tmp_path, url=f"ldap://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("TEST_LDAP_PASSWORD", ADMIN[1])
+        failed: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                read_directory(load_sync(through))
+            except BaseException as exc:  # (reported to the test below)
+                failed.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        time.sleep(0.5)  # mid-way through the users' pages
+        proxy.cut()
+        reader.join(timeout=60)
+        assert failed and isinstance(failed[0], DirectoryError), failed
+        gone = cli(policy_db_url, "sync-ldap", str(through))  # the whole command, server away
+    assert gone.exit_code == 3 and "nothing changed" in gone.output, gone.output
+    assert grants(policy_db_url) == before
+    # A directory that answers with a third of its people is refused too.
+    for dn in people[40:]:
+        tree.conn.delete(dn)
+    partial = cli(policy_db_url, "sync-ldap", str(sync))
+    assert partial.exit_code == 2 and "over the limit of 50%" in partial.output, partial.output
+    assert grants(policy_db_url) == before
+    allowed = cli(policy_db_url, "sync-ldap", str(sync), "--max-removed-share", "1")
+    assert allowed.exit_code == 0 and "removed 80" in allowed.stdout, allowed.output

@@ -164,6 +164,13 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(merge.router)
     app.include_router(citations.router)
     app.include_router(explain.router)
+    if settings.scim:  # SCIM 2.0 (off by default; keys with "scim": true; a policy database)
+        from retrieval_svc.acl.policy_store import PolicyDatabase
+        from retrieval_svc.scim import ScimGateway
+
+        assert settings.casbin_db_url is not None  # (config_checks refuses RSVC_SCIM without)
+        store = PolicyDatabase(settings.casbin_model, settings.casbin_db_url.get_secret_value())
+        app.mount("/scim", ScimGateway(store), name="scim")
     if settings.console:  # the operator's console (off by default; admin keys only)
         from fastapi.staticfiles import StaticFiles
 

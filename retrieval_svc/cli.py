@@ -122,6 +122,12 @@ def new_key_command(
     admin: Annotated[
         bool, typer.Option("--admin", help="May call operator endpoints (explain).")
     ] = False,
+    scim: Annotated[
+        bool,
+        typer.Option(
+            "--scim", help="A SCIM client's key (/scim/v2 only: provisions users and groups)."
+        ),
+    ] = False,
 ) -> None:
     """Generate an API key: print the secret once, and the entry to configure (hash only).
 
@@ -140,6 +146,8 @@ def new_key_command(
         entry["roles"] = _comma_list(roles)
     if admin:
         entry["admin"] = True
+    if scim:
+        entry["scim"] = True
     if mode is IdentityMode.SIGNED:
         entry["token_secret"] = secrets.token_urlsafe(48)
     try:

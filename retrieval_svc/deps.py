@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, bearer_token
-from retrieval_svc.errors import AuthError
+from retrieval_svc.errors import AuthError, AuthorizationFailed
 from retrieval_svc.observability import log_fields
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
@@ -51,6 +51,11 @@ async def authenticate(
         log_fields(auth_error=type(exc).__name__)
         raise
     log_fields(key=key.name, tenant=key.tenant)
+    if key.scim:  # a SCIM client provisions people; it never searches as them
+        state.metrics.auth_failures.labels(reason="ScimKey").inc()
+        raise AuthorizationFailed(
+            f"API key {key.name!r} is a SCIM client's: it serves /scim/v2 only"
+        )
     return key
 
 

@@ -61,6 +61,9 @@ class ApiKeyConfig(BaseModel):
     roles: tuple[str, ...] = ()
     token_secret: SecretStr | None = Field(None, min_length=32)  # HS256 wants >= 256 bits
     admin: bool = False  # may call operator endpoints (explain) for any principal of its tenant
+    # A SCIM client's key (Okta, Entra ID, Keycloak…): provisions its tenant's users and groups
+    # at /scim/v2, and nothing else.
+    scim: bool = False
 
     @field_validator("tenant")
     @classmethod
@@ -91,6 +94,11 @@ class ApiKeyConfig(BaseModel):
         for role in self.roles:
             if (why := reserved_role(role)) is not None:
                 raise ValueError(f"API key {self.name!r}: role {why}")
+        if self.scim and self.admin:
+            raise ValueError(
+                f"API key {self.name!r} is both a SCIM client's and an admin's: give each its "
+                "own key (a SCIM key provisions people, it never reads or administers)"
+            )
         if self.mode is IdentityMode.FIXED and not self.roles:
             raise ValueError(
                 f"API key {self.name!r} has mode fixed but no roles: set the roles it carries "

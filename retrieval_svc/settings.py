@@ -225,6 +225,10 @@ class Settings(IndexSettings):
     audit_retention_days: int = Field(90, ge=1, le=36500)
     audit_queue_size: int = Field(10_000, ge=1, le=1_000_000)
 
+    # SCIM 2.0 at /scim/v2 (issue #35 §3), for keys with "scim": true; needs the policy in a
+    # database (RSVC_CASBIN_DB_URL), where users, groups and their grants are kept.
+    scim: bool = False
+
     # Operator console (design.md §14) at /console, for admin keys of a tenant.
     console: bool = False
     # Signs the session cookies (None: a secret per process; set one with --workers).
@@ -312,6 +316,11 @@ class Settings(IndexSettings):
             raise ValueError(
                 "RSVC_CASBIN_DB_URL and RSVC_CASBIN_POLICY are both set: the policy lives in "
                 "one place (`retrieval-svc policy import FILE` moves a file into the database)"
+            )
+        if self.scim and self.casbin_db_url is None:
+            raise ValueError(
+                "RSVC_SCIM=true needs RSVC_CASBIN_DB_URL: SCIM users, groups and the grants "
+                "they give are kept in the policy database"
             )
         oidc_keys = [k.name for k in self.api_keys if k.mode == "oidc"]
         if oidc_keys and not self.oidc_issuer:

@@ -169,73 +169,88 @@ def apply(
     """Apply ``changes`` in one transaction and record one event per tenant they touch (what
     was already so is not a change, and is not recorded). The events, empty when nothing
     changed; on any error nothing is changed and nothing recorded."""
+    with engine.begin() as conn:
+        return apply_in(conn, rule_table, actor, action, changes, detail=detail, at=at)
+
+
+def apply_in(
+    conn: Connection,
+    rule_table: str,
+    actor: Actor,
+    action: str,
+    changes: Iterable[Change],
+    *,
+    detail: str = "",
+    at: datetime | None = None,
+) -> list[Event]:
+    """``apply`` inside the caller's transaction (a SCIM write and the grants it implies
+    commit together)."""
     import sqlalchemy as sa
 
     _, rules, events, lines = _tables(rule_table)
     moment = at or datetime.now(UTC)
     wanted = list(changes)
     done: list[Event] = []
-    with engine.begin() as conn:
-        present = _existing(conn, rules, {c.ptype for c in wanted}) if wanted else set()
-        applied: dict[str, list[Change]] = {}
-        inserts: list[dict[str, str]] = []
-        deletes: list[Change] = []
-        for change in wanted:
-            line = (change.ptype, change.values)
-            if change.op == "add":
-                if line in present:
-                    continue
-                present.add(line)
-                inserts.append(
-                    {"ptype": change.ptype, **{f"v{i}": v for i, v in enumerate(change.values)}}
-                )
-            elif change.op == "remove":
-                if line not in present:
-                    continue
-                present.discard(line)
-                deletes.append(change)
-            else:
-                raise ValueError(f"unknown change {change.op!r}")
-            applied.setdefault(change.tenant, []).append(change)
-        if inserts:
-            for width in sorted({len(row) for row in inserts}):  # (one statement per shape)
-                conn.execute(sa.insert(rules), [row for row in inserts if len(row) == width])
-        for change in deletes:
-            clauses = [rules.c.ptype == change.ptype]
-            clauses += [rules.c[f"v{i}"] == v for i, v in enumerate(change.values)]
-            conn.execute(sa.delete(rules).where(sa.and_(*clauses)))
-        for tenant, made in sorted(applied.items()):
-            added = sum(c.op == "add" for c in made)
-            event = Event(
-                id=0,
-                at=moment,
-                tenant=tenant,
-                actor=actor.name[:255],
-                source=actor.source,
-                action=action[:64],
-                added=added,
-                removed=len(made) - added,
-                detail=detail[:MAX_DETAIL],
-                changes=made,
+    present = _existing(conn, rules, {c.ptype for c in wanted}) if wanted else set()
+    applied: dict[str, list[Change]] = {}
+    inserts: list[dict[str, str]] = []
+    deletes: list[Change] = []
+    for change in wanted:
+        line = (change.ptype, change.values)
+        if change.op == "add":
+            if line in present:
+                continue
+            present.add(line)
+            inserts.append(
+                {"ptype": change.ptype, **{f"v{i}": v for i, v in enumerate(change.values)}}
             )
-            row = {k: getattr(event, k) for k in _EVENT_COLUMNS}
-            key = conn.execute(sa.insert(events).values(**row)).inserted_primary_key
-            event.id = event_id = int(key[0]) if key else 0
-            conn.execute(
-                sa.insert(lines),
-                [
-                    {
-                        "event_id": event_id,
-                        "op": c.op,
-                        "ptype": c.ptype,
-                        "subject": c.subject[:255],
-                        "target": c.target[:255],
-                        "line": ", ".join((c.ptype, *c.values))[:1024],
-                    }
-                    for c in made
-                ],
-            )
-            done.append(event)
+        elif change.op == "remove":
+            if line not in present:
+                continue
+            present.discard(line)
+            deletes.append(change)
+        else:
+            raise ValueError(f"unknown change {change.op!r}")
+        applied.setdefault(change.tenant, []).append(change)
+    if inserts:
+        for width in sorted({len(row) for row in inserts}):  # (one statement per shape)
+            conn.execute(sa.insert(rules), [row for row in inserts if len(row) == width])
+    for change in deletes:
+        clauses = [rules.c.ptype == change.ptype]
+        clauses += [rules.c[f"v{i}"] == v for i, v in enumerate(change.values)]
+        conn.execute(sa.delete(rules).where(sa.and_(*clauses)))
+    for tenant, made in sorted(applied.items()):
+        added = sum(c.op == "add" for c in made)
+        event = Event(
+            id=0,
+            at=moment,
+            tenant=tenant,
+            actor=actor.name[:255],
+            source=actor.source,
+            action=action[:64],
+            added=added,
+            removed=len(made) - added,
+            detail=detail[:MAX_DETAIL],
+            changes=made,
+        )
+        row = {k: getattr(event, k) for k in _EVENT_COLUMNS}
+        key = conn.execute(sa.insert(events).values(**row)).inserted_primary_key
+        event.id = event_id = int(key[0]) if key else 0
+        conn.execute(
+            sa.insert(lines),
+            [
+                {
+                    "event_id": event_id,
+                    "op": c.op,
+                    "ptype": c.ptype,
+                    "subject": c.subject[:255],
+                    "target": c.target[:255],
+                    "line": ", ".join((c.ptype, *c.values))[:1024],
+                }
+                for c in made
+            ],
+        )
+        done.append(event)
     return done
 
 

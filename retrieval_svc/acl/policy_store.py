@@ -232,6 +232,10 @@ class PolicyDatabase:
         """The validated ``p`` and ``g`` lines; raises PolicyError."""
         return _rules(self.enforcer())
 
+    def engine(self) -> Engine:
+        """The database's connection pool (one per URL and process)."""
+        return _engine(self.url)
+
     def history(
         self,
         *,
@@ -290,6 +294,11 @@ def checked_role(what: str, value: str) -> str:
     """``value`` as a role name a principal can hold; raises PolicyError (a user's name,
     ``anyone``, commas, quotes or line breaks, empty, too long)."""
     return _role(what, value)
+
+
+def checked_user(value: str) -> str:
+    """``value`` as a user id the policy can name (``user:<id>``); raises PolicyError."""
+    return _user(value)
 
 
 def _user(value: str) -> str:

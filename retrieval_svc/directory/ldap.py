@@ -11,6 +11,7 @@ from the file itself, and never printed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
 from collections.abc import Iterator
@@ -107,7 +108,11 @@ def _connection(sync: LdapSync) -> Any:
             version=ssl.PROTOCOL_TLS_CLIENT,
         )
     server = ldap3.Server(
-        sync.url, use_ssl=sync.url.startswith("ldaps://"), tls=tls, connect_timeout=sync.timeout_s
+        sync.url,
+        use_ssl=sync.url.startswith("ldaps://"),
+        tls=tls,
+        connect_timeout=sync.timeout_s,
+        get_info=ldap3.NONE,  # (the server's schema is not needed, nor read)
     )
     password = None
     if sync.bind_password_env:
@@ -125,11 +130,26 @@ def _connection(sync: LdapSync) -> Any:
         read_only=True,
         check_names=False,  # (filters name AD's and OpenLDAP's classes alike)
     )
-    conn.open()
-    if sync.start_tls and not sync.url.startswith("ldaps://"):
-        conn.start_tls()
-    conn.bind()
+    try:
+        conn.open()
+        if sync.start_tls and not sync.url.startswith("ldaps://"):
+            conn.start_tls()
+        conn.bind()
+    except BaseException:
+        _close(conn)
+        raise
     return conn
+
+
+def _close(conn: Any) -> None:
+    """Unbind, and close the socket whatever state the connection is in (ldap3 leaves it
+    open when the server refused or vanished)."""
+    with contextlib.suppress(Exception):
+        conn.unbind()
+    sock = getattr(conn, "socket", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.close()
 
 
 def _entries(conn: Any, base: str, query: str, attributes: list[str], size: int) -> Iterator[Any]:
@@ -182,7 +202,7 @@ def read_directory(sync: LdapSync) -> Directory:
                 for group in _values(entry, "memberOf") if member_of else ():
                     directory.add_member(entry["dn"], group)
         finally:
-            conn.unbind()
+            _close(conn)
     except DirectoryError:
         raise
     except (errors.LDAPException, OSError) as exc:

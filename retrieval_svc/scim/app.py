@@ -1,0 +1,73 @@
+"""``/scim/v2``: the SCIM 2.0 server (RFC 7643/7644) an identity provider pushes people and
+groups to (issue #35 §3). scim2-server's ASGI application serves the protocol; this module puts
+the service's keys in front of it and gives each tenant its own resources.
+
+A request must carry ``Authorization: Bearer <key>`` of a key with ``"scim": true``; the key's
+tenant is the only tenant it sees (another tenant's resource ids answer 404, as ids that do not
+exist). A SCIM key is refused on every other route.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+
+from scim2_server.applications.asgi import ASGIApplication
+from scim2_server.utils import load_default_provider
+from starlette.types import Receive, Scope, Send
+
+from retrieval_svc.acl.history import Actor
+from retrieval_svc.acl.policy_store import PolicyDatabase
+from retrieval_svc.auth.keys import bearer_token
+from retrieval_svc.errors import AuthError
+from retrieval_svc.observability import log_fields
+from retrieval_svc.scim.storage import TenantStorage, ThreadedStorage, ensure_tables
+
+_actor: contextvars.ContextVar[Actor] = contextvars.ContextVar("rsvc_scim_actor")
+_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"schemas": [_ERROR], "status": str(status), "detail": detail}).encode()
+    headers = [(b"content-type", b"application/scim+json")]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="scim"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ScimGateway:
+    """The ASGI application mounted at ``/scim``: authenticate, then the key's tenant's SCIM
+    application (made on first use)."""
+
+    def __init__(self, store: PolicyDatabase) -> None:
+        self.engine = store.engine()
+        ensure_tables(self.engine)
+        self.provider = load_default_provider()
+        self.tenants: dict[str, ASGIApplication] = {}
+
+    def application(self, tenant: str) -> ASGIApplication:
+        if tenant not in self.tenants:
+            storage = TenantStorage(self.engine, self.provider, tenant, _actor.get)
+            self.tenants[tenant] = ASGIApplication(ThreadedStorage(storage), self.provider)
+        return self.tenants[tenant]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        state = scope["app"].state.rsvc
+        headers = dict(scope.get("headers") or [])
+        try:
+            token = bearer_token((headers.get(b"authorization") or b"").decode("latin-1"))
+            key = state.keys.lookup(token)
+        except AuthError as exc:
+            state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+            log_fields(auth_error=type(exc).__name__)
+            await _refuse(send, 401, "a SCIM client's API key is required (Authorization: Bearer)")
+            return
+        log_fields(key=key.name, tenant=key.tenant)
+        if not key.scim:
+            await _refuse(send, 403, f"API key {key.name!r} is not a SCIM client's key")
+            return
+        _actor.set(Actor(f"scim:{key.name}", "scim"))
+        await self.application(key.tenant)(dict(scope), receive, send)  # type: ignore[arg-type]

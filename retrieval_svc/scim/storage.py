@@ -1,0 +1,312 @@
+"""Where a tenant's SCIM users and groups live, and how a change to them becomes role grants.
+
+The protocol — validation, PATCH, filters, sorting, paging, ETags — is scim2-server's (built on
+scim2-models, from the SCIM project that also writes scim2-tester); this module is the storage
+under it. A tenant's resources are held by scim2-server's ``InMemoryStorage`` (its filters and
+indices) and persisted in the policy database: every write stores the resource and applies the
+grants it implies **in one transaction**, recorded in the permission history (actor
+``scim:<key>``, source ``scim``). Service workers are separate processes, so each operation
+first compares the tenant's write counter with the one it loaded, and reloads on a difference:
+what one worker wrote, every worker serves.
+
+A group gives the role of its own ``displayName`` to each active member user (nested groups
+pass their members on), as ``user:<userName>``: the user id retrieval knows is the SCIM
+``userName``. A group named like a user (``user:…``) or ``anyone``, or a ``userName`` that
+cannot be a policy subject, is refused (400, ``invalidValue``) and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from scim2_models import InvalidValueException, Resource, ResourceType
+from scim2_server.memory import InMemoryStorage
+from scim2_server.storage import AsyncScimStorage, SearchPage, projection, search_page
+
+from retrieval_svc.acl import history
+from retrieval_svc.acl.history import Actor, Change
+from retrieval_svc.acl.policy_store import (
+    TABLE,
+    PolicyError,
+    checked_role,
+    checked_user,
+    user_subject,
+)
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from scim2_models import ScimProvider
+    from sqlalchemy.engine import Connection, Engine
+
+T = TypeVar("T")
+Grant = tuple[str, str, str]
+USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
+
+
+def _is(resource: Resource[Any], schema: str) -> bool:
+    """Whether ``resource`` is of the core schema ``schema`` (the provider builds its models
+    from the published schemas, so they are not scim2-models' own User and Group classes)."""
+    return schema in (resource.schemas or [])
+
+
+@functools.cache
+def _tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
+    import sqlalchemy as sa
+
+    meta = sa.MetaData()
+    resources = sa.Table(
+        "scim_resource",
+        meta,
+        sa.Column("tenant", sa.String(128), primary_key=True),
+        sa.Column("id", sa.String(64), primary_key=True),
+        sa.Column("kind", sa.String(64), nullable=False),
+        sa.Column("body", sa.Text, nullable=False),
+    )
+    state = sa.Table(
+        "scim_state",
+        meta,
+        sa.Column("tenant", sa.String(128), primary_key=True),
+        sa.Column("serial", sa.Integer, nullable=False),
+    )
+    return meta, resources, state
+
+
+def ensure_tables(engine: Engine) -> None:
+    """Create the SCIM tables (and the permission history's) if missing."""
+    meta, _, _ = _tables()
+    meta.create_all(engine)
+    history.ensure_tables(engine, TABLE)
+
+
+def grants_of(resources: list[Resource[Any]], tenant: str) -> set[Grant]:
+    """The ``g`` lines the tenant's SCIM groups imply: each active member user, directly or
+    through nested groups, holds the role named by the group's ``displayName``."""
+    users: dict[str, Any] = {r.id: r for r in resources if _is(r, USER) and r.id}
+    groups: dict[str, Any] = {r.id: r for r in resources if _is(r, GROUP) and r.id}
+    grants: set[Grant] = set()
+    for group in groups.values():
+        if not group.display_name:
+            continue
+        seen: set[str] = set()
+        todo = deque(m.value for m in group.members or [] if m.value)
+        while todo:
+            member = todo.popleft()
+            if member in seen:
+                continue
+            seen.add(member)
+            if member in groups:  # a nested group passes its members on
+                todo.extend(m.value for m in groups[member].members or [] if m.value)
+            elif (user := users.get(member)) is not None and user.active is not False:
+                grants.add((user_subject(str(user.user_name)), group.display_name, tenant))
+    return grants
+
+
+def _check(resource: Resource[Any]) -> None:
+    """Refuse what cannot become a grant, before anything is stored."""
+    try:
+        fields: Any = resource
+        if _is(resource, USER) and getattr(fields, "user_name", None) is not None:
+            checked_user(fields.user_name)
+        if _is(resource, GROUP) and getattr(fields, "display_name", None) is not None:
+            checked_role("group displayName", fields.display_name)
+    except PolicyError as exc:
+        raise InvalidValueException(detail=str(exc)) from None
+
+
+class TenantStorage(InMemoryStorage):
+    """One tenant's users and groups: in memory for the protocol, in the policy database for
+    good, the implied grants applied with every write (see the module's docstring)."""
+
+    def __init__(
+        self, engine: Engine, provider: ScimProvider, tenant: str, actor: Callable[[], Actor]
+    ) -> None:
+        super().__init__()
+        self.engine, self.provider, self.tenant, self.actor = engine, provider, tenant, actor
+        self.serial = -1  # (nothing loaded yet)
+
+    def next_version(self) -> str:
+        """A version no other worker or earlier process gave (the default counts from 1)."""
+        return f'W/"{uuid.uuid4().hex[:16]}"'
+
+    # Reading: the latest state, whichever worker wrote it.
+
+    def _current_serial(self, conn: Connection) -> int:
+        import sqlalchemy as sa
+
+        _, _, state = _tables()
+        found = conn.execute(sa.select(state.c.serial).where(state.c.tenant == self.tenant))
+        return int(found.scalar() or 0)
+
+    def refresh(self) -> None:
+        """Reload the tenant's resources if another worker (or process) changed them."""
+        import sqlalchemy as sa
+
+        _, resources, _ = _tables()
+        with self.engine.connect() as conn:
+            serial = self._current_serial(conn)
+            if serial == self.serial:
+                return
+            rows = conn.execute(
+                sa.select(resources.c.kind, resources.c.body).where(
+                    resources.c.tenant == self.tenant
+                )
+            ).all()
+        models = {rt.name: self.provider.model_for(rt) for rt in self.provider.resource_types}
+        loaded = []
+        for kind, body in rows:
+            model = models.get(kind)
+            if model is not None:
+                loaded.append(model.model_validate(json.loads(body)))
+        self.resources = loaded  # type: ignore[assignment]
+        self.serial = serial
+
+    def get(self, resource_type: ResourceType, resource_id: str, **kwargs: Any) -> Any:
+        with self.lock:
+            self.refresh()
+            return super().get(resource_type, resource_id, **kwargs)
+
+    def search(self, resource_types: list[ResourceType], search_request: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            self.refresh()
+            return super().search(resource_types, search_request, **kwargs)
+
+    # Writing: the resource and its grants, in one transaction.
+
+    def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
+        _check(resource)
+        with self.lock:
+            self.refresh()
+            before = grants_of(self.resources, self.tenant)
+            stored = super().create(resource_type, resource)
+            self._commit(before, f"create {resource_type.name}", upsert=stored)
+            return stored
+
+    def update(
+        self,
+        resource_type: ResourceType,
+        resource: Resource[Any],
+        *,
+        expected_version: str | None = None,
+    ) -> Resource[Any]:
+        _check(resource)
+        with self.lock:
+            self.refresh()
+            before = grants_of(self.resources, self.tenant)
+            stored = super().update(resource_type, resource, expected_version=expected_version)
+            self._commit(before, f"update {resource_type.name}", upsert=stored)
+            return stored
+
+    def delete(
+        self,
+        resource_type: ResourceType,
+        resource_id: str,
+        *,
+        expected_version: str | None = None,
+    ) -> None:
+        with self.lock:
+            self.refresh()
+            before = grants_of(self.resources, self.tenant)
+            super().delete(resource_type, resource_id, expected_version=expected_version)
+            self._commit(before, f"delete {resource_type.name}", removed=resource_id)
+
+    def _commit(
+        self,
+        before: set[Grant],
+        action: str,
+        *,
+        upsert: Resource[Any] | None = None,
+        removed: str | None = None,
+    ) -> None:
+        """Persist one write and the grants it changes, or undo it in memory and raise."""
+        import sqlalchemy as sa
+
+        _, resources, state = _tables()
+        after = grants_of(self.resources, self.tenant)
+        changes = [Change("remove", "g", g) for g in sorted(before - after)]
+        changes += [Change("add", "g", g) for g in sorted(after - before)]
+        try:
+            with self.engine.begin() as conn:
+                key = upsert.id if upsert is not None else removed
+                conn.execute(
+                    sa.delete(resources).where(
+                        resources.c.tenant == self.tenant, resources.c.id == key
+                    )
+                )
+                if upsert is not None:
+                    assert upsert.meta is not None
+                    body = json.dumps(upsert.model_dump(mode="json"), ensure_ascii=False)
+                    conn.execute(
+                        sa.insert(resources).values(
+                            tenant=self.tenant, id=key, kind=upsert.meta.resource_type, body=body
+                        )
+                    )
+                serial = self._current_serial(conn) + 1
+                bumped = conn.execute(
+                    sa.update(state).where(state.c.tenant == self.tenant).values(serial=serial)
+                )
+                if not bumped.rowcount:
+                    conn.execute(sa.insert(state).values(tenant=self.tenant, serial=serial))
+                if changes:
+                    history.apply_in(conn, TABLE, self.actor(), action, changes)
+        except Exception:
+            self.serial = -1  # what memory holds was not committed: reload it next time
+            raise
+        self.serial = serial
+
+
+class ThreadedStorage(AsyncScimStorage):
+    """A ``TenantStorage`` for scim2-server's ASGI application: each call in a thread (the
+    database is never waited for on the event loop)."""
+
+    supports_cursors = True
+
+    def __init__(self, storage: TenantStorage) -> None:
+        self.storage = storage
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def get(
+        self, resource_type: ResourceType, resource_id: str, *, response_parameters: Any = None
+    ) -> Resource[Any]:
+        more = projection(self.storage, response_parameters)
+        found: Resource[Any] = await self._run(self.storage.get, resource_type, resource_id, **more)
+        return found
+
+    async def search(
+        self, resource_types: list[ResourceType], search_request: Any, *, position: Any = None
+    ) -> SearchPage:
+        return await self._run(search_page, self.storage, resource_types, search_request, position)
+
+    async def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
+        return await self._run(self.storage.create, resource_type, resource)
+
+    async def update(
+        self,
+        resource_type: ResourceType,
+        resource: Resource[Any],
+        *,
+        expected_version: str | None = None,
+    ) -> Resource[Any]:
+        return await self._run(
+            self.storage.update, resource_type, resource, expected_version=expected_version
+        )
+
+    async def delete(
+        self, resource_type: ResourceType, resource_id: str, *, expected_version: str | None = None
+    ) -> None:
+        await self._run(
+            self.storage.delete, resource_type, resource_id, expected_version=expected_version
+        )
+
+    @contextlib.asynccontextmanager
+    async def operation(self) -> AsyncIterator[None]:
+        yield

@@ -12,6 +12,7 @@ from the file itself, and never printed.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import ssl
 from collections.abc import Iterator
@@ -125,7 +126,7 @@ def _connection(sync: LdapSync) -> Any:
         password=password,
         auto_bind=ldap3.AUTO_BIND_NONE,
         raise_exceptions=True,
-        receive_timeout=sync.timeout_s,
+        receive_timeout=math.ceil(sync.timeout_s),  # (whole seconds: SO_RCVTIMEO)
         auto_referrals=False,
         read_only=True,
         check_names=False,  # (filters name AD's and OpenLDAP's classes alike)
@@ -207,4 +208,6 @@ def read_directory(sync: LdapSync) -> Directory:
         raise
     except (errors.LDAPException, OSError) as exc:
         raise DirectoryError(f"{sync.url}: {type(exc).__name__}: {exc}"[:500]) from None
+    except Exception as exc:  # anything else half-way through is a partial read too
+        raise DirectoryError(f"{sync.url}: {type(exc).__name__}: {exc}"[:500]) from exc
     return directory

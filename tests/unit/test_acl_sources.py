@@ -184,3 +184,26 @@ def test_tag_values_are_space_separated_and_checked() -> None:
     ]:
         with pytest.raises(TagError, match=message):
             roles_from_tag("access_roles", value)
+
+
+def test_the_fast_matcher_answers_as_wcmatch_does() -> None:
+    """The rules are matched through a folder index, substrings and one regex per rule: the
+    first rule each key matches must be exactly the first whose wcmatch matcher matches."""
+    import random
+
+    from wcmatch import glob
+
+    from indexer.permissions.rules import GLOB_FLAGS
+
+    rng = random.Random(35)
+    parts = ["finance", "hr", "薪酬", "a", ".hidden", "2026", "x.md", "y.xlsx", "z.csv"]
+    shapes = ["*", "**", "?", "*.md", "{a,hr}", "[fh]*", "*.{csv,xlsx}", *parts]
+    patterns = ["/".join(rng.choice(shapes) for _ in range(rng.randint(1, 4))) for _ in range(60)]
+    body = "".join(f"  - {{match: {p!r}, access_roles: [r{i}]}}\n" for i, p in enumerate(patterns))
+    rules = parse_rules("unmatched: public\nrules:\n" + body)
+    matchers = [glob.compile([p], flags=GLOB_FLAGS) for p in patterns]
+    keys = ["/".join(rng.choice(parts) for _ in range(rng.randint(1, 5))) for _ in range(3000)]
+    for key in keys:
+        expected = next((i + 1 for i, m in enumerate(matchers) if m.match(key)), None)
+        found = rules.match(key)
+        assert (found.number if found else None) == expected, key

@@ -201,6 +201,8 @@ def show(
             if chunk["page"] is not None:
                 marks.append(f"page {chunk['page']}")
             marks.append("roles: " + (", ".join(chunk["access_roles"]) or "public"))
+            if chunk["roles_set_by"]:
+                marks.append(f"set by {chunk['roles_set_by']}")
             typer.echo(f"── #{chunk['position']}  {' · '.join(marks)}")
             typer.echo(chunk["content"])
         return

@@ -3,7 +3,8 @@
 # from Debian's `slapd` package — installed with apt-get when it is missing and we are root.
 #
 #   scripts/ldap.sh start PORT   a fresh mdb database for dc=example,dc=org (memberOf overlay
-#                                on), slapd on ldap://127.0.0.1:PORT; prints the URL
+#                                on), slapd on ldap://127.0.0.1:PORT with StartTLS (a
+#                                throwaway CA in its folder: ca.pem); prints the URL
 #   scripts/ldap.sh load PORT LDIF  add LDIF's entries offline (slapadd: stopped, loaded,
 #                                started again; for the directory benchmark's 55,000 entries)
 #   scripts/ldap.sh stop PORT    stop it and delete its folder
@@ -65,6 +66,14 @@ case "$cmd" in
     rm -rf "$dir"
     mkdir -p "$dir/data"
     chmod 755 "$BASE" 2>/dev/null || true
+    # A throwaway CA and a certificate for 127.0.0.1, for StartTLS.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=retrieval-svc test CA" \
+      -keyout "$dir/ca.key" -out "$dir/ca.pem" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$dir/server.key" -out "$dir/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+      -CAcreateserial -days 2 -extfile "$dir/san.ext" -out "$dir/server.pem" >/dev/null 2>&1
     cat >"$dir/slapd.conf" <<CONF
 include /etc/ldap/schema/core.schema
 include /etc/ldap/schema/cosine.schema
@@ -75,6 +84,9 @@ moduleload back_mdb.la
 moduleload memberof.la
 pidfile $dir/slapd.pid
 sizelimit unlimited
+TLSCACertificateFile $dir/ca.pem
+TLSCertificateFile $dir/server.pem
+TLSCertificateKeyFile $dir/server.key
 database mdb
 maxsize 1073741824
 suffix "$SUFFIX"

@@ -104,6 +104,7 @@ async def chunks_of(
                 "headings": list(meta.get("headings") or []),
                 "content": chunk.get("content", ""),
                 "access_roles": list(chunk.get("access_roles") or []),
+                "roles_set_by": meta.get("access_roles_from"),  # (design.md §16)
                 "ocr_confidence": meta.get("ocr_confidence") if meta.get("ocr") else None,
                 "page": meta.get("page"),
                 "title": chunk.get("document_title"),

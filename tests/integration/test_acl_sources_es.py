@@ -95,7 +95,7 @@ def test_a_bucket_takes_its_roles_from_rules_and_tags_with_no_per_file_metadata(
     rules = tmp_path / "acl-rules.yaml"
     rules.write_text(RULES, encoding="utf-8")
     args = ["index", f"s3://{name}", "--knowledge-id", "acl-s3", "--tenant", TENANT, "--json"]
-    args += ["--acl-rules", str(rules), "--roles-tag", "access_roles", "--workers", "0"]
+    args += ["--acl-rules", str(rules), "--roles-tag", "access_roles"]  # (worker processes)
     first = CliRunner().invoke(indexer_cli, args, env=env(s3_server, corpus))
     assert first.exit_code == 1, first.output  # the new folder and the bad tag failed
     report = json.loads(first.stdout)

@@ -201,3 +201,20 @@ def test_a_directory_that_goes_away_mid_sync_changes_nothing(
     assert grants(policy_db_url) == before
     allowed = cli(policy_db_url, "sync-ldap", str(sync), "--max-removed-share", "1")
     assert allowed.exit_code == 0 and "removed 80" in allowed.stdout, allowed.output
+
+
+def test_start_tls_verifies_the_server(tree: Tree, policy_db_url: str, tmp_path: Path) -> None:
+    """StartTLS against slapd's throwaway CA (scripts/ldap.sh): with the CA the sync reads
+    and applies; without it the server's certificate is refused and nothing changes."""
+    wang = tree.user("wang")
+    tree.group("ops", wang)
+    port = tree.url.rsplit(":", 1)[1]
+    ca = Path(f"/var/tmp/retrieval-svc-ldap/{port}/ca.pem")
+    untrusted = tree.sync_file(tmp_path, start_tls=True)
+    refused = cli(policy_db_url, "sync-ldap", str(untrusted))
+    assert refused.exit_code == 3 and "nothing changed" in refused.output, refused.output
+    assert grants(policy_db_url) == set()
+    trusted = tree.sync_file(tmp_path, start_tls=True, ca_file=str(ca))
+    synced = cli(policy_db_url, "sync-ldap", str(trusted))
+    assert synced.exit_code == 0, synced.output
+    assert grants(policy_db_url) == {"g, user:wang, 运维工程师, acme"}

@@ -68,7 +68,8 @@ def _tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
         sa.Column("tenant", sa.String(128), primary_key=True),
         sa.Column("id", sa.String(64), primary_key=True),
         sa.Column("kind", sa.String(64), nullable=False),
-        sa.Column("body", sa.Text, nullable=False),
+        sa.Column("body", sa.Text, nullable=True),  # NULL: deleted (a worker forgets it)
+        sa.Column("serial", sa.Integer, nullable=False, index=True),  # the write that made it
     )
     state = sa.Table(
         "scim_state",
@@ -146,7 +147,9 @@ class TenantStorage(InMemoryStorage):
         return int(found.scalar() or 0)
 
     def refresh(self) -> None:
-        """Reload the tenant's resources if another worker (or process) changed them."""
+        """Take in what other workers (or processes) wrote since this one last looked: the
+        rows written after the serial it holds (a deleted resource is a row without a body),
+        or everything, the first time."""
         import sqlalchemy as sa
 
         _, resources, _ = _tables()
@@ -154,18 +157,30 @@ class TenantStorage(InMemoryStorage):
             serial = self._current_serial(conn)
             if serial == self.serial:
                 return
-            rows = conn.execute(
-                sa.select(resources.c.kind, resources.c.body).where(
-                    resources.c.tenant == self.tenant
-                )
-            ).all()
-        models = {rt.name: self.provider.model_for(rt) for rt in self.provider.resource_types}
-        loaded = []
-        for kind, body in rows:
-            model = models.get(kind)
-            if model is not None:
-                loaded.append(model.model_validate(json.loads(body)))
-        self.resources = loaded  # type: ignore[assignment]
+            query = sa.select(resources.c.id, resources.c.kind, resources.c.body).where(
+                resources.c.tenant == self.tenant
+            )
+            if self.serial >= 0:
+                query = query.where(resources.c.serial > self.serial)
+            rows = conn.execute(query).all()
+        models: dict[str, Any] = {
+            str(rt.name): self.provider.model_for(rt) for rt in self.provider.resource_types
+        }
+        if self.serial < 0:  # (the first load, or after a failed write: everything)
+            self.resources = [
+                models[kind].model_validate(json.loads(body))
+                for _, kind, body in rows
+                if body is not None and kind in models
+            ]
+        else:
+            # scim2-server's own indexing of one resource (InMemoryStorage keeps its indices
+            # private; pinned below 0.9): a changed row costs its own re-index, not the
+            # tenant's.
+            for rid, kind, body in rows:
+                self._remove((kind, rid))
+                if body is not None and kind in models:
+                    resource = models[kind].model_validate(json.loads(body))
+                    self._store(resource, self._values_of(resource))
         self.serial = serial
 
     def get(self, resource_type: ResourceType, resource_id: str, **kwargs: Any) -> Any:
@@ -234,7 +249,13 @@ class TenantStorage(InMemoryStorage):
         changes += [Change("add", "g", g) for g in sorted(after - before)]
         try:
             with self.engine.begin() as conn:
+                serial = self._current_serial(conn) + 1
                 key = upsert.id if upsert is not None else removed
+                kinds = conn.execute(
+                    sa.select(resources.c.kind).where(
+                        resources.c.tenant == self.tenant, resources.c.id == key
+                    )
+                ).scalar()
                 conn.execute(
                     sa.delete(resources).where(
                         resources.c.tenant == self.tenant, resources.c.id == key
@@ -242,13 +263,17 @@ class TenantStorage(InMemoryStorage):
                 )
                 if upsert is not None:
                     assert upsert.meta is not None
-                    body = json.dumps(upsert.model_dump(mode="json"), ensure_ascii=False)
-                    conn.execute(
-                        sa.insert(resources).values(
-                            tenant=self.tenant, id=key, kind=upsert.meta.resource_type, body=body
-                        )
+                    body: str | None = json.dumps(
+                        upsert.model_dump(mode="json"), ensure_ascii=False
                     )
-                serial = self._current_serial(conn) + 1
+                    kind = upsert.meta.resource_type
+                else:
+                    body, kind = None, kinds or ""  # a tombstone, for the other workers
+                conn.execute(
+                    sa.insert(resources).values(
+                        tenant=self.tenant, id=key, kind=kind, body=body, serial=serial
+                    )
+                )
                 bumped = conn.execute(
                     sa.update(state).where(state.c.tenant == self.tenant).values(serial=serial)
                 )

@@ -170,7 +170,7 @@ def create_app(settings: Settings) -> FastAPI:
 
         assert settings.casbin_db_url is not None  # (config_checks refuses RSVC_SCIM without)
         store = PolicyDatabase(settings.casbin_model, settings.casbin_db_url.get_secret_value())
-        app.mount("/scim", ScimGateway(store), name="scim")
+        app.mount("/scim", ScimGateway(store, settings.scim_roles), name="scim")
     if settings.console:  # the operator's console (off by default; admin keys only)
         from fastapi.staticfiles import StaticFiles
 

@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from retrieval_svc.config_checks import database_url, http_url
-from retrieval_svc.key_entry import ApiKeyConfig
+from retrieval_svc.key_entry import ApiKeyConfig, reserved_role
 from retrieval_svc.tenancy import (
     DEFAULT_TENANT,
     MAX_INDEX_ALIAS,
@@ -228,6 +228,9 @@ class Settings(IndexSettings):
     # SCIM 2.0 at /scim/v2 (issue #35 §3), for keys with "scim": true; needs the policy in a
     # database (RSVC_CASBIN_DB_URL), where users, groups and their grants are kept.
     scim: bool = False
+    # Per tenant, which SCIM group names give which roles (JSON: {"acme": {"Finance Team":
+    # ["finance"]}}); a tenant without one: a group gives the role of its own name.
+    scim_roles: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
 
     # Operator console (design.md §14) at /console, for admin keys of a tenant.
     console: bool = False
@@ -262,6 +265,22 @@ class Settings(IndexSettings):
     @classmethod
     def _mcp_tenant(cls, value: str) -> str:
         return check_tenant(value)
+
+    @field_validator("scim_roles")
+    @classmethod
+    def _scim_roles(cls, value: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
+        for tenant, groups in value.items():
+            check_tenant(tenant)
+            for group, roles in groups.items():
+                for role in roles:
+                    why = reserved_role(role) or (
+                        "a role may not be empty or hold commas, quotes or line breaks"
+                        if not role.strip() or any(c in role for c in ',\n\r"')
+                        else None
+                    )
+                    if why:
+                        raise ValueError(f"RSVC_SCIM_ROLES: {tenant} / {group!r}: {why}")
+        return value
 
     @field_validator("casbin_db_url")
     @classmethod

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextvars
 import json
+from collections.abc import Mapping, Sequence
 
 from scim2_server.applications.asgi import ASGIApplication
 from scim2_server.utils import load_default_provider
 from starlette.types import Receive, Scope, Send
 
 from retrieval_svc.acl.history import Actor
-from retrieval_svc.acl.policy_store import PolicyDatabase
+from retrieval_svc.acl.policy_store import PolicyDatabase, checked_role
 from retrieval_svc.auth.keys import bearer_token
 from retrieval_svc.errors import AuthError
 from retrieval_svc.observability import log_fields
@@ -40,15 +41,28 @@ class ScimGateway:
     """The ASGI application mounted at ``/scim``: authenticate, then the key's tenant's SCIM
     application (made on first use)."""
 
-    def __init__(self, store: PolicyDatabase) -> None:
+    def __init__(
+        self, store: PolicyDatabase, roles: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+    ) -> None:
         self.engine = store.engine()
+        # Per tenant, which group names give which roles (RSVC_SCIM_ROLES); a tenant without
+        # one: a group gives the role of its own name. Checked as every role is.
+        self.roles = {
+            tenant: {
+                group: tuple(checked_role(f"RSVC_SCIM_ROLES[{tenant}][{group}]", r) for r in rs)
+                for group, rs in groups.items()
+            }
+            for tenant, groups in (roles or {}).items()
+        }
         ensure_tables(self.engine)
         self.provider = load_default_provider()
         self.tenants: dict[str, ASGIApplication] = {}
 
     def application(self, tenant: str) -> ASGIApplication:
         if tenant not in self.tenants:
-            storage = TenantStorage(self.engine, self.provider, tenant, _actor.get)
+            storage = TenantStorage(
+                self.engine, self.provider, tenant, _actor.get, self.roles.get(tenant)
+            )
             self.tenants[tenant] = ASGIApplication(ThreadedStorage(storage), self.provider)
         return self.tenants[tenant]
 

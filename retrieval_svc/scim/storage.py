@@ -23,7 +23,7 @@ import functools
 import json
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scim2_models import InvalidValueException, Resource, ResourceType
@@ -87,14 +87,23 @@ def ensure_tables(engine: Engine) -> None:
     history.ensure_tables(engine, TABLE)
 
 
-def grants_of(resources: list[Resource[Any]], tenant: str) -> set[Grant]:
+RoleMap = Mapping[str, tuple[str, ...]]
+
+
+def grants_of(
+    resources: list[Resource[Any]], tenant: str, roles: RoleMap | None = None
+) -> set[Grant]:
     """The ``g`` lines the tenant's SCIM groups imply: each active member user, directly or
-    through nested groups, holds the role named by the group's ``displayName``."""
+    through nested groups, holds the roles the group gives — those ``roles`` maps its
+    ``displayName`` to, or (no mapping for the tenant) the role of that name."""
     users: dict[str, Any] = {r.id: r for r in resources if _is(r, USER) and r.id}
     groups: dict[str, Any] = {r.id: r for r in resources if _is(r, GROUP) and r.id}
     grants: set[Grant] = set()
     for group in groups.values():
         if not group.display_name:
+            continue
+        given = (group.display_name,) if roles is None else roles.get(group.display_name, ())
+        if not given:
             continue
         seen: set[str] = set()
         todo = deque(m.value for m in group.members or [] if m.value)
@@ -106,7 +115,8 @@ def grants_of(resources: list[Resource[Any]], tenant: str) -> set[Grant]:
             if member in groups:  # a nested group passes its members on
                 todo.extend(m.value for m in groups[member].members or [] if m.value)
             elif (user := users.get(member)) is not None and user.active is not False:
-                grants.add((user_subject(str(user.user_name)), group.display_name, tenant))
+                for role in given:
+                    grants.add((user_subject(str(user.user_name)), role, tenant))
     return grants
 
 
@@ -127,10 +137,16 @@ class TenantStorage(InMemoryStorage):
     good, the implied grants applied with every write (see the module's docstring)."""
 
     def __init__(
-        self, engine: Engine, provider: ScimProvider, tenant: str, actor: Callable[[], Actor]
+        self,
+        engine: Engine,
+        provider: ScimProvider,
+        tenant: str,
+        actor: Callable[[], Actor],
+        roles: RoleMap | None = None,
     ) -> None:
         super().__init__()
         self.engine, self.provider, self.tenant, self.actor = engine, provider, tenant, actor
+        self.roles = roles  # the tenant's group → roles mapping (None: a group's own name)
         self.serial = -1  # (nothing loaded yet)
 
     def next_version(self) -> str:
@@ -199,7 +215,7 @@ class TenantStorage(InMemoryStorage):
         _check(resource)
         with self.lock:
             self.refresh()
-            before = grants_of(self.resources, self.tenant)
+            before = grants_of(self.resources, self.tenant, self.roles)
             stored = super().create(resource_type, resource)
             self._commit(before, f"create {resource_type.name}", upsert=stored)
             return stored
@@ -214,7 +230,7 @@ class TenantStorage(InMemoryStorage):
         _check(resource)
         with self.lock:
             self.refresh()
-            before = grants_of(self.resources, self.tenant)
+            before = grants_of(self.resources, self.tenant, self.roles)
             stored = super().update(resource_type, resource, expected_version=expected_version)
             self._commit(before, f"update {resource_type.name}", upsert=stored)
             return stored
@@ -228,7 +244,7 @@ class TenantStorage(InMemoryStorage):
     ) -> None:
         with self.lock:
             self.refresh()
-            before = grants_of(self.resources, self.tenant)
+            before = grants_of(self.resources, self.tenant, self.roles)
             super().delete(resource_type, resource_id, expected_version=expected_version)
             self._commit(before, f"delete {resource_type.name}", removed=resource_id)
 
@@ -244,7 +260,7 @@ class TenantStorage(InMemoryStorage):
         import sqlalchemy as sa
 
         _, resources, state = _tables()
-        after = grants_of(self.resources, self.tenant)
+        after = grants_of(self.resources, self.tenant, self.roles)
         changes = [Change("remove", "g", g) for g in sorted(before - after)]
         changes += [Change("add", "g", g) for g in sorted(after - before)]
         try:

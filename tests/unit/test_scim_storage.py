@@ -44,3 +44,27 @@ def test_two_workers_see_each_others_writes_and_the_grants_follow(tmp_path: Path
     assert store.rules()[1] == []
     events = store.history(since=found.meta.created.replace(year=2000), tenant="acme")  # type: ignore[union-attr]
     assert [e.action for e in events][:3] == ["delete User", "update Group", "create Group"]
+
+
+def test_a_tenants_mapping_decides_which_groups_give_which_roles(tmp_path: Path) -> None:
+    store = PolicyDatabase(DEFAULT_MODEL, f"sqlite:///{tmp_path / 'p.db'}")
+    store.enforcer()
+    ensure_tables(store.engine())
+    provider = load_default_provider()
+    types = {rt.name: rt for rt in provider.resource_types}
+    user_model, group_model = (provider.model_for(types[n]) for n in ("User", "Group"))
+    assert user_model is not None and group_model is not None
+    mapped = {"Finance Team": ("finance", "财务专员")}
+    storage = TenantStorage(
+        store.engine(), provider, "acme", lambda: Actor("scim:t", "scim"), mapped
+    )
+    li = storage.create(types["User"], user_model(user_name="li"))
+    for name in ("Finance Team", "All Staff"):  # the second is not mapped: it gives nothing
+        storage.create(
+            types["Group"],
+            group_model(display_name=name, members=[{"value": li.id, "type": "User"}]),
+        )
+    assert sorted(tuple(g) for g in store.rules()[1]) == [
+        ("user:li", "finance", "acme"),
+        ("user:li", "财务专员", "acme"),
+    ]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
+from bench.common import machine, print_result
 from indexer.permissions import AclRules, parse_rules
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
@@ -128,7 +128,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
     share = match_s / ruled["s"]
     return {
-        "machine": f"{os.cpu_count()} cores",
+        "machine": machine(),
         "objects": args.objects,
         "rules": len(rules.rules),
         "without_rules": plain,
@@ -153,10 +153,7 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     result = asyncio.run(main(args))
-    print(json.dumps(result, indent=2))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(json.dumps(result, indent=2), "utf-8")
+    print_result(result, args.out)
     return 0 if result["met"] else 1
 
 

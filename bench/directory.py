@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 from elasticsearch import AsyncElasticsearch
 
+from bench.common import machine, print_result
 from bench.service import start_service
 from bench.tree import run_measured
 from indexer.pipeline import IndexOptions, index_source
@@ -273,7 +274,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await es.close()
     ratio = round(served_large["p50_ms"] / served_small["p50_ms"], 2)
     return {
-        "machine": f"{os.cpu_count()} cores",
+        "machine": machine(),
         "small": small,
         "large": large,
         "retrieval_small": served_small,
@@ -296,10 +297,7 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     result = asyncio.run(main(args))
-    print(json.dumps(result, indent=2))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(json.dumps(result, indent=2), "utf-8")
+    print_result(result, args.out)
     return 0 if result["met"] else 1
 
 

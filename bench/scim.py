@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from bench.common import machine, print_result
 from bench.service import start_service
 from retrieval_svc.auth.keys import hash_key
 
@@ -149,7 +150,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         child.wait(timeout=60)
         log.close()
     return {
-        "machine": f"{os.cpu_count()} cores",
+        "machine": machine(),
         "users": args.users,
         "groups": args.groups,
         "members_per_group": args.members,
@@ -173,10 +174,7 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     result = main(args)
-    print(json.dumps(result, indent=2))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(json.dumps(result, indent=2), "utf-8")
+    print_result(result, args.out)
     return 0
 
 

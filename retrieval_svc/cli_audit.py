@@ -46,6 +46,15 @@ def since_time(value: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _checked(tenant: str | None) -> None:
+    """Refuse a --tenant that is not a tenant's name."""
+    if tenant is not None:
+        try:
+            check_tenant(tenant)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+
 @audit_app.command("search")
 def search(
     document: Annotated[
@@ -73,11 +82,7 @@ def search(
     if page * limit > 10_000:
         raise typer.BadParameter("--page × --limit reaches past 10,000 events: narrow --since")
     settings = load_settings(serving=False)
-    if tenant is not None:
-        try:
-            check_tenant(tenant)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+    _checked(tenant)
     moment = since_time(since)
 
     async def fetch() -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -164,11 +169,7 @@ def policy_history(
             err=True,
         )
         raise typer.Exit(2)
-    if tenant is not None:
-        try:
-            check_tenant(tenant)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+    _checked(tenant)
     moment = since_time(since)
     store = PolicyDatabase(DEFAULT_MODEL, db)
     try:

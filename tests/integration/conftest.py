@@ -8,16 +8,18 @@ An unreachable Elasticsearch fails the run: integration tests are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from retrieval_svc.search.index import template_name
-from tests.support import ES_URL
+from tests.support import ES_URL, S3_KEY_ID, S3_SECRET
 from tests.support.corpus import load_corpus
 from tests.support.fake_provider import FakeProvider, ServerThread
 
@@ -93,44 +95,57 @@ def s3_server() -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A real PostgreSQL the suite starts (scripts/pg.sh: Debian's package, initdb into a
-    fresh folder, a free loopback port); its SQLAlchemy URL. Failing to start fails the tests
-    that need it — never a skip."""
+@pytest.fixture
+def bucket(s3_server: str) -> Iterator[tuple[Any, str]]:
+    """A fresh bucket on the suite's S3 server: a boto3 client and its name."""
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        region_name="us-east-1",
+        aws_access_key_id=S3_KEY_ID,
+        aws_secret_access_key=S3_SECRET,
+    )
+    name = f"kb-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(Bucket=name)
+    yield client, name
+
+
+@contextlib.contextmanager
+def _scripted(script: str, what: str) -> Iterator[str]:
+    """``scripts/<script> start PORT`` on a free loopback port, its printed URL, then ``stop``.
+    Failing to start fails the tests that need it — never a skip."""
     from tests.support.fake_provider import free_port
 
-    script = ROOT / "scripts" / "pg.sh"
+    path = ROOT / "scripts" / script
     port = str(free_port())
     started = subprocess.run(
-        [str(script), "start", port], capture_output=True, text=True, timeout=600, check=False
+        [str(path), "start", port], capture_output=True, text=True, timeout=600, check=False
     )
     if started.returncode != 0:
-        pytest.fail(f"could not start PostgreSQL with {script}:\n{started.stderr}", pytrace=False)
+        pytest.fail(f"could not start {what} with {path}:\n{started.stderr}", pytrace=False)
     try:
         yield started.stdout.strip()
     finally:
-        subprocess.run([str(script), "stop", port], capture_output=True, timeout=120, check=False)
+        subprocess.run([str(path), "stop", port], capture_output=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL the suite starts (scripts/pg.sh: Debian's package, initdb into a
+    fresh folder, a free loopback port); its SQLAlchemy URL."""
+    with _scripted("pg.sh", "PostgreSQL") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
 def ldap_server() -> Iterator[str]:
     """A real OpenLDAP server the suite starts (scripts/ldap.sh: Debian's slapd, a fresh mdb
-    database for dc=example,dc=org, a free loopback port); its URL. Failing to start fails the
-    tests that need it — never a skip."""
-    from tests.support.fake_provider import free_port
-
-    script = ROOT / "scripts" / "ldap.sh"
-    port = str(free_port())
-    started = subprocess.run(
-        [str(script), "start", port], capture_output=True, text=True, timeout=600, check=False
-    )
-    if started.returncode != 0:
-        pytest.fail(f"could not start slapd with {script}:\n{started.stderr}", pytrace=False)
-    try:
-        yield started.stdout.strip()
-    finally:
-        subprocess.run([str(script), "stop", port], capture_output=True, timeout=120, check=False)
+    database for dc=example,dc=org, StartTLS with a throwaway CA, a free loopback port); its
+    URL."""
+    with _scripted("ldap.sh", "slapd") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

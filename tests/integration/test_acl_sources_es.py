@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import boto3
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 from typer.testing import CliRunner
@@ -22,12 +20,12 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectRef, ObjectStoreOptions, ObjectStoreSource
 from retrieval_svc.embedding.local import LocalEmbedder
 from retrieval_svc.search.index import ensure_index, template_name
-from tests.support import ES_URL
+from tests.support import ES_URL, S3_KEY_ID, S3_SECRET
 from tests.support.corpus import TENANT, own
 
 pytestmark = pytest.mark.anyio
 
-KEY_ID, SECRET = "test-access-key-id", "test-secret-access-key"
+KEY_ID, SECRET = S3_KEY_ID, S3_SECRET
 RULES = """
 unmatched: refuse
 rules:
@@ -39,20 +37,6 @@ rules:
   - match: public/**
     access_roles: []
 """
-
-
-@pytest.fixture
-def bucket(s3_server: str) -> Iterator[tuple[Any, str]]:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server,
-        region_name="us-east-1",
-        aws_access_key_id=KEY_ID,
-        aws_secret_access_key=SECRET,
-    )
-    name = f"acl-{uuid.uuid4().hex[:10]}"
-    client.create_bucket(Bucket=name)
-    yield client, name
 
 
 def put(client: Any, bucket: str, key: str, body: str, tags: dict[str, str] | None = None) -> None:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from elasticsearch import AsyncElasticsearch
 from typer.testing import CliRunner
@@ -15,26 +12,12 @@ from typer.testing import CliRunner
 from indexer.cli import app as indexer_cli
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import ObjectStoreOptions, ObjectStoreSource
-from tests.support import ES_URL, doc_factory
+from tests.support import ES_URL, S3_KEY_ID, S3_SECRET, doc_factory
 from tests.support.corpus import TENANT, own
 
 pytestmark = pytest.mark.anyio
 
-KEY_ID, SECRET = "test-access-key-id", "test-secret-access-key"
-
-
-@pytest.fixture
-def bucket(s3_server: str) -> Iterator[tuple[Any, str]]:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server,
-        region_name="us-east-1",
-        aws_access_key_id=KEY_ID,
-        aws_secret_access_key=SECRET,
-    )
-    name = f"kb-{uuid.uuid4().hex[:10]}"
-    client.create_bucket(Bucket=name)
-    yield client, name
+KEY_ID, SECRET = S3_KEY_ID, S3_SECRET
 
 
 def put(client: Any, bucket: str, key: str, body: bytes | str) -> None:

@@ -71,6 +71,9 @@ DIFY_DESIGN_OPERATORS = (
 )
 
 # Secrets of the test API keys; the service only ever sees their hashes.
+# The suite's S3 server (moto) takes any credentials; these are the ones the tests sign with.
+S3_KEY_ID, S3_SECRET = "test-access-key-id", "test-secret-access-key"
+
 KEYS = {
     "anon": "test-key-anonymous-0123456789",
     "ops": "test-key-fixed-ops-0123456789",

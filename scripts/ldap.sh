@@ -19,15 +19,17 @@ SUFFIX="dc=example,dc=org"
 log() { echo "ldap: $*" >&2; }
 
 ensure_slapd() {
-  if ! command -v slapd >/dev/null 2>&1 && [ ! -x /usr/sbin/slapd ]; then
+  if { ! command -v slapd >/dev/null 2>&1 && [ ! -x /usr/sbin/slapd ]; } ||
+    ! command -v openssl >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      log "installing Debian's slapd and ldap-utils packages (once)"
+      log "installing Debian's slapd, ldap-utils and openssl packages (once)"
       export DEBIAN_FRONTEND=noninteractive
-      apt-get install -y -q slapd ldap-utils >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q slapd ldap-utils >/dev/null; }
+      apt-get install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q slapd ldap-utils openssl >/dev/null; }
     fi
   fi
   [ -x /usr/sbin/slapd ] || { log "error: slapd not found (install Debian's slapd)"; exit 1; }
+  command -v openssl >/dev/null || { log "error: openssl not found (install Debian's openssl)"; exit 1; }
 }
 
 stop_slapd() {

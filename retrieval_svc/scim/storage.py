@@ -22,7 +22,6 @@ import contextlib
 import functools
 import json
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -96,8 +95,16 @@ def grants_of(
     """The ``g`` lines the tenant's SCIM groups imply: each active member user, directly or
     through nested groups, holds the roles the group gives — those ``roles`` maps its
     ``displayName`` to, or (no mapping for the tenant) the role of that name."""
-    users: dict[str, Any] = {r.id: r for r in resources if _is(r, USER) and r.id}
-    groups: dict[str, Any] = {r.id: r for r in resources if _is(r, GROUP) and r.id}
+    users: dict[str, str] = {}  # id → user:<userName>, active users only
+    groups: dict[str, Any] = {}
+    for r in resources:
+        schemas = r.schemas or ()
+        if USER in schemas and r.id:
+            user: Any = r
+            if user.active is not False and user.user_name:
+                users[r.id] = user_subject(str(user.user_name))
+        elif GROUP in schemas and r.id:
+            groups[r.id] = r
     grants: set[Grant] = set()
     for group in groups.values():
         if not group.display_name:
@@ -105,18 +112,19 @@ def grants_of(
         given = (group.display_name,) if roles is None else roles.get(group.display_name, ())
         if not given:
             continue
+        holders: set[str] = set()
         seen: set[str] = set()
-        todo = deque(m.value for m in group.members or [] if m.value)
+        todo = [m.value for m in group.members or () if m.value]
         while todo:
-            member = todo.popleft()
+            member = todo.pop()
             if member in seen:
                 continue
             seen.add(member)
             if member in groups:  # a nested group passes its members on
-                todo.extend(m.value for m in groups[member].members or [] if m.value)
-            elif (user := users.get(member)) is not None and user.active is not False:
-                for role in given:
-                    grants.add((user_subject(str(user.user_name)), role, tenant))
+                todo.extend(m.value for m in groups[member].members or () if m.value)
+            elif (subject := users.get(member)) is not None:
+                holders.add(subject)
+        grants.update((subject, role, tenant) for subject in holders for role in given)
     return grants
 
 
@@ -147,7 +155,15 @@ class TenantStorage(InMemoryStorage):
         super().__init__()
         self.engine, self.provider, self.tenant, self.actor = engine, provider, tenant, actor
         self.roles = roles  # the tenant's group → roles mapping (None: a group's own name)
+        self._grants: set[Grant] | None = None  # what the resources in memory imply
         self.serial = -1  # (nothing loaded yet)
+
+    def grants(self) -> set[Grant]:
+        """The grants the resources in memory imply (kept between writes: a write computes
+        them once, for after it)."""
+        if self._grants is None:
+            self._grants = grants_of(self.resources, self.tenant, self.roles)
+        return self._grants
 
     def next_version(self) -> str:
         """A version no other worker or earlier process gave (the default counts from 1)."""
@@ -179,6 +195,7 @@ class TenantStorage(InMemoryStorage):
             if self.serial >= 0:
                 query = query.where(resources.c.serial > self.serial)
             rows = conn.execute(query).all()
+        self._grants = None
         models: dict[str, Any] = {
             str(rt.name): self.provider.model_for(rt) for rt in self.provider.resource_types
         }
@@ -215,7 +232,7 @@ class TenantStorage(InMemoryStorage):
         _check(resource)
         with self.lock:
             self.refresh()
-            before = grants_of(self.resources, self.tenant, self.roles)
+            before = self.grants()
             stored = super().create(resource_type, resource)
             self._commit(before, f"create {resource_type.name}", upsert=stored)
             return stored
@@ -230,7 +247,7 @@ class TenantStorage(InMemoryStorage):
         _check(resource)
         with self.lock:
             self.refresh()
-            before = grants_of(self.resources, self.tenant, self.roles)
+            before = self.grants()
             stored = super().update(resource_type, resource, expected_version=expected_version)
             self._commit(before, f"update {resource_type.name}", upsert=stored)
             return stored
@@ -244,7 +261,7 @@ class TenantStorage(InMemoryStorage):
     ) -> None:
         with self.lock:
             self.refresh()
-            before = grants_of(self.resources, self.tenant, self.roles)
+            before = self.grants()
             super().delete(resource_type, resource_id, expected_version=expected_version)
             self._commit(before, f"delete {resource_type.name}", removed=resource_id)
 
@@ -260,7 +277,8 @@ class TenantStorage(InMemoryStorage):
         import sqlalchemy as sa
 
         _, resources, state = _tables()
-        after = grants_of(self.resources, self.tenant, self.roles)
+        self._grants = None
+        after = self.grants()
         changes = [Change("remove", "g", g) for g in sorted(before - after)]
         changes += [Change("add", "g", g) for g in sorted(after - before)]
         try:
@@ -299,6 +317,7 @@ class TenantStorage(InMemoryStorage):
                     history.apply_in(conn, TABLE, self.actor(), action, changes)
         except Exception:
             self.serial = -1  # what memory holds was not committed: reload it next time
+            self._grants = None
             raise
         self.serial = serial
 

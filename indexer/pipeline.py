@@ -21,19 +21,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from string import Formatter
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from elasticsearch import AsyncElasticsearch
 
-from indexer.budget import Budget
-from indexer.chunking import ChunkOptions
 from indexer.documents import DocumentError, document_id
-from indexer.formats.base import OcrMode
-from indexer.permissions import AclRules, Outside, TagError, roles_from_tag, versioned
-from indexer.reading import ChunkSettings, document_chunks
+from indexer.loading import (
+    IndexOptions,
+    chunk_settings,
+    load_document,
+    outside_of,
+    read_document,
+)
+from indexer.permissions import Outside
 from indexer.report import Report
 from indexer.sources import ObjectRef, Source
 from indexer.store import (
@@ -44,128 +44,13 @@ from indexer.store import (
 )
 from indexer.workers import InFlight, ParserPool
 from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
-from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.embedding import Embedder
-from retrieval_svc.settings import DEFAULT_TIMEZONE
 
 log = logging.getLogger(__name__)
 
-URL_FIELDS = frozenset({"key", "uri", "bucket", "name"})
-
-
-@dataclass(frozen=True, slots=True)
-class IndexOptions:
-    """What to index into, and how."""
-
-    knowledge_id: str
-    alias: str
-    tenant: str = DEFAULT_TENANT
-    dataset_name: str = ""
-    chunk: ChunkOptions = field(default_factory=ChunkOptions)
-    url_template: str | None = None
-    manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
-    prune: bool = False
-    force: bool = False
-    dry_run: bool = False
-    batch_size: int = 500
-    batch_bytes: int = 32 * 1024 * 1024
-    concurrency: int = 4
-    timezone: str = DEFAULT_TIMEZONE  # where date-only metadata values are read (RSVC_TIMEZONE)
-    budget: Budget = field(default_factory=Budget)  # what one document may cost
-    ocr: OcrMode = "auto"  # pages without text and images: read by OCR (auto), never, always
-    # Worker processes that parse under the budget's time and memory limits (the CLI's
-    # default); 0: threads of this process, with the size limits only (a library caller).
-    workers: int = 0
-    acl_rules: AclRules | None = None  # folder rules (--acl-rules)
-    roles_tag: str | None = None  # the object tag that holds roles (--roles-tag)
-
-    def __post_init__(self) -> None:
-        if self.url_template is not None:
-            names = {f for _, f, _, _ in Formatter().parse(self.url_template) if f is not None}
-            unknown = names - URL_FIELDS
-            if unknown:
-                allowed = ", ".join(sorted(URL_FIELDS))
-                raise ValueError(f"--url-template uses {sorted(unknown)}; allowed: {allowed}")
-
+__all__ = ["IndexOptions", "Progress", "index_source", "load_document"]
 
 Progress = Callable[[str], None]
-
-
-def _url(options: IndexOptions, ref: ObjectRef, bucket: str) -> str:
-    if options.url_template is None:
-        return ref.uri
-    name = ref.key.rsplit("/", 1)[-1]
-    return options.url_template.format(key=ref.key, uri=ref.uri, bucket=bucket, name=name)
-
-
-def chunk_settings(options: IndexOptions) -> ChunkSettings:
-    """What turning a document of this run into chunks needs (sent to the workers once per
-    document: small, the manifest stays here)."""
-    return ChunkSettings(
-        knowledge_id=options.knowledge_id,
-        dataset_name=options.dataset_name or options.knowledge_id,
-        tz=ZoneInfo(options.timezone),
-        chunk=options.chunk,
-        tenant=options.tenant,
-        budget=options.budget,
-        ocr=options.ocr,
-    )
-
-
-Read = tuple[ObjectRef, bytes, tuple[tuple[str, dict[str, Any]], ...], str, Outside]
-
-
-def manifest_line(options: IndexOptions, ref: ObjectRef) -> dict[str, Any]:
-    """The object's manifest metadata (its ``path`` aside)."""
-    line = options.manifest.get(ref.key) or options.manifest.get(ref.uri) or {}
-    return {k: v for k, v in line.items() if k != "path"}
-
-
-def outside_of(source: Source, ref: ObjectRef, options: IndexOptions) -> Outside:
-    """What the object's roles come from outside its bytes: its folder rule and roles tag
-    (blocking I/O when tags are read: run it in a thread). Raises DocumentError when the tag
-    cannot be read: such a document fails, it is never published."""
-    rules, name = options.acl_rules, options.roles_tag
-    tag: tuple[str, ...] | None = None
-    if name:
-        try:
-            tags = source.tags(ref)
-        except Exception as exc:  # a read error fails the document, never publishes it
-            raise DocumentError(f"tag {name} cannot be read: {type(exc).__name__}: {exc}") from exc
-        if name in tags:
-            try:
-                tag = tuple(roles_from_tag(name, tags[name]))
-            except TagError as exc:
-                raise DocumentError(str(exc)) from None
-    outside = Outside(
-        rule=rules.match(ref.key) if rules else None,
-        rules_file=rules.path if rules else "",
-        unmatched=rules.unmatched if rules else "",
-        tag_name=name or "",
-        tag=tag,
-    )
-    return versioned(outside, manifest_line(options, ref))
-
-
-def read_document(
-    source: Source, ref: ObjectRef, options: IndexOptions, outside: Outside | None = None
-) -> Read:
-    """Read one object and its metadata layers (blocking I/O: run it in a thread): the
-    arguments of ``document_chunks`` but its settings. Its size is checked first."""
-    options.budget.check_bytes(ref.size)
-    if outside is None:
-        outside = outside_of(source, ref, options)
-    data = source.read(ref)
-    layers = (("sidecar", source.sidecar(ref)), ("manifest", manifest_line(options, ref)))
-    bucket = ref.uri.split("/")[2] if "://" in ref.uri else ""
-    return ref, data, layers, _url(options, ref, bucket), outside
-
-
-def load_document(
-    source: Source, ref: ObjectRef, options: IndexOptions, outside: Outside | None = None
-) -> list[dict[str, Any]]:
-    """Read, parse and chunk one object in this process (blocking: run it in a thread)."""
-    return document_chunks(*read_document(source, ref, options, outside), chunk_settings(options))
 
 
 async def index_source(

@@ -15,12 +15,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from retrieval_svc.acl.policy_store import (
-    DEFAULT_MODEL,
-    PolicyAdmin,
-    PolicyDatabase,
-    PolicyError,
-)
+from retrieval_svc.acl.admin import PolicyAdmin
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
 from retrieval_svc.cli_audit import audit_app

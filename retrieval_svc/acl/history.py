@@ -142,17 +142,36 @@ def _tables(rule_table: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]
 
 
 def ensure_tables(engine: Engine, rule_table: str) -> None:
-    """Create the history tables if missing (the adapter creates its own)."""
-    meta, _, events, changes = _tables(rule_table)
+    """Create the history tables if missing (the adapter creates its own), and an index on
+    the adapter's table by (ptype, v0, v1), so checking a few lines never reads them all."""
+    import sqlalchemy as sa
+
+    meta, rules, events, changes = _tables(rule_table)
     meta.create_all(engine, tables=[events, changes])
+    if sa.inspect(engine).has_table(rule_table):
+        sa.Index(f"ix_{rule_table}_lookup", rules.c.ptype, rules.c.v0, rules.c.v1).create(
+            engine, checkfirst=True
+        )
 
 
-def _existing(conn: Connection, rules: sa.Table, ptypes: set[str]) -> set[tuple[str, Rule]]:
-    """Every line of ``ptypes`` in the table (one query, inside the transaction)."""
+FEW = 100  # changes checked line by line (through the index) rather than by reading all
+
+
+def _existing(conn: Connection, rules: sa.Table, wanted: list[Change]) -> set[tuple[str, Rule]]:
+    """The lines of the table that ``wanted`` could touch, in one query inside the
+    transaction: those with a wanted line's type and first two values for a few changes (a
+    console grant, a SCIM write), every line of their types for many (a sync, an import)."""
     import sqlalchemy as sa
 
     columns = [rules.c.ptype, *(rules.c[f"v{i}"] for i in range(6))]
-    found = conn.execute(sa.select(*columns).where(rules.c.ptype.in_(sorted(ptypes))))
+    if len(wanted) <= FEW:
+        keys = {(c.ptype, c.values[0], c.values[1]) for c in wanted}
+        where = sa.or_(
+            *(sa.and_(rules.c.ptype == p, rules.c.v0 == a, rules.c.v1 == b) for p, a, b in keys)
+        )
+    else:
+        where = rules.c.ptype.in_(sorted({c.ptype for c in wanted}))
+    found = conn.execute(sa.select(*columns).where(where))
     return {(row[0], tuple(v for v in row[1:] if v is not None)) for row in found}
 
 
@@ -191,7 +210,7 @@ def apply_in(
     moment = at or datetime.now(UTC)
     wanted = list(changes)
     done: list[Event] = []
-    present = _existing(conn, rules, {c.ptype for c in wanted}) if wanted else set()
+    present = _existing(conn, rules, wanted) if wanted else set()
     applied: dict[str, list[Change]] = {}
     inserts: list[dict[str, str]] = []
     deletes: list[Change] = []

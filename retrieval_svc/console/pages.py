@@ -23,8 +23,9 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.history import Actor
-from retrieval_svc.acl.policy_store import PolicyAdmin, PolicyDatabase, PolicyError
+from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError
 from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.console.session import (

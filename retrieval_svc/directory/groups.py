@@ -14,8 +14,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Change
-from retrieval_svc.acl.policy_store import PolicyError, checked_role, user_subject
+from retrieval_svc.acl.policy_store import PolicyError, user_subject
 
 
 class DirectoryError(ValueError):

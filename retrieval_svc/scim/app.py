@@ -17,8 +17,9 @@ from scim2_server.applications.asgi import ASGIApplication
 from scim2_server.utils import load_default_provider
 from starlette.types import Receive, Scope, Send
 
+from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Actor
-from retrieval_svc.acl.policy_store import PolicyDatabase, checked_role
+from retrieval_svc.acl.policy_store import PolicyDatabase
 from retrieval_svc.auth.keys import bearer_token
 from retrieval_svc.errors import AuthError
 from retrieval_svc.observability import log_fields

@@ -30,14 +30,9 @@ from scim2_server.memory import InMemoryStorage
 from scim2_server.storage import AsyncScimStorage, SearchPage, projection, search_page
 
 from retrieval_svc.acl import history
+from retrieval_svc.acl.admin import checked_role, checked_user
 from retrieval_svc.acl.history import Actor, Change
-from retrieval_svc.acl.policy_store import (
-    TABLE,
-    PolicyError,
-    checked_role,
-    checked_user,
-    user_subject,
-)
+from retrieval_svc.acl.policy_store import TABLE, PolicyError, user_subject
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

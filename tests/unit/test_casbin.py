@@ -220,7 +220,8 @@ async def test_index_pieces_reassemble_to_the_same_policy(policy: Path) -> None:
 
 def test_lines_that_mean_nothing_are_refused(tmp_path: Path) -> None:
     # Issue #36 §6: `inherit anyone → exec` and `grant-role eve anyone` were accepted.
-    from retrieval_svc.acl.policy_store import PolicyAdmin, PolicyDatabase
+    from retrieval_svc.acl.admin import PolicyAdmin
+    from retrieval_svc.acl.policy_store import PolicyDatabase
 
     admin = PolicyAdmin(PolicyDatabase(DEFAULT_MODEL, f"sqlite:///{tmp_path / 'p.db'}"))
     for change in (

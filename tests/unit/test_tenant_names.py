@@ -15,8 +15,9 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from indexer.cli import app as indexer_app
+from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.casbin_acl import AccessControl
-from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyAdmin, PolicyDatabase, PolicyError
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
 from retrieval_svc.cli import app
 from retrieval_svc.key_entry import ApiKeyConfig
 from retrieval_svc.settings import Settings

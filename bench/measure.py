@@ -42,6 +42,35 @@ class Run:
         }
 
 
+async def interleaved(
+    calls: dict[str, Callable[[T], Awaitable[Any]]], items: Sequence[T]
+) -> dict[str, Run]:
+    """Every call on each item in turn, one request at a time (concurrency 1), the order
+    rotated per item: a drift of the machine or of Elasticsearch's caches during the run
+    falls on every scenario alike, instead of on whichever ran while it lasted."""
+    names = list(calls)
+    runs = {name: Run(outputs=[None] * len(items)) for name in names}
+    started = time.perf_counter()
+    for i, item in enumerate(items):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            run = runs[name]
+            began = time.perf_counter()
+            try:
+                run.outputs[i] = await calls[name](item)
+            except Exception as exc:
+                run.errors += 1
+                if len(run.failures) < 3:
+                    run.failures.append(f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            elapsed = time.perf_counter() - began
+            run.latencies_ms.append(elapsed * 1000)
+            run.wall_s += elapsed
+    for run in runs.values():  # (wall: each scenario's own time, so QPS is 1 / mean)
+        run.wall_s = run.wall_s or time.perf_counter() - started
+    return runs
+
+
 async def drive(call: Callable[[T], Awaitable[Any]], items: Sequence[T], concurrency: int) -> Run:
     """Run ``call`` over ``items`` with ``concurrency`` workers; outputs keep item order."""
     run = Run(outputs=[None] * len(items))

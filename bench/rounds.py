@@ -11,7 +11,7 @@ from elasticsearch import AsyncElasticsearch
 
 from bench.common import KEY, SCENARIOS
 from bench.cpu import CpuMeter
-from bench.measure import Run, drive
+from bench.measure import Run, drive, interleaved
 from bench.processes import Processes
 from bench.scenarios import Prepared, Scenarios
 
@@ -63,6 +63,12 @@ def took_p50(run: Run) -> float | None:
     return tooks[len(tooks) // 2] if tooks else None
 
 
+def _summary(run: Run) -> dict[str, Any]:
+    summary = run.summary()
+    summary["es_took_p50_ms"] = took_p50(run)
+    return summary
+
+
 async def measure(
     scen: object,
     prepared: Sequence[Any],
@@ -71,20 +77,27 @@ async def measure(
     cpu: CpuMeter,
     names: tuple[str, ...] = SCENARIOS,
 ) -> tuple[dict[str, Any], dict[str, Run]]:
-    """Every scenario (a method of ``scen`` per name) at every concurrency, interleaved per
-    concurrency level, with the CPU each part spent per request at the highest concurrency
-    (where every core is busy)."""
+    """Every scenario (a method of ``scen`` per name) at every concurrency: at concurrency 1
+    the scenarios take turns query by query (``interleaved``), above it each runs alone in
+    turn, with the CPU each part spent per request at the highest concurrency (where every
+    core is busy)."""
     results: dict[str, Any] = {k: {} for k in names}
     keep: dict[str, Run] = {}
     for name in names:  # warm caches and connections
         await drive(getattr(scen, name), prepared[:warmup], 4)
     for conc in concurrencies:
+        if conc == 1:  # one request at a time: the scenarios take turns on every query
+            runs = await interleaved({name: getattr(scen, name) for name in names}, prepared)
+            for name in names:
+                results[name]["1"] = _summary(runs[name])
+                keep[f"{name}@1"] = runs[name]
+                print(f"  {name:12s} c=1   {results[name]['1']}", file=sys.stderr)
+            continue
         for name in names:
             accounted = conc == max(concurrencies)
             before = await cpu.read() if accounted else None
             run = await drive(getattr(scen, name), prepared, conc)
-            summary = run.summary()
-            summary["es_took_p50_ms"] = took_p50(run)
+            summary = _summary(run)
             if before is not None:
                 after = await cpu.read()
                 summary["cpu_ms_per_request"] = cpu.per_request(

@@ -258,9 +258,14 @@ def format_chunks(chunks: Iterable[UnifiedChunk]) -> str:
 
 
 def chunk_dict(chunk: UnifiedChunk) -> dict[str, Any]:
-    """A chunk as the code node emits it: extras only when they carry something."""
-    out = chunk.model_dump(exclude_none=True)
-    if not out.get("metadata"):
+    """A chunk as the code node emits it: extras only when they carry something.
+
+    The fields are read as they are (a chunk's are plain JSON values), not through
+    ``model_dump``, which copies every nested value again on each of a request's chunks."""
+    out = {name: value for name, value in chunk if value is not None}
+    if out.get("metadata"):
+        out["metadata"] = dict(out["metadata"])
+    else:
         out.pop("metadata", None)
     return out
 

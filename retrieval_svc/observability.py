@@ -7,7 +7,6 @@ with :func:`log_fields`.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -15,6 +14,7 @@ import uuid
 from contextvars import ContextVar
 from typing import Any
 
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrieval_svc.metrics import Metrics
@@ -118,7 +118,8 @@ class JsonFormatter(logging.Formatter):
             out["message"] = record.getMessage()
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False, default=str)
+        # orjson: a few µs where json.dumps took tens, on the two lines of every retrieval.
+        return orjson.dumps(out, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def configure_logging(level: int = logging.INFO) -> None:

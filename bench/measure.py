@@ -71,6 +71,15 @@ async def interleaved(
     return runs
 
 
+def add(total: Run, part: Run, offset: int) -> None:
+    """``part``, a run over the items from ``offset`` on, into ``total`` (a run over all)."""
+    total.latencies_ms.extend(part.latencies_ms)
+    total.wall_s += part.wall_s
+    total.errors += part.errors
+    total.failures.extend(part.failures[: max(0, 3 - len(total.failures))])
+    total.outputs[offset : offset + len(part.outputs)] = part.outputs
+
+
 async def drive(call: Callable[[T], Awaitable[Any]], items: Sequence[T], concurrency: int) -> Run:
     """Run ``call`` over ``items`` with ``concurrency`` workers; outputs keep item order."""
     run = Run(outputs=[None] * len(items))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.measure import interleaved
+from bench.measure import Run, add, interleaved
 
 
 def test_scenarios_take_turns_per_item_in_a_rotating_order() -> None:
@@ -33,3 +33,15 @@ def test_scenarios_take_turns_per_item_in_a_rotating_order() -> None:
     assert runs["b"].failures == ["RuntimeError: refused"]
     assert [len(r.latencies_ms) for r in runs.values()] == [4, 3, 4]
     assert all(r.wall_s > 0 and r.summary()["qps"] > 0 for r in runs.values())
+
+
+def test_runs_over_blocks_add_up_to_one_over_all_items() -> None:
+    total = Run(outputs=[None] * 5)
+    add(total, Run(latencies_ms=[1.0, 2.0], wall_s=0.5, outputs=["a", "b"]), 0)
+    add(total, Run(latencies_ms=[3.0], wall_s=0.25, outputs=["c", None, "e"], errors=1,
+                   failures=["RuntimeError: x"]), 2)  # fmt: skip
+
+    assert total.outputs == ["a", "b", "c", None, "e"]
+    assert total.latencies_ms == [1.0, 2.0, 3.0] and total.wall_s == 0.75
+    assert total.errors == 1 and total.failures == ["RuntimeError: x"]
+    assert total.summary()["qps"] == 4.0

@@ -83,10 +83,11 @@ async def measure(
     warmup: int,
     cpu: CpuMeter,
     names: tuple[str, ...] = SCENARIOS,
+    blocks: int = BLOCKS,
 ) -> tuple[dict[str, Any], dict[str, Run]]:
     """Every scenario (a method of ``scen`` per name) at every concurrency: at concurrency 1
     the scenarios take turns query by query (``interleaved``), above it block by block
-    (``BLOCKS``), with the CPU each part spent per request at the highest concurrency (where
+    (``blocks``), with the CPU each part spent per request at the highest concurrency (where
     every core is busy)."""
     results: dict[str, Any] = {k: {} for k in names}
     keep: dict[str, Run] = {}
@@ -103,8 +104,8 @@ async def measure(
         accounted = conc == max(concurrencies)
         totals = {name: Run(outputs=[None] * len(prepared)) for name in names}
         cpu_s = {name: [0.0, 0.0, 0.0] for name in names}
-        size = -(-len(prepared) // BLOCKS)
-        for block in range(BLOCKS):  # each scenario runs on every block, in a rotated order
+        size = -(-len(prepared) // blocks)
+        for block in range(blocks):  # each scenario runs on every block, in a rotated order
             offset = block * size
             part = prepared[offset : offset + size]
             shift = block % len(names)

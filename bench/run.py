@@ -26,7 +26,7 @@ from bench.cluster import roles_scaling, three_nodes, write_policy
 from bench.common import CACHE, ROOT, drop_alias, fresh_alias, index_corpus, machine, own
 from bench.cpu import CpuMeter, on_separate_cores
 from bench.processes import Processes, peak_rss
-from bench.rounds import hop_floor, ids, measure, same_share, scenarios
+from bench.rounds import BLOCKS, hop_floor, ids, measure, same_share, scenarios
 from bench.scenarios import client_session, prepare, recall_at_k
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL
@@ -64,7 +64,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     primary = chunks == args.chunks
                     concs = (1, 16)
                     cpu = CpuMeter(es, procs.service_pid)
-                    measured, runs = await measure(scen, prepared, concs, args.warmup, cpu)
+                    # (the smoke's 60 queries in one block: each block costs two CPU readings)
+                    blocks = 1 if args.smoke else BLOCKS
+                    measured, runs = await measure(
+                        scen, prepared, concs, args.warmup, cpu, blocks=blocks
+                    )
                     if args.separate_cores:
                         separate = await on_separate_cores(es, scen, prepared, procs)
                         result.setdefault("separate_cores", []).append(

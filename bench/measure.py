@@ -42,32 +42,39 @@ class Run:
         }
 
 
+def rotated(names: Sequence[str], by: int) -> list[str]:
+    """``names`` starting at position ``by`` (modulo their number), the rest after."""
+    shift = by % len(names)
+    return [*names[shift:], *names[:shift]]
+
+
+async def timed(run: Run, call: Callable[[T], Awaitable[Any]], items: Sequence[T], i: int) -> float:
+    """``call`` on item ``i``, its output and latency recorded in ``run`` (a failure counted,
+    the first few kept as text); the seconds it took, 0 for a failure (not a latency)."""
+    started = time.perf_counter()
+    try:
+        run.outputs[i] = await call(items[i])
+    except Exception as exc:
+        run.errors += 1
+        if len(run.failures) < 3:
+            run.failures.append(f"{type(exc).__name__}: {exc}"[:300])
+        return 0.0
+    elapsed = time.perf_counter() - started
+    run.latencies_ms.append(elapsed * 1000)
+    return elapsed
+
+
 async def interleaved(
     calls: dict[str, Callable[[T], Awaitable[Any]]], items: Sequence[T]
 ) -> dict[str, Run]:
     """Every call on each item in turn, one request at a time (concurrency 1), the order
     rotated per item: a drift of the machine or of Elasticsearch's caches during the run
-    falls on every scenario alike, instead of on whichever ran while it lasted."""
-    names = list(calls)
-    runs = {name: Run(outputs=[None] * len(items)) for name in names}
-    started = time.perf_counter()
-    for i, item in enumerate(items):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
-            run = runs[name]
-            began = time.perf_counter()
-            try:
-                run.outputs[i] = await calls[name](item)
-            except Exception as exc:
-                run.errors += 1
-                if len(run.failures) < 3:
-                    run.failures.append(f"{type(exc).__name__}: {exc}"[:300])
-                continue
-            elapsed = time.perf_counter() - began
-            run.latencies_ms.append(elapsed * 1000)
-            run.wall_s += elapsed
-    for run in runs.values():  # (wall: each scenario's own time, so QPS is 1 / mean)
-        run.wall_s = run.wall_s or time.perf_counter() - started
+    falls on every scenario alike, instead of on whichever ran while it lasted. A
+    scenario's wall time is its own calls' (so its QPS is one over its mean latency)."""
+    runs = {name: Run(outputs=[None] * len(items)) for name in calls}
+    for i in range(len(items)):
+        for name in rotated(list(calls), i):
+            runs[name].wall_s += await timed(runs[name], calls[name], items, i)
     return runs
 
 
@@ -90,15 +97,7 @@ async def drive(call: Callable[[T], Awaitable[Any]], items: Sequence[T], concurr
         while next_index < len(items):
             i = next_index
             next_index += 1
-            started = time.perf_counter()
-            try:
-                run.outputs[i] = await call(items[i])
-            except Exception as exc:
-                run.errors += 1
-                if len(run.failures) < 3:
-                    run.failures.append(f"{type(exc).__name__}: {exc}"[:300])
-                continue
-            run.latencies_ms.append((time.perf_counter() - started) * 1000)
+            await timed(run, call, items, i)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))

@@ -11,7 +11,7 @@ from elasticsearch import AsyncElasticsearch
 
 from bench.common import KEY, SCENARIOS
 from bench.cpu import CpuMeter
-from bench.measure import Run, add, drive, interleaved
+from bench.measure import Run, add, drive, interleaved, rotated
 from bench.processes import Processes
 from bench.scenarios import Prepared, Scenarios
 
@@ -103,25 +103,26 @@ async def measure(
             continue
         accounted = conc == max(concurrencies)
         totals = {name: Run(outputs=[None] * len(prepared)) for name in names}
-        cpu_s = {name: [0.0, 0.0, 0.0] for name in names}
+        # CPU seconds of each part (Elasticsearch, service, load generator), per scenario
+        spent: dict[str, tuple[float, ...]] = dict.fromkeys(names, (0.0, 0.0, 0.0))
         size = -(-len(prepared) // blocks)
+        reading = await cpu.read() if accounted else None
         for block in range(blocks):  # each scenario runs on every block, in a rotated order
             offset = block * size
-            part = prepared[offset : offset + size]
-            shift = block % len(names)
-            for name in names[shift:] + names[:shift]:
-                before = await cpu.read() if accounted else None
-                add(totals[name], await drive(getattr(scen, name), part, conc), offset)
-                if before is not None:
-                    after = await cpu.read()
-                    for i, (a, b) in enumerate(zip(before, after, strict=True)):
-                        cpu_s[name][i] += b - a
+            for name in rotated(names, block):
+                part = await drive(getattr(scen, name), prepared[offset : offset + size], conc)
+                add(totals[name], part, offset)
+                if reading is not None:  # (one reading ends a block and begins the next)
+                    before, reading = reading, await cpu.read()
+                    spent[name] = tuple(
+                        s + b - a for s, a, b in zip(spent[name], before, reading, strict=True)
+                    )
         for name in names:
             run = totals[name]
             summary = _summary(run)
             if accounted:
                 summary["cpu_ms_per_request"] = cpu.per_request(
-                    (0.0, 0.0, 0.0), tuple(cpu_s[name]), len(run.latencies_ms)
+                    (0.0, 0.0, 0.0), spent[name], len(run.latencies_ms)
                 )
             results[name][str(conc)] = summary
             keep[f"{name}@{conc}"] = run

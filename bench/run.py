@@ -64,7 +64,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     primary = chunks == args.chunks
                     concs = (1, 16)
                     cpu = CpuMeter(es, procs.service_pid)
-                    # (the smoke's 60 queries in one block: each block costs two CPU readings)
+                    # (the smoke's 60 queries in one block: each block costs a CPU reading, 1.1 s)
                     blocks = 1 if args.smoke else BLOCKS
                     measured, runs = await measure(
                         scen, prepared, concs, args.warmup, cpu, blocks=blocks

@@ -260,9 +260,10 @@ def format_chunks(chunks: Iterable[UnifiedChunk]) -> str:
 def chunk_dict(chunk: UnifiedChunk) -> dict[str, Any]:
     """A chunk as the code node emits it: extras only when they carry something.
 
-    The fields are read as they are (a chunk's are plain JSON values), not through
-    ``model_dump``, which copies every nested value again on each of a request's chunks."""
-    out = {name: value for name, value in chunk if value is not None}
+    The fields are read from the model's ``__dict__`` as they are (a chunk's are plain JSON
+    values): ``model_dump`` copies every nested value again, and iterating the model runs a
+    generator that filters out private names, on each field of each of a request's chunks."""
+    out = {name: value for name, value in chunk.__dict__.items() if value is not None}
     if out.get("metadata"):
         out["metadata"] = dict(out["metadata"])
     else:

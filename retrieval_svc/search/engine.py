@@ -116,7 +116,7 @@ class SearchEngine(TenantReads):
         if body.get("min_score") == float("inf"):
             return SearchResult(chunks=[], took_ms=0)
         response = await self._call(
-            "search", self._es.search(index=self.index(principal.tenant), **body)
+            "search", self._searches.search(self.index(principal.tenant), body)
         )
         hits = self._visible(response, principal, self._bm25_score)
         chunks = [chunk_from_source(h.source, h.score) for h in hits if h.score >= score_threshold]
@@ -154,7 +154,7 @@ class SearchEngine(TenantReads):
         )
         if mode == "vector":
             response = await self._call(
-                "knn", self._es.search(index=self.index(principal.tenant), **knn)
+                "knn", self._searches.search(self.index(principal.tenant), knn)
             )
             hits = self._visible(response, principal, self._vector_score)
             took = int(response.get("took", 0))
@@ -170,7 +170,7 @@ class SearchEngine(TenantReads):
             )
             header = {"index": self.index(principal.tenant)}
             response = await self._call(
-                "msearch", self._es.msearch(searches=[header, bm25, header, knn])
+                "msearch", self._searches.msearch([header, bm25, header, knn])
             )
             text_resp, knn_resp = (self._checked(r) for r in response["responses"])
             hits = fuse(

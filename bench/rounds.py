@@ -70,10 +70,35 @@ def took_p50(run: Run) -> float | None:
 BLOCKS = 4
 
 
-def _summary(run: Run) -> dict[str, Any]:
-    summary = run.summary()
-    summary["es_took_p50_ms"] = took_p50(run)
-    return summary
+#: CPU seconds of Elasticsearch, the service and the load generator, before any is spent
+NOTHING_SPENT: tuple[float, ...] = (0.0, 0.0, 0.0)
+
+
+async def in_blocks(
+    calls: dict[str, Any],
+    prepared: Sequence[Any],
+    conc: int,
+    blocks: int,
+    cpu: CpuMeter | None,
+) -> tuple[dict[str, Run], dict[str, tuple[float, ...]]]:
+    """Every call at concurrency ``conc`` on each of ``blocks`` slices of the queries before
+    the next slice starts, the order rotated per slice; with ``cpu``, the CPU seconds each
+    part spent on each call's slices (one reading ends a slice and begins the next)."""
+    runs = {name: Run(outputs=[None] * len(prepared)) for name in calls}
+    spent = dict.fromkeys(calls, NOTHING_SPENT) if cpu is not None else {}
+    size = -(-len(prepared) // blocks)
+    reading = await cpu.read() if cpu is not None else NOTHING_SPENT
+    for block in range(blocks):
+        offset = block * size
+        for name in rotated(list(calls), block):
+            part = await drive(calls[name], prepared[offset : offset + size], conc)
+            add(runs[name], part, offset)
+            if cpu is not None:
+                before, reading = reading, await cpu.read()
+                spent[name] = tuple(
+                    s + b - a for s, a, b in zip(spent[name], before, reading, strict=True)
+                )
+    return runs, spent
 
 
 async def measure(
@@ -94,35 +119,20 @@ async def measure(
     for name in names:  # warm caches and connections
         await drive(getattr(scen, name), prepared[:warmup], 4)
     for conc in concurrencies:
-        if conc == 1:  # one request at a time: the scenarios take turns on every query
-            runs = await interleaved({name: getattr(scen, name) for name in names}, prepared)
-            for name in names:
-                results[name]["1"] = _summary(runs[name])
-                keep[f"{name}@1"] = runs[name]
-                print(f"  {name:12s} c=1   {results[name]['1']}", file=sys.stderr)
-            continue
+        calls = {name: getattr(scen, name) for name in names}
         accounted = conc == max(concurrencies)
-        totals = {name: Run(outputs=[None] * len(prepared)) for name in names}
-        # CPU seconds of each part (Elasticsearch, service, load generator), per scenario
-        spent: dict[str, tuple[float, ...]] = dict.fromkeys(names, (0.0, 0.0, 0.0))
-        size = -(-len(prepared) // blocks)
-        reading = await cpu.read() if accounted else None
-        for block in range(blocks):  # each scenario runs on every block, in a rotated order
-            offset = block * size
-            for name in rotated(names, block):
-                part = await drive(getattr(scen, name), prepared[offset : offset + size], conc)
-                add(totals[name], part, offset)
-                if reading is not None:  # (one reading ends a block and begins the next)
-                    before, reading = reading, await cpu.read()
-                    spent[name] = tuple(
-                        s + b - a for s, a, b in zip(spent[name], before, reading, strict=True)
-                    )
+        spent: dict[str, tuple[float, ...]] = {}
+        if conc == 1:  # one request at a time: the scenarios take turns on every query
+            runs = await interleaved(calls, prepared)
+        else:
+            runs, spent = await in_blocks(calls, prepared, conc, blocks, cpu if accounted else None)
         for name in names:
-            run = totals[name]
-            summary = _summary(run)
-            if accounted:
+            run = runs[name]
+            summary = run.summary()
+            summary["es_took_p50_ms"] = took_p50(run)
+            if name in spent:
                 summary["cpu_ms_per_request"] = cpu.per_request(
-                    (0.0, 0.0, 0.0), spent[name], len(run.latencies_ms)
+                    NOTHING_SPENT, spent[name], len(run.latencies_ms)
                 )
             results[name][str(conc)] = summary
             keep[f"{name}@{conc}"] = run

@@ -148,7 +148,7 @@ def directory(
     started = time.perf_counter()
     acl = AccessControl(source=store)
     reload_s = time.perf_counter() - started
-    _, grouping = store.rules()
+    grouping = store.rules().grouping
     return {
         "users": users,
         "groups": groups,

@@ -198,6 +198,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             source=policy_source(settings),
             check_interval_s=settings.policy_check_interval_s,
             on_reload=reloaded,
+            on_skipped=metrics.policy_lines_skipped.set,
         )
     except PolicyError as exc:
         raise ConfigurationError(f"cannot load the access policy: {exc}") from exc

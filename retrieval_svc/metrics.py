@@ -122,6 +122,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.policy_lines_skipped = Gauge(
+            "rsvc_policy_lines_skipped",
+            "Stored policy lines the policy in force leaves out because they mean nothing (each "
+            "a grant not given; `retrieval-svc policy check` lists them).",
+            registry=r,
+            multiprocess_mode="max",
+        )
         self.policy_loaded = Gauge(
             "rsvc_policy_loaded_timestamp_seconds",
             "When the access policy in force was loaded, in Unix time (with --workers, one "

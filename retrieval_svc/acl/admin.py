@@ -5,23 +5,31 @@ actor in the same transaction (``retrieval_svc.acl.history``)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from retrieval_svc.acl import history
+from retrieval_svc.acl import history, owned
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.policy_store import (
     ANYONE,
-    MAX_NAME,
     READ,
     TABLE,
     USER_PREFIX,
     PolicyDatabase,
     PolicyError,
-    _rules,
-    load_enforcer,
+    PolicyRead,
+    Skipped,
+    csv_line,
     policy_tenant,
+    read_csv,
     user_subject,
+    validate_rules,
 )
+from retrieval_svc.names import name_problem
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 
 def _os_user() -> str:
@@ -38,13 +46,9 @@ CLI = Actor(f"cli:{_os_user()}", "cli")  # the CLI's changes, unless a caller sa
 
 
 def _name(what: str, value: str) -> str:
-    value = value.strip()
-    if not value:
-        raise PolicyError(f"{what} is empty")
-    if len(value) > MAX_NAME:
-        raise PolicyError(f"{what} is longer than {MAX_NAME} characters")
-    if any(c in value for c in ',\n\r"'):
-        raise PolicyError(f"{what} {value!r} may not contain commas, quotes or line breaks")
+    """``value`` as a stored name (``retrieval_svc.names``: the one check); PolicyError."""
+    if (problem := name_problem(what, value)) is not None:
+        raise PolicyError(problem)
     return value
 
 
@@ -63,7 +67,7 @@ def _role(what: str, value: str) -> str:
 
 def checked_role(what: str, value: str) -> str:
     """``value`` as a role name a principal can hold; raises PolicyError (a user's name,
-    ``anyone``, commas, quotes or line breaks, empty, too long)."""
+    ``anyone``, or a name no store can hold: ``retrieval_svc.names``)."""
     return _role(what, value)
 
 
@@ -101,30 +105,86 @@ class PolicyAdmin:
     def __init__(self, store: PolicyDatabase, actor: Actor = CLI) -> None:
         self.store = store
         self.actor = actor
-        self._enforcer = store.enforcer()
+        store.ensure()
         try:
-            history.ensure_tables(store.engine(), TABLE)
+            owned.ensure_table(store.engine())
         except Exception as exc:
             raise store._failure(exc) from exc
 
-    def apply(self, action: str, changes: list[history.Change], detail: str = "") -> bool:
-        """Apply ``changes`` and record them as ``action``, in one transaction."""
+    def apply(
+        self,
+        action: str,
+        changes: list[history.Change],
+        detail: str = "",
+        *,
+        also: Callable[[Connection], None] | None = None,
+    ) -> bool:
+        """Apply ``changes`` and record them as ``action``, in one transaction (with ``also``,
+        a further write that commits or fails with them)."""
         try:
-            events = history.apply(
-                self.store.engine(), TABLE, self.actor, action, changes, detail=detail
-            )
+            with self.store.engine().begin() as conn:
+                events = history.apply_in(conn, TABLE, self.actor, action, changes, detail=detail)
+                if also is not None:
+                    also(conn)
         except PolicyError:
             raise
         except Exception as exc:  # the database refused: nothing changed, nothing recorded
             raise self.store._failure(exc) from exc
-        if events:
-            self._enforcer.load_policy()
         return bool(events)
 
     def grant_role(self, user: str, role: str, tenant: str) -> bool:
-        """``user`` holds ``role`` in ``tenant``."""
+        """``user`` holds ``role`` in ``tenant``; refused for a role a directory sync owns
+        (its next run would take the grant away)."""
         rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
+        try:
+            owner = owned.owner_of(self.store.engine(), rule[2], rule[1])
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
+        if owner is not None:
+            raise PolicyError(
+                f"role {role!r} of tenant {tenant!r} is owned by the directory sync {owner!r}: "
+                "its next run would remove a grant made here. Add the person to a group that "
+                "gives the role in the directory (or map another group to it)"
+            )
         return self.apply("grant-role", [history.Change("add", "g", rule)])
+
+    def sync(
+        self,
+        action: str,
+        tenant: str,
+        owner: str,
+        changes: list[history.Change],
+        owns: Iterable[str],
+        detail: str,
+    ) -> bool:
+        """Apply a directory sync's ``changes`` and record that ``owner`` now owns ``owns``
+        in ``tenant``, in one transaction."""
+        roles = list(owns)
+        return self.apply(
+            action,
+            changes,
+            detail,
+            also=lambda c: owned.replace_in(c, tenant, owner, roles),
+        )
+
+    def owned_roles(self, tenant: str, owner: str | None = None) -> dict[str, str]:
+        """The roles directory syncs own in ``tenant`` (role → owner)."""
+        try:
+            with self.store.engine().connect() as conn:
+                return owned.owned_in(conn, _tenant(tenant), owner)
+        except PolicyError:
+            raise
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
+
+    def record_refusal(self, tenant: str, action: str, detail: str) -> None:
+        """Record a change that was refused (a sync stopped by a limit): an event without
+        lines, so the history says what stopped it."""
+        try:
+            with self.store.engine().begin() as conn:
+                history.record_in(conn, TABLE, self.actor, action, tenant, [], detail=detail)
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
 
     def revoke_role(self, user: str, role: str, tenant: str) -> bool:
         """``user`` no longer holds ``role`` in ``tenant``."""
@@ -156,33 +216,75 @@ class PolicyAdmin:
         rule = (*_grant(subject, knowledge_ids, tenant), READ)
         return self.apply("disallow", [history.Change("remove", "p", rule)])
 
+    def read(self) -> PolicyRead:
+        """The policy as the service reads it: its lines, and those it skips."""
+        return self.store.rules()
+
     def rules(self, tenant: str | None = None) -> list[tuple[str, ...]]:
-        """Every rule as a CSV row (``p, …`` then ``g, …``), optionally of one tenant."""
+        """Every rule in force as a row (``p, …`` then ``g, …``), optionally of one tenant."""
         if tenant is not None:
             _tenant(tenant, every=True)
-        policy, grouping = _rules(self._enforcer)
-        rows = [("p", *r) for r in policy if tenant is None or r[1] == tenant]
-        rows += [("g", *r) for r in grouping if tenant is None or r[2] == tenant]
+        read = self.read()
+        rows = [("p", *r) for r in read.policy if tenant is None or r[1] == tenant]
+        rows += [("g", *r) for r in read.grouping if tenant is None or r[2] == tenant]
         return rows
 
+    def check(self) -> list[Skipped]:
+        """The stored lines the service skips (each a grant not given), with their row ids."""
+        return self.read().skipped
+
+    def delete_row(self, row_id: int) -> tuple[str, tuple[str, ...]] | None:
+        """Delete the stored line ``row_id`` whatever it holds (one ``check`` lists, or one no
+        other command can name), recorded as ``delete``; what it held, or None."""
+        try:
+            with self.store.engine().begin() as conn:
+                found = history.delete_row(conn, TABLE, row_id)
+                if found is None:
+                    return None
+                ptype, values = found
+                shown = tuple("" if v is None else str(v) for v in values)
+                change = history.Change("remove", str(ptype), shown)
+                tenant = _recorded_tenant(str(ptype), shown)
+                history.record_in(
+                    conn, TABLE, self.actor, "delete", tenant, [change], detail=f"row {row_id}"
+                )
+        except PolicyError:
+            raise
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
+        return str(ptype), shown
+
     def export_csv(self) -> str:
-        """The whole policy in Casbin's CSV format (``import`` reads it back)."""
-        return "".join(", ".join(row) + "\n" for row in self.rules())
+        """The whole policy in Casbin's CSV format, values quoted where they need it
+        (``import`` reads it back verbatim)."""
+        return "".join(csv_line(row[0], row[1:]) + "\n" for row in self.rules())
 
     def import_csv(self, path: Path) -> int:
         """Replace the whole policy by a CSV policy file, in one transaction, after
-        validating it. Returns the number of rules."""
-        loaded = load_enforcer(self.store.model, path)
-        for rule in (*loaded.get_policy(), *loaded.get_grouping_policy()):
-            for value in rule:
-                _name("value", value)
-        old_p, old_g = _rules(self._enforcer)
-        changes = history.diff(
-            [tuple(r) for r in old_p], [tuple(r) for r in loaded.get_policy()], "p"
-        )
-        changes += history.diff(
-            [tuple(r) for r in old_g], [tuple(r) for r in loaded.get_grouping_policy()], "g"
-        )
+        validating every line (one that means nothing refuses the import, naming its line).
+        Returns the number of rules."""
+        new_p: list[tuple[str, ...]] = []
+        new_g: list[tuple[str, ...]] = []
+        for number, (ptype, *values) in read_csv(path):
+            try:
+                validate_rules(
+                    [tuple(values)] if ptype == "p" else [], [tuple(values)] if ptype == "g" else []
+                )
+                if ptype not in ("p", "g"):
+                    raise PolicyError(f"unknown line type {ptype!r} (p or g)")
+            except PolicyError as exc:
+                raise PolicyError(f"{path.name} line {number}: {exc}") from None
+            (new_p if ptype == "p" else new_g).append(tuple(values))
+        old = self.read()
+        changes = history.diff([tuple(r) for r in old.policy], new_p, "p")
+        changes += history.diff([tuple(r) for r in old.grouping], new_g, "g")
         self.apply("import", changes, detail=f"from {path.name}")  # (one transaction)
-        policy, grouping = _rules(self._enforcer)
-        return len(policy) + len(grouping)
+        read = self.read()
+        return len(read.policy) + len(read.grouping)
+
+
+def _recorded_tenant(ptype: str, values: tuple[str, ...]) -> str:
+    """The tenant a stored line names, as the history can hold it ("" when it names none)."""
+    index = 2 if ptype == "g" else 1
+    tenant = values[index] if len(values) > index else ""
+    return tenant[:255]

@@ -5,8 +5,11 @@ pycasbin is untyped; types begin here. The model and a default policy ship with 
 ``RSVC_CASBIN_POLICY`` at their own files. A changed policy file is picked up without a
 restart: every ``check_interval_s`` a watcher task looks at the files' modification times;
 a child process loads a changed policy, validates and indexes it, and only then is it
-swapped in. A policy that fails to load or validate is reported and counted; the last good
-one stays in force.
+swapped in. A policy that cannot be read at all (a missing file, an unreachable database) is
+reported and counted, and the last good one stays in force. A line that means nothing is
+skipped on its own (a grant not read is a grant not given) and reported — logged once,
+counted in a gauge, listed by ``retrieval-svc policy check`` — while every other line, of
+every tenant, takes effect.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from retrieval_svc.acl.policy_store import (
     PolicyFiles,
     PolicySource,
     Rule,
+    Skipped,
     user_subject,
 )
 from retrieval_svc.tenancy import EVERY_TENANT
@@ -69,9 +73,12 @@ class _Loaded:
     parents: dict[str, dict[str, tuple[str, ...]]]  # tenant → name → parent roles
     grants: dict[str, tuple[tuple[str, str, str], ...]]  # subject → (dom, obj, act) patterns
     expansions: dict[tuple[str, str], frozenset[str]]
+    skipped: tuple[Skipped, ...] = ()  # stored lines not read into the policy
 
     @classmethod
-    def of(cls, policy: Iterable[Rule], grouping: Iterable[Rule]) -> _Loaded:
+    def of(
+        cls, policy: Iterable[Rule], grouping: Iterable[Rule], skipped: Iterable[Skipped] = ()
+    ) -> _Loaded:
         parents: dict[str, dict[str, list[str]]] = {}
         for child, parent, tenant, *_ in grouping:
             parents.setdefault(tenant, {}).setdefault(child, []).append(parent)
@@ -82,6 +89,7 @@ class _Loaded:
             {t: {c: tuple(ps) for c, ps in names.items()} for t, names in parents.items()},
             {s: tuple(g) for s, g in grants.items()},
             {},
+            tuple(skipped),
         )
 
     def pieces(self, size: int = PIECE_SIZE) -> list[bytes]:
@@ -92,10 +100,11 @@ class _Loaded:
         index unpickled at once holds the interpreter for ~40 ms).
         """
         out = [pickle.dumps(("grants", list(self.grants.items())))]
+        out.append(pickle.dumps(("skipped", list(self.skipped))))
         for tenant, names in self.parents.items():
             items = list(names.items())
             for i in range(0, len(items), size):
-                out.append(pickle.dumps((tenant, items[i : i + size])))
+                out.append(pickle.dumps((("tenant", tenant), items[i : i + size])))
         return out
 
     @classmethod
@@ -103,14 +112,18 @@ class _Loaded:
         """Rebuild an index from ``pieces``, yielding to the event loop between pieces."""
         parents: dict[str, dict[str, tuple[str, ...]]] = {}
         grants: dict[str, tuple[tuple[str, str, str], ...]] = {}
+        skipped: list[Skipped] = []
         for piece in pieces:
-            key, items = pickle.loads(piece)
-            if key == "grants":
+            kind, items = pickle.loads(piece)
+            if kind == "grants":
                 grants.update(items)
+            elif kind == "skipped":
+                skipped.extend(items)
             else:
-                parents.setdefault(key, {}).update(items)
+                tenant = kind[1]
+                parents.setdefault(tenant, {}).update(items)
             await asyncio.sleep(0)
-        return cls(parents, grants, {})
+        return cls(parents, grants, {}, tuple(skipped))
 
     def implicit(self, name: str, tenant: str) -> frozenset[str]:
         """``name``'s inherited roles in ``tenant`` (cached for this policy's lifetime)."""
@@ -151,7 +164,13 @@ class KbDecision:
 def compile_pieces(source: PolicySource) -> list[bytes]:
     """Load, validate and index ``source``; the index in pickled pieces (runs in a child
     process: pycasbin's parsing is pure Python and would hold the service's interpreter)."""
-    return _Loaded.of(*source.rules()).pieces()
+    return _loaded(source).pieces()
+
+
+def _loaded(source: PolicySource) -> _Loaded:
+    """``source`` read and indexed; raises PolicyError when it cannot be read at all."""
+    read = source.rules()
+    return _Loaded.of(read.policy, read.grouping, read.skipped)
 
 
 def _warm() -> int:
@@ -229,13 +248,18 @@ class AccessControl:
         source: PolicySource | None = None,
         check_interval_s: float = 2.0,
         on_reload: Callable[[str], None] | None = None,
+        on_skipped: Callable[[int], None] | None = None,
     ) -> None:
         self.source = source or PolicyFiles(model, policy)
         self._interval = check_interval_s
         self._on_reload = on_reload or (lambda _outcome: None)
+        self._on_skipped = on_skipped or (lambda _count: None)
         self._lock = threading.Lock()
         self._stamp = self.source.stamp()
-        self._loaded = _Loaded.of(*self.source.rules())  # bad at start-up: fatal
+        # Unreadable at start-up (no file, no database): fatal. Lines that mean nothing are
+        # skipped and reported; the service starts with every other line in force.
+        self._loaded = _loaded(self.source)
+        self._report_skipped((), self._loaded.skipped)
         self.last_error: str | None = None
         self._compiler: _Compiler | None = None  # the watcher's, while it runs
 
@@ -245,11 +269,30 @@ class AccessControl:
             log.error("policy reload failed, keeping the last good policy: %s", loaded)
             self._on_reload("error")
             return False
+        before = self._loaded.skipped
         self._loaded = loaded  # one assignment: a request sees the old policy or the new
         self.last_error = None
+        self._report_skipped(before, loaded.skipped)
         log.info("policy reloaded from %s", self.source.describe())
         self._on_reload("ok")
         return True
+
+    @property
+    def skipped(self) -> tuple[Skipped, ...]:
+        """The stored lines the policy in force left out, and why."""
+        return self._loaded.skipped
+
+    def _report_skipped(self, before: tuple[Skipped, ...], now: tuple[Skipped, ...]) -> None:
+        """Log each newly skipped line once (not again at every reload), and count them all."""
+        seen = {(s.where, s.values) for s in before}
+        fresh = [s for s in now if (s.where, s.values) not in seen]
+        for line in fresh[:20]:
+            log.error("policy line skipped (a grant not given): %s", line.describe())
+        if len(fresh) > 20:
+            log.error(
+                "policy: %d more lines skipped; `retrieval-svc policy check`", len(fresh) - 20
+            )
+        self._on_skipped(len(now))
 
     def reload(self) -> bool:
         """Load the policy now, in this thread; keep the current one if it is invalid.
@@ -257,7 +300,7 @@ class AccessControl:
         with self._lock:
             try:
                 self._stamp = self.source.stamp()
-                loaded: _Loaded | PolicyError = _Loaded.of(*self.source.rules())
+                loaded: _Loaded | PolicyError = _loaded(self.source)
             except PolicyError as exc:
                 loaded = exc
             return self._swap(loaded)

@@ -15,6 +15,7 @@ the database, so its record always has a place to go.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 Rule = tuple[str, ...]
 SOURCES = ("cli", "console", "ldap", "scim")
 MAX_DETAIL = 1024
+MAX_LINE = 1024  # the width of a recorded change's line
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,7 @@ def _tables(rule_table: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]
         sa.Column("ptype", sa.String(255)),
         *(sa.Column(f"v{i}", sa.String(255)) for i in range(6)),
     )
+    sa.Index(f"ix_{rule_table}_lookup", rules.c.ptype, rules.c.v0, rules.c.v1)
     events = sa.Table(
         "policy_event",
         meta,
@@ -142,16 +145,53 @@ def _tables(rule_table: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]
 
 
 def ensure_tables(engine: Engine, rule_table: str) -> None:
-    """Create the history tables if missing (the adapter creates its own), and an index on
-    the adapter's table by (ptype, v0, v1), so checking a few lines never reads them all."""
+    """Create the rule table (the shape pycasbin's SQLAlchemy adapter gives it) and the
+    history tables if missing, and an index on the rules by (ptype, v0, v1), so checking a few
+    lines never reads them all."""
     import sqlalchemy as sa
 
     meta, rules, events, changes = _tables(rule_table)
-    meta.create_all(engine, tables=[events, changes])
-    if sa.inspect(engine).has_table(rule_table):
-        sa.Index(f"ix_{rule_table}_lookup", rules.c.ptype, rules.c.v0, rules.c.v1).create(
-            engine, checkfirst=True
-        )
+    existed = sa.inspect(engine).has_table(rule_table)
+    meta.create_all(engine, tables=[rules, events, changes])  # (a new table with its index)
+    if existed:  # (made by pycasbin's adapter, without the index)
+        for index in rules.indexes:
+            index.create(engine, checkfirst=True)
+
+
+def rule_rows(engine: Engine, rule_table: str) -> list[tuple[int, Any, tuple[Any, ...]]]:
+    """Every stored rule as (id, ptype, values), field by field (trailing empty columns left
+    out), in id order; nothing is parsed. No table yet: no rules."""
+    import sqlalchemy as sa
+
+    _, rules, _, _ = _tables(rule_table)
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(rule_table):
+            return []
+        found = conn.execute(sa.select(rules).order_by(rules.c.id)).all()
+    out = []
+    for row in found:
+        values = [getattr(row, f"v{i}") for i in range(6)]
+        while values and values[-1] in (None, ""):
+            values.pop()
+        out.append((int(row.id), row.ptype, tuple(values)))
+    return out
+
+
+def delete_row(
+    conn: Connection, rule_table: str, row_id: int
+) -> tuple[Any, tuple[Any, ...]] | None:
+    """Delete the rule with ``row_id``; its (ptype, values), or None when there is none."""
+    import sqlalchemy as sa
+
+    _, rules, _, _ = _tables(rule_table)
+    row = conn.execute(sa.select(rules).where(rules.c.id == row_id)).one_or_none()
+    if row is None:
+        return None
+    conn.execute(sa.delete(rules).where(rules.c.id == row_id))
+    values = [getattr(row, f"v{i}") for i in range(6)]
+    while values and values[-1] in (None, ""):
+        values.pop()
+    return row.ptype, tuple(values)
 
 
 FEW = 100  # changes checked line by line (through the index) rather than by reading all
@@ -206,7 +246,7 @@ def apply_in(
     commit together)."""
     import sqlalchemy as sa
 
-    _, rules, events, lines = _tables(rule_table)
+    _, rules, _, _ = _tables(rule_table)
     moment = at or datetime.now(UTC)
     wanted = list(changes)
     done: list[Event] = []
@@ -239,38 +279,67 @@ def apply_in(
         clauses += [rules.c[f"v{i}"] == v for i, v in enumerate(change.values)]
         conn.execute(sa.delete(rules).where(sa.and_(*clauses)))
     for tenant, made in sorted(applied.items()):
-        added = sum(c.op == "add" for c in made)
-        event = Event(
-            id=0,
-            at=moment,
-            tenant=tenant,
-            actor=actor.name[:255],
-            source=actor.source,
-            action=action[:64],
-            added=added,
-            removed=len(made) - added,
-            detail=detail[:MAX_DETAIL],
-            changes=made,
+        done.append(
+            record_in(conn, rule_table, actor, action, tenant, made, detail=detail, at=moment)
         )
-        row = {k: getattr(event, k) for k in _EVENT_COLUMNS}
-        key = conn.execute(sa.insert(events).values(**row)).inserted_primary_key
-        event.id = event_id = int(key[0]) if key else 0
-        conn.execute(
-            sa.insert(lines),
-            [
-                {
-                    "event_id": event_id,
-                    "op": c.op,
-                    "ptype": c.ptype,
-                    "subject": c.subject[:255],
-                    "target": c.target[:255],
-                    "line": ", ".join((c.ptype, *c.values))[:1024],
-                }
-                for c in made
-            ],
-        )
-        done.append(event)
     return done
+
+
+def record_in(
+    conn: Connection,
+    rule_table: str,
+    actor: Actor,
+    action: str,
+    tenant: str,
+    made: list[Change],
+    *,
+    detail: str = "",
+    at: datetime | None = None,
+) -> Event:
+    """Record ``made`` (changes of one tenant, already applied) as one event, inside the
+    caller's transaction."""
+    import sqlalchemy as sa
+
+    _, _, events, lines = _tables(rule_table)
+    added = sum(c.op == "add" for c in made)
+    event = Event(
+        id=0,
+        at=at or datetime.now(UTC),
+        tenant=tenant,
+        actor=actor.name[:255],
+        source=actor.source,
+        action=action[:64],
+        added=added,
+        removed=len(made) - added,
+        detail=detail[:MAX_DETAIL],
+        changes=made,
+    )
+    row = {k: getattr(event, k) for k in _EVENT_COLUMNS}
+    key = conn.execute(sa.insert(events).values(**row)).inserted_primary_key
+    event.id = event_id = int(key[0]) if key else 0
+    if not made:
+        return event
+    conn.execute(
+        sa.insert(lines),
+        [
+            {
+                "event_id": event_id,
+                "op": c.op,
+                "ptype": c.ptype,
+                "subject": (c.values[0] if c.values else "")[:255],
+                "target": (
+                    c.values[1]
+                    if len(c.values) > 1 and c.ptype == "g"
+                    else c.values[2]
+                    if len(c.values) > 2
+                    else ""
+                )[:255],
+                "line": _line(c),
+            }
+            for c in made
+        ],
+    )
+    return event
 
 
 def recent(
@@ -326,7 +395,23 @@ def recent(
     return found
 
 
+def _line(change: Change) -> str:
+    """A change's line as stored: a JSON array (read back verbatim, never split), or, when
+    longer than the column, its subject and target only."""
+    text = json.dumps([change.ptype, *change.values], ensure_ascii=False)
+    return text if len(text) <= MAX_LINE else ""
+
+
 def _values(subject: str, target: str, line: str) -> Rule:
+    if line.startswith("["):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            found = None
+        if isinstance(found, list) and len(found) > 1 and all(isinstance(v, str) for v in found):
+            return tuple(found[1:])
+        return (subject, target)
+    # (a line recorded before lines were JSON: "g, member, role, tenant")
     parts = tuple(p.strip() for p in line.split(",")[1:])
     return parts if parts else (subject, target)
 

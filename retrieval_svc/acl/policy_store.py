@@ -1,23 +1,34 @@
 """Where the Casbin policy lives, how it is read, and how it is administered.
 
 Two stores, one shape: ``PolicyFiles`` (a CSV file, hand-edited or from a ConfigMap) and
-``PolicyDatabase`` (pycasbin's SQLAlchemy adapter: SQLite for one machine, PostgreSQL for
-production). Both are small picklable values, so the policy watcher can hand one to a child
-process to load; both answer a cheap ``stamp`` that changes when the policy does.
-Changing a database policy is ``retrieval_svc.acl.admin``'s.
+``PolicyDatabase`` (the ``casbin_rule`` table pycasbin's SQLAlchemy adapter defines: SQLite for
+one machine, PostgreSQL for production). Both are small picklable values, so the policy
+watcher can hand one to a child process to load; both answer a cheap ``stamp`` that changes
+when the policy does. Changing a database policy is ``retrieval_svc.acl.admin``'s.
+
+Both are read here, field by field, never through pycasbin's line parser: that parser joins a
+row's fields with ``", "`` and splits them again, treating ``( ) [ ]`` as nesting, so one
+stored name such as ``x(`` made the whole policy unreadable, for every tenant. A CSV file is
+read as CSV (quoted fields hold commas and quotes). Each line is checked on its own: a line
+that cannot mean anything is skipped and reported (``PolicyRead.skipped``), never allowed to
+take the other lines with it. Every line only grants, so a skipped line is a grant not given:
+the policy fails closed.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
-from collections.abc import Iterable
-from dataclasses import dataclass
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval_svc.acl import history
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
+from retrieval_svc.names import MAX_NAME, name_problem
 from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
 from retrieval_svc.tenancy import EVERY_TENANT, check_tenant
 
@@ -25,14 +36,19 @@ __all__ = [
     "ANYONE",  # ANYONE, USER_PREFIX and the DEFAULT_* paths are defined in settings (the ground
     "DEFAULT_MODEL",  # floor, where API keys are validated) and re-exported for the acl package
     "DEFAULT_POLICY",
+    "MAX_NAME",
     "READ",
     "USER_PREFIX",
     "PolicyDatabase",
     "PolicyError",
     "PolicyFiles",
+    "PolicyRead",
     "PolicySource",
     "Rule",
-    "load_enforcer",
+    "Skipped",
+    "csv_line",
+    "line_problem",
+    "read_csv",
     "user_subject",
     "validate_rules",
 ]
@@ -40,12 +56,12 @@ __all__ = [
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-# pycasbin, SQLAlchemy and the adapter are imported where used: Settings import this module's
-# paths, and importing Settings must not load them.
+# pycasbin and SQLAlchemy are imported where used: Settings import this module's paths, and
+# importing Settings must not load them.
 
 READ = "read"
-TABLE = "casbin_rule"  # the SQLAlchemy adapter's table
-MAX_NAME = 255  # the adapter's column width
+TABLE = "casbin_rule"  # the table pycasbin's SQLAlchemy adapter defines (and existing
+# deployments have): id, ptype, v0 … v5
 
 Rule = tuple[str, ...]
 
@@ -62,7 +78,7 @@ def user_subject(user_id: str) -> str:
 def policy_tenant(value: str, *, every: bool) -> str:
     """``value`` as a policy line's tenant: a tenant's plain name, or (``every``: a ``p``
     line) ``*`` alone for every tenant; raises PolicyError. Never a pattern: ``acme*`` would
-    otherwise match a tenant named ``acme`` (issue #36 §2)."""
+    otherwise match a tenant named ``acme``."""
     if every and value == EVERY_TENANT:
         return value
     try:
@@ -72,50 +88,139 @@ def policy_tenant(value: str, *, every: bool) -> str:
         raise PolicyError(f"{exc}; tenants match exactly{also}") from None
 
 
-def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
-    """Raise PolicyError for a line the model cannot mean."""
-    for rule in policy:
-        if len(rule) != 4 or not all(rule):
-            raise PolicyError(f"policy line {rule} must be: p, subject, tenant, knowledge_id, read")
-        if rule[3] != READ:
-            raise PolicyError(f"policy line {rule}: the only action is 'read'")
-        _in_line(rule, rule[1], every=True)
-    for rule in grouping:
-        if len(rule) != 3 or not all(rule):
-            raise PolicyError(f"role line {rule} must be: g, member, role, tenant")
-        if rule[1].startswith(USER_PREFIX):
-            raise PolicyError(f"role line {rule}: a user cannot be a role")
-        if ANYONE in rule[:2]:
-            raise PolicyError(f"role line {rule}: 'anyone' is every principal, never a role")
-        _in_line(rule, rule[2], every=False)
+def _subject_problem(what: str, value: str) -> str | None:
+    if value.startswith(USER_PREFIX):
+        return name_problem(f"{what}'s user id", value.removeprefix(USER_PREFIX))
+    return None
 
 
-def _in_line(rule: Rule, tenant: str, *, every: bool) -> None:
+def line_problem(ptype: str, line: tuple[Any, ...]) -> str | None:
+    """Why the policy line ``ptype, *line`` cannot mean anything, else None."""
+    values: list[Any] = list(line)
+    if ptype == "p":
+        if len(values) != 4:
+            return "a p line must be: p, subject, tenant, knowledge_id, read"
+        labels: tuple[str, ...] = ("subject", "tenant", "knowledge ids", "action")
+    elif ptype == "g":
+        if len(values) != 3:
+            return "a g line must be: g, member, role, tenant"
+        labels = ("member", "role", "tenant")
+    else:
+        return f"unknown line type {ptype!r} (p or g)"
+    for label, value in zip(labels, values, strict=True):
+        if (problem := name_problem(label, value)) is not None:
+            return problem
+    if ptype == "p":
+        if values[3] != READ:
+            return "the only action is 'read'"
+        tenant, every = values[1], True
+        problem = _subject_problem("subject", values[0])
+    else:
+        if values[1].startswith(USER_PREFIX):
+            return "a user cannot be a role"
+        if ANYONE in values[:2]:
+            return "'anyone' is every principal, never a role"
+        tenant, every = values[2], False
+        problem = _subject_problem("member", values[0])
+    if problem is not None:
+        return problem
     try:
         policy_tenant(tenant, every=every)
     except PolicyError as exc:
-        raise PolicyError(f"{'policy' if every else 'role'} line {rule}: {exc}") from None
+        return str(exc)
+    return None
 
 
-def _rules(enforcer: Any) -> tuple[list[Rule], list[Rule]]:
-    policy, grouping = enforcer.get_policy(), enforcer.get_grouping_policy()
-    validate_rules(policy, grouping)
-    return policy, grouping
+def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
+    """Raise PolicyError for the first line the model cannot mean (an import is all or
+    nothing)."""
+    for ptype, rules in (("p", policy), ("g", grouping)):
+        for rule in rules:
+            if (problem := line_problem(ptype, tuple(rule))) is not None:
+                kind = "policy" if ptype == "p" else "role"
+                raise PolicyError(f"{kind} line {tuple(rule)}: {problem}")
 
 
-def load_enforcer(model: Path, policy: Path) -> Any:
-    """A validated ``casbin.Enforcer`` from files; raises PolicyError."""
-    import casbin
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A stored line that was not read into the policy, and why (a grant not given)."""
 
-    for path in (model, policy):
-        if not path.is_file():
-            raise PolicyError(f"{path} does not exist")
+    where: str  # "row 17" of the table, or "policy.csv line 4"
+    ptype: str
+    values: tuple[str | None, ...]
+    reason: str
+    row_id: int | None = None  # the table's id (``retrieval-svc policy delete`` takes it)
+
+    def describe(self) -> str:
+        shown = ", ".join(repr(v) for v in (self.ptype, *self.values))
+        return f"{self.where}: [{shown}]: {self.reason}"[:600]
+
+
+@dataclass(slots=True)
+class PolicyRead:
+    """The lines of a policy that mean something, and those skipped."""
+
+    policy: list[Rule] = field(default_factory=list)
+    grouping: list[Rule] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def add(
+        self, where: str, ptype: Any, values: tuple[Any, ...], row_id: int | None = None
+    ) -> None:
+        """Take one stored line: into the policy, or into ``skipped`` with its reason."""
+        problem = (
+            f"unknown line type {ptype!r} (p or g)"
+            if not isinstance(ptype, str)
+            else line_problem(ptype, values)
+        )
+        if problem is None:
+            (self.policy if ptype == "p" else self.grouping).append(values)
+        else:
+            self.skipped.append(Skipped(where, str(ptype), values, problem, row_id))
+
+
+def _cell(value: str) -> str:
+    if value and value == value.strip() and not any(c in value for c in ',"#'):
+        return value
+    return '"' + value.replace('"', '""') + '"'
+
+
+def csv_line(ptype: str, values: Iterable[str]) -> str:
+    """One policy line in Casbin's CSV form (``p, a, b``), quoting a value that holds a comma,
+    a quote or a ``#`` so ``read_csv`` reads it back verbatim."""
+    return ", ".join(_cell(v) for v in (ptype, *values))
+
+
+def read_csv(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """The lines of a CSV policy file as (line number, fields); comments and blank lines
+    left out. Raises PolicyError when the file cannot be read as UTF-8 text."""
     try:
-        enforcer = casbin.Enforcer(str(model), str(policy))
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise PolicyError(f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"cannot read {path}: {exc}") from None
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    try:
+        for fields in reader:
+            cells = [f.strip() for f in fields]
+            if not cells or cells == [""] or cells[0].startswith("#"):
+                continue
+            yield reader.line_num, cells
+    except csv.Error as exc:
+        raise PolicyError(f"{path} line {reader.line_num}: {exc}") from None
+
+
+def _check_model(model: Path) -> None:
+    """Refuse a model file that is missing or that pycasbin cannot read."""
+    from casbin.model import Model
+
+    if not model.is_file():
+        raise PolicyError(f"{model} does not exist")
+    try:
+        Model().load_model(str(model))
     except Exception as exc:  # pycasbin raises assorted errors for bad files
-        raise PolicyError(f"cannot load {model.name} / {policy.name}: {exc}") from exc
-    _rules(enforcer)
-    return enforcer
+        raise PolicyError(f"cannot load {model.name}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +241,14 @@ class PolicyFiles:
                 stamps.append((-1, -1))
         return tuple(stamps)
 
-    def rules(self) -> tuple[list[Rule], list[Rule]]:
-        """The validated ``p`` and ``g`` lines; raises PolicyError."""
-        return _rules(load_enforcer(self.model, self.policy))
+    def rules(self) -> PolicyRead:
+        """The policy's lines, each checked on its own; raises PolicyError when the model or
+        the file cannot be read at all."""
+        _check_model(self.model)
+        read = PolicyRead()
+        for number, (ptype, *values) in read_csv(self.policy):
+            read.add(f"{self.policy.name} line {number}", ptype, tuple(values))
+        return read
 
     def describe(self) -> str:
         return str(self.policy)
@@ -172,25 +282,11 @@ class PolicyDatabase:
     def _failure(self, exc: Exception) -> PolicyError:
         return PolicyError(f"policy database {self.describe()}: {type(exc).__name__}: {exc}"[:500])
 
-    def adapter(self) -> Any:
-        """pycasbin's SQLAlchemy adapter on this database (creates the table if missing)."""
-        from sqlalchemy_adapter import Adapter  # type: ignore[import-untyped]
-
+    def ensure(self) -> None:
+        """Create the policy table and the history's tables if missing; raises PolicyError."""
         try:
-            return Adapter(_engine(self.url), table_name=TABLE)
+            history.ensure_tables(_engine(self.url), TABLE)
         except Exception as exc:  # unreachable server, bad credentials, bad URL
-            raise self._failure(exc) from exc
-
-    def enforcer(self) -> Any:
-        """A ``casbin.Enforcer`` loaded from the database; raises PolicyError."""
-        import casbin
-
-        if not self.model.is_file():
-            raise PolicyError(f"{self.model} does not exist")
-        adapter = self.adapter()
-        try:
-            return casbin.Enforcer(str(self.model), adapter)
-        except Exception as exc:
             raise self._failure(exc) from exc
 
     def stamp(self) -> tuple[Any, ...]:
@@ -211,9 +307,18 @@ class PolicyDatabase:
         model = self.model.stat()
         return (model.st_mtime_ns, *row)
 
-    def rules(self) -> tuple[list[Rule], list[Rule]]:
-        """The validated ``p`` and ``g`` lines; raises PolicyError."""
-        return _rules(self.enforcer())
+    def rules(self) -> PolicyRead:
+        """The policy's rows, read field by field and each checked on its own; raises
+        PolicyError when the model or the database cannot be read."""
+        _check_model(self.model)
+        read = PolicyRead()
+        try:
+            rows = history.rule_rows(_engine(self.url), TABLE)
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        for row_id, ptype, values in rows:
+            read.add(f"row {row_id}", ptype, values, row_id)
+        return read
 
     def engine(self) -> Engine:
         """The database's connection pool (one per URL and process)."""

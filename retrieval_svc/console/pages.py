@@ -342,8 +342,8 @@ async def policy(request: Request, state: StateDep) -> Response:
                 done = action
             except (PolicyError, ValueError) as exc:  # refused: the page still shows the policy
                 refused = str(exc)
-        grants, grouping = await asyncio.to_thread(source.rules)
-        mine = key.tenant
+        read = await asyncio.to_thread(source.rules)
+        grants, grouping, mine = read.policy, read.grouping, key.tenant
         inherits = sorted(
             (g[0], g[1]) for g in grouping if g[2] == mine and not g[0].startswith("user:")
         )

@@ -1,7 +1,24 @@
 """People and groups from the company directory, as role grants of a tenant (issue #35 §3,
 design.md §16): LDAP / Active Directory sync (``retrieval-svc policy sync-ldap``)."""
 
-from retrieval_svc.directory.groups import Directory, DirectoryError, Plan, plan
+from retrieval_svc.directory.groups import (
+    Directory,
+    DirectoryError,
+    Limits,
+    Plan,
+    RemovalLimit,
+    plan,
+)
 from retrieval_svc.directory.ldap import LdapSync, load_sync, read_directory
 
-__all__ = ["Directory", "DirectoryError", "LdapSync", "Plan", "load_sync", "plan", "read_directory"]
+__all__ = [
+    "Directory",
+    "DirectoryError",
+    "LdapSync",
+    "Limits",
+    "Plan",
+    "RemovalLimit",
+    "load_sync",
+    "plan",
+    "read_directory",
+]

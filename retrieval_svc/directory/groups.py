@@ -5,7 +5,14 @@ policy computed. Pure: no I/O.
 The roles a mapping names are **owned by the directory** in that tenant: after a sync, the
 users holding them are exactly the members of the groups that give them, so a member removed
 from a group loses the role, and a grant of such a role made by hand is removed too. Roles the
-mapping does not name are never touched.
+mapping does not name are never touched. A sync also owns what it owned at its last run
+(recorded in the policy database, ``retrieval_svc.acl.owned``): a group deleted or renamed in
+the directory gives nothing now, and its grants go.
+
+Who is who is checked before anything is decided: a user id no policy store can hold is
+skipped and reported; two entries with one id (``uid=bob,ou=staff`` and
+``uid=bob,ou=contractors``) are refused for that id, naming both DNs — merged, the contractor
+would read what staff may.
 """
 
 from __future__ import annotations
@@ -17,10 +24,32 @@ from dataclasses import dataclass, field
 from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Change
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
+from retrieval_svc.names import name_problem
 
 
 class DirectoryError(ValueError):
     """The directory cannot be synced; nothing was changed."""
+
+
+class RemovalLimit(DirectoryError):
+    """A sync that would remove more than its limits allow; nothing was changed. ``limit``
+    names the one that stopped it: ``share`` or ``empty``."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much one sync may remove (``--force`` lifts them for an intended reorganisation):
+    at most ``max_removed_share`` of the directory's grants, except that removing up to
+    ``removal_floor`` grants is always allowed (one person leaving a small tenant); and never
+    every grant because the directory answered with nobody."""
+
+    max_removed_share: float = 0.5
+    removal_floor: int = 1
+    force: bool = False
 
 
 def normal_dn(dn: str) -> str:
@@ -86,8 +115,36 @@ def mapping(by_group: Mapping[str, Iterable[str]], all_groups: bool = False) -> 
     return RoleMapping(checked, all_groups)
 
 
-def wanted_grants(directory: Directory, roles: RoleMapping, tenant: str) -> set[tuple[str, ...]]:
-    """The ``g`` lines the directory says should be: each user × each role their groups give."""
+def checked_users(directory: Directory) -> tuple[dict[str, str], list[str]]:
+    """The directory's users (DN → id) that can be named, and why each other one cannot:
+    an id no store can hold, or an id two entries share (refused for both, naming them)."""
+    by_id: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for dn, user in directory.users.items():
+        if (problem := name_problem("user id", user)) is not None:
+            problems.append(f"{dn}: {problem}; skipped")
+        elif user.startswith("user:"):
+            problems.append(f"{dn}: user id {user!r} begins with 'user:'; skipped")
+        else:
+            by_id.setdefault(user, []).append(dn)
+    users: dict[str, str] = {}
+    for user, dns in by_id.items():
+        if len(dns) == 1:
+            users[dns[0]] = user
+        else:
+            problems.append(
+                f"user id {user!r} is held by {len(dns)} entries ({'; '.join(sorted(dns)[:4])}): "
+                "refused for both, it gets no role from the directory. Keep ids unique or sync "
+                "with another users.id_attribute"
+            )
+    return users, problems
+
+
+def wanted_grants(
+    directory: Directory, roles: RoleMapping, tenant: str, users: dict[str, str] | None = None
+) -> set[tuple[str, ...]]:
+    """The ``g`` lines the directory says should be: each user × each role their groups give
+    (``users``: the checked ones; all of the directory's by default)."""
     given: dict[str, tuple[str, ...]] = {}
     for dn, name in directory.groups.items():
         found = roles.roles_of(dn, name)
@@ -99,7 +156,7 @@ def wanted_grants(directory: Directory, roles: RoleMapping, tenant: str) -> set[
         if found:
             given[dn] = found
     grants: set[tuple[str, ...]] = set()
-    for dn, user in directory.users.items():
+    for dn, user in (directory.users if users is None else users).items():
         for group in directory.groups_of(dn):
             for role in given.get(group, ()):
                 grants.add((user_subject(user), role, tenant))
@@ -114,6 +171,8 @@ class Plan:
     users: int
     groups: int
     grants: int  # the directory's grants after the sync
+    owned: frozenset[str] = frozenset()  # the roles the directory gives today
+    skipped: tuple[str, ...] = ()  # entries that give no grant, and why
 
     @property
     def added(self) -> int:
@@ -130,26 +189,52 @@ def plan(
     tenant: str,
     current: Iterable[tuple[str, ...]],
     *,
-    max_removed_share: float = 0.5,
+    owned_before: Iterable[str] = (),
+    limits: Limits | None = None,
 ) -> Plan:
-    """The difference between the tenant's grants of the directory's roles and what the
-    directory says. Refuses (``DirectoryError``) to remove more than ``max_removed_share`` of
-    them at once: a directory that answered with half its people is more likely broken than
-    emptied (raise the share, or sync with ``--max-removed-share 1``, when it really was)."""
-    owned = roles.owned(directory)
+    """The difference between the tenant's grants of the roles the directory owns (today's
+    and ``owned_before``) and what the directory says. Raises ``RemovalLimit`` past
+    ``limits``: a directory that answered with half its people is more likely broken than
+    emptied."""
+    limits = limits or Limits()
+    today = roles.owned(directory)
+    owned = today | set(owned_before)
     now = {
         tuple(g)
         for g in current
         if len(g) == 3 and g[2] == tenant and g[0].startswith("user:") and g[1] in owned
     }
-    wanted = wanted_grants(directory, roles, tenant)
+    users, skipped = checked_users(directory)
+    wanted = wanted_grants(directory, roles, tenant, users)
     removed = sorted(now - wanted)
-    if now and len(removed) > max_removed_share * len(now) and len(removed) > 10:
-        raise DirectoryError(
-            f"the directory would remove {len(removed)} of {len(now)} grants "
-            f"({len(removed) / len(now):.0%}, over the limit of {max_removed_share:.0%}): "
-            "nothing changed. If people really left, sync with a higher --max-removed-share"
-        )
+    if removed and not limits.force:
+        _check_limits(len(removed), len(now), len(directory.users), limits)
     changes = [Change("remove", "g", g) for g in removed]
     changes += [Change("add", "g", g) for g in sorted(wanted - now)]
-    return Plan(changes, len(directory.users), len(directory.groups), len(wanted))
+    return Plan(
+        changes,
+        len(directory.users),
+        len(directory.groups),
+        len(wanted),
+        frozenset(today),
+        tuple(skipped),
+    )
+
+
+def _check_limits(removed: int, now: int, users: int, limits: Limits) -> None:
+    if users == 0:
+        raise RemovalLimit(
+            f"the directory answered with no users: removing all {removed} grants is refused "
+            "(check users.base and users.filter); nothing changed. If everyone really left, "
+            "sync with --force",
+            "empty",
+        )
+    share = removed / now
+    if removed > limits.removal_floor and share > limits.max_removed_share:
+        raise RemovalLimit(
+            f"the directory would remove {removed} of {now} grants ({share:.0%}, over the "
+            f"limit of {limits.max_removed_share:.0%}; up to {limits.removal_floor} may always "
+            "go): nothing changed. If people really left, sync with --force or a higher "
+            "--max-removed-share",
+            "share",
+        )

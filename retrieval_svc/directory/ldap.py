@@ -57,6 +57,9 @@ class LdapSync(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tenant: str
+    # The sync's name: what owns the roles it gives (two directories feeding one tenant need
+    # two names), in the history and in the console's refusal of a hand grant.
+    name: str = Field(default="sync-ldap", min_length=1, max_length=64, pattern=r"^[\w.:-]+$")
     url: str = Field(pattern=r"^ldaps?://")
     start_tls: bool = False
     ca_file: Path | None = None
@@ -69,6 +72,7 @@ class LdapSync(BaseModel):
     page_size: int = Field(default=500, ge=1, le=10_000)
     timeout_s: float = Field(default=30, gt=0)
     max_removed_share: float = Field(default=0.5, ge=0, le=1)
+    removal_floor: int = Field(default=1, ge=0)  # removing this many is always allowed
 
     def role_mapping(self) -> RoleMapping:
         if not self.roles and not self.all_groups:

@@ -90,7 +90,7 @@ def cli(db: str, *args: str) -> Any:
 
 def grants(db: str) -> set[str]:
     out = cli(db, "list", "--tenant", "acme").stdout
-    return {line for line in out.splitlines() if line.startswith("g, user:")}
+    return {line for line in out.splitlines() if line.startswith(("g, user:", 'g, "user:'))}
 
 
 def test_groups_become_roles_nested_moved_and_recorded(
@@ -197,7 +197,7 @@ def test_a_directory_that_goes_away_mid_sync_changes_nothing(
     for dn in people[40:]:
         tree.conn.delete(dn)
     partial = cli(policy_db_url, "sync-ldap", str(sync))
-    assert partial.exit_code == 2 and "over the limit of 50%" in partial.output, partial.output
+    assert partial.exit_code == 4 and "over the limit of 50%" in partial.output, partial.output
     assert grants(policy_db_url) == before
     allowed = cli(policy_db_url, "sync-ldap", str(sync), "--max-removed-share", "1")
     assert allowed.exit_code == 0 and "removed 80" in allowed.stdout, allowed.output
@@ -218,3 +218,92 @@ def test_start_tls_verifies_the_server(tree: Tree, policy_db_url: str, tmp_path:
     synced = cli(policy_db_url, "sync-ldap", str(trusted))
     assert synced.exit_code == 0, synced.output
     assert grants(policy_db_url) == {"g, user:wang, 运维工程师, acme"}
+
+
+def history_of(db: str) -> list[dict[str, Any]]:
+    out = CliRunner().invoke(app, ["audit", "policy", "--db", db, "--json"]).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("all_groups", [False, True], ids=["mapped", "all-groups"])
+def test_a_deleted_or_renamed_groups_grants_go_at_the_next_sync(
+    tree: Tree, policy_db_url: str, tmp_path: Path, all_groups: bool
+) -> None:
+    db = policy_db_url
+    wang, li, zhao = (tree.user(u) for u in ("wang", "li", "zhao"))
+    ops = tree.group("ops", wang, li)
+    finance = tree.group("finance", zhao)
+    roles = {"ops": ["运维工程师"], "finance": ["财务专员"]}
+    sync = tree.sync_file(tmp_path, **({"roles": {}, "all_groups": True} if all_groups else {}))
+    if not all_groups:
+        sync = tree.sync_file(tmp_path, roles=roles)
+    assert cli(db, "sync-ldap", str(sync)).exit_code == 0
+    ops_role, finance_role = ("ops", "finance") if all_groups else ("运维工程师", "财务专员")
+    assert f"g, user:zhao, {finance_role}, acme" in grants(db)
+    # A role the directory owns cannot be granted by hand: the next sync would take it.
+    refused = cli(db, "grant-role", "chen", finance_role, "--tenant", "acme")
+    assert refused.exit_code == 2 and "owned by the directory sync 'sync-ldap'" in refused.output
+    # finance is deleted, ops renamed to operations (a new name, the same people).
+    tree.conn.delete(finance)
+    tree.conn.modify_dn(ops, "cn=operations")
+    if not all_groups:  # (mapped: the operator maps the new name to the old role)
+        sync = tree.sync_file(tmp_path, roles={"operations": ["运维工程师"]})
+    synced = cli(db, "sync-ldap", str(sync), "--force")
+    assert synced.exit_code == 0, synced.output
+    expect = {"g, user:wang, 运维工程师, acme", "g, user:li, 运维工程师, acme"}
+    if all_groups:
+        expect = {"g, user:wang, operations, acme", "g, user:li, operations, acme"}
+    assert grants(db) == expect  # zhao's finance grant went, and ops's
+    assert "no longer given by the directory" in synced.stdout
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert acl.user_roles("zhao", "acme") == set()
+    # A role the directory no longer gives can be granted by hand again.
+    assert cli(db, "grant-role", "chen", finance_role, "--tenant", "acme").exit_code == 0
+    del ops_role
+
+
+def test_two_entries_with_one_id_get_nothing_and_are_named(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    staff = tree.user("bob")
+    tree.conn.add(f"ou=contractors,{tree.people}", "organizationalUnit")
+    contractor = f"uid=bob,ou=contractors,{tree.people}"
+    tree.conn.add(contractor, "inetOrgPerson", {"cn": "bob", "sn": "bob"})
+    odd = f"uid=eve\u2028admin,{tree.people}"  # (a line separator: no store holds it)
+    tree.conn.add(odd, "inetOrgPerson", {"cn": "eve", "sn": "eve"})
+    comma = tree.user("eve\\, admin")  # a comma is an ordinary character in an id
+    tree.group("finance", staff, odd, comma)
+    sync = tree.sync_file(tmp_path)
+    synced = cli(policy_db_url, "sync-ldap", str(sync))
+    assert synced.exit_code == 0, synced.output
+    assert "user id 'bob' is held by 2 entries" in synced.stderr
+    assert "ou=contractors" in synced.stderr and "line separator" in synced.stderr
+    assert grants(policy_db_url) == {'g, "user:eve, admin", 财务专员, acme'}
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, policy_db_url))
+    assert acl.user_roles("bob", "acme") == set() and acl.skipped == ()
+    assert acl.user_roles("eve, admin", "acme") == {"财务专员"}
+
+
+def test_the_removal_limit_holds_for_a_small_tenant(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    db = policy_db_url
+    tree.group("ops", tree.user("wang"), tree.user("li"))
+    assert cli(db, "sync-ldap", str(tree.sync_file(tmp_path))).exit_code == 0
+    # users.base pointed at an empty OU: 2 of 2 grants would go.
+    tree.conn.add(f"ou=empty,{tree.people}", "organizationalUnit")
+    empty = tree.sync_file(tmp_path, users={"base": f"ou=empty,{tree.people}"})
+    refused = cli(db, "sync-ldap", str(empty))
+    assert refused.exit_code == 4 and "answered with no users" in refused.output, refused.output
+    assert len(grants(db)) == 2
+    # One of two leaving is half, within the limit; with a stricter share it is refused,
+    # unless forced.
+    tree.conn.delete(f"uid=li,{tree.people}")
+    strict = tree.sync_file(tmp_path, removal_floor=0, max_removed_share=0.4)
+    one = cli(db, "sync-ldap", str(strict))
+    assert one.exit_code == 4 and "1 of 2 grants (50%, over the limit of 40%" in one.output
+    forced = cli(db, "sync-ldap", str(strict), "--force")
+    assert forced.exit_code == 0 and "removed 1" in forced.stdout, forced.output
+    refusals = [e for e in history_of(db) if e["action"] == "sync-ldap-refused"]
+    assert [e["detail"].split(":")[0] for e in refusals] == ["limit share", "limit empty"]
+    assert "forced past the removal limits" in history_of(db)[0]["detail"]

@@ -75,7 +75,8 @@ def test_commands_change_the_policy_and_are_idempotent(policy_db_url: str) -> No
         pytest.param(("grant-role", "user:wang", "r"), "without 'user:'", id="user-prefix-on-user"),
         pytest.param(("grant-role", " ", "r"), "user id is empty", id="empty-user"),
         pytest.param(("grant-role", "wang", "user:li"), "is a user, not a role", id="user-as-role"),
-        pytest.param(("grant-role", "wang", "a,b"), "may not contain commas", id="comma"),
+        pytest.param(("grant-role", "wang", "a\nb"), "control character", id="line-break"),
+        pytest.param(("grant-role", "wang", " r"), "white space", id="padded"),
         pytest.param(
             ("grant-role", "wang", "r", "--tenant", ""), "tenant is empty", id="no-tenant"
         ),

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval_svc.acl.casbin_acl import AccessControl, _Compiler, _Loaded
-from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyError, load_enforcer
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyError, PolicyFiles
 
 POLICY = """\
 p, anyone, acme, public-*, read
@@ -108,18 +108,20 @@ def test_policy_change_takes_effect_without_restart(acl: AccessControl, policy: 
         pytest.param("g, user:alice, user:bob, acme\n", id="user-as-role"),
     ],
 )
-def test_invalid_policy_keeps_the_last_good_one(acl: AccessControl, policy: Path, bad: str) -> None:
+def test_a_line_that_means_nothing_is_skipped_and_the_rest_applies(
+    acl: AccessControl, policy: Path, bad: str
+) -> None:
+    # A bad line beside a revocation: the revocation takes effect (a skipped line is a grant
+    # not given), the bad line is reported, nothing else is held back.
     outcomes: list[str] = []
     acl._on_reload = outcomes.append
-    write_policy(policy, POLICY + bad)
-    assert not acl.reload_if_changed()
-    assert acl.user_roles("alice", "acme") == {"物业经理", "运维工程师", "巡检员"}
-    assert outcomes == ["error"]
-    assert acl.last_error
-    write_policy(policy, POLICY.replace("g, user:bob, 运维工程师, acme\n", ""))
+    write_policy(policy, POLICY.replace("g, user:bob, 运维工程师, acme\n", "") + bad)
     assert acl.reload_if_changed()
     assert acl.user_roles("bob", "acme") == set()
-    assert outcomes == ["error", "ok"] and acl.last_error is None
+    assert acl.user_roles("alice", "acme") == {"物业经理", "运维工程师", "巡检员"}
+    assert outcomes == ["ok"] and acl.last_error is None
+    (skipped,) = acl.skipped
+    assert skipped.where.endswith("line 8") and skipped.reason
 
 
 def test_deleted_policy_keeps_the_last_good_one(acl: AccessControl, policy: Path) -> None:
@@ -129,13 +131,18 @@ def test_deleted_policy_keeps_the_last_good_one(acl: AccessControl, policy: Path
     assert acl.last_error and "does not exist" in acl.last_error
 
 
-def test_bad_policy_at_start_is_fatal(tmp_path: Path) -> None:
-    with pytest.raises(PolicyError):
-        load_enforcer(DEFAULT_MODEL, tmp_path / "missing.csv")
+def test_an_unreadable_policy_at_start_is_fatal_a_bad_line_is_not(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="does not exist"):
+        AccessControl(DEFAULT_MODEL, tmp_path / "missing.csv")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"p, \xff\xfe, acme, *, read\n")
+    with pytest.raises(PolicyError, match="cannot read"):
+        AccessControl(DEFAULT_MODEL, binary)
     bad = tmp_path / "bad.csv"
-    bad.write_text("p, a, b\n")
-    with pytest.raises(PolicyError):
-        AccessControl(DEFAULT_MODEL, bad)
+    bad.write_text("p, a, b\np, anyone, acme, pub, read\n")
+    acl = AccessControl(DEFAULT_MODEL, bad)
+    assert [s.where for s in acl.skipped] == ["bad.csv line 1"]
+    assert acl.kb_decision(tenant="acme", user_id=None, roles=(), knowledge_id="pub").allowed
 
 
 NAMES = ["r0", "r1", "r2", "r3", "r4"]
@@ -198,10 +205,13 @@ async def test_the_watcher_compiles_in_a_child_process(acl: AccessControl, polic
         assert acl.user_roles("dave", "acme") == {"物业经理", "运维工程师", "巡检员"}
         assert compiler._pool is not None
         write_policy(policy, POLICY + "p, 运维工程师, acme, ops-*, write\n")
-        assert not await acl.refresh(compiler)
-        assert acl.last_error and "only action is 'read'" in acl.last_error
-        assert acl.user_roles("dave", "acme") == {"物业经理", "运维工程师", "巡检员"}
-        assert outcomes == ["ok", "error"]
+        assert await acl.refresh(compiler)  # the bad line skipped, dave's grant gone
+        assert [s.reason for s in acl.skipped] == ["the only action is 'read'"]
+        assert acl.user_roles("dave", "acme") == set()
+        policy.unlink()
+        assert not await acl.refresh(compiler)  # unreadable: the last policy stays
+        assert acl.last_error and "does not exist" in acl.last_error
+        assert outcomes == ["ok", "ok", "error"]
     finally:
         compiler.close()
 
@@ -212,7 +222,7 @@ async def test_index_pieces_reassemble_to_the_same_policy(policy: Path) -> None:
     grants = [("r0", "acme", "kb-*", "read"), ("anyone", "*", "pub", "read")]
     loaded = _Loaded.of(grants, links)
     pieces = loaded.pieces(size=4)
-    assert len(pieces) == 1 + 7  # the grants, then 26 names in pieces of 4
+    assert len(pieces) == 2 + 7  # the grants, the skipped lines, then 26 names in fours
     again = await _Loaded.assemble(pieces)
     assert (again.parents, again.grants) == (loaded.parents, loaded.grants)
     assert again.implicit("user:u8", "acme") == {"r1", "r0"}
@@ -235,8 +245,8 @@ def test_lines_that_mean_nothing_are_refused(tmp_path: Path) -> None:
     for line in ("g, anyone, exec, acme", "g, user:eve, anyone, acme"):
         path = tmp_path / "policy.csv"
         path.write_text(line + "\n", encoding="utf-8")
-        with pytest.raises(PolicyError, match="never a role"):
-            AccessControl(DEFAULT_MODEL, path)
+        (skipped,) = PolicyFiles(DEFAULT_MODEL, path).rules().skipped
+        assert "never a role" in skipped.reason
 
 
 @pytest.mark.anyio

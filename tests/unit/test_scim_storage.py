@@ -15,7 +15,7 @@ from retrieval_svc.scim.storage import TenantStorage, ensure_tables
 
 def test_two_workers_see_each_others_writes_and_the_grants_follow(tmp_path: Path) -> None:
     store = PolicyDatabase(DEFAULT_MODEL, f"sqlite:///{tmp_path / 'p.db'}")
-    store.enforcer()  # (the adapter makes its table)
+    store.ensure()
     ensure_tables(store.engine())
     provider = load_default_provider()
     types = {rt.name: rt for rt in provider.resource_types}
@@ -29,26 +29,26 @@ def test_two_workers_see_each_others_writes_and_the_grants_follow(tmp_path: Path
         types["Group"],
         group_model(display_name="运维工程师", members=[{"value": wang.id, "type": "User"}]),
     )
-    _, grouping = store.rules()
+    grouping = store.rules().grouping
     assert ["user:wang", "运维工程师", "acme"] in [list(g) for g in grouping]
     # a takes in b's group (incrementally), then renames the group: the grant moves.
     found = a.get(types["Group"], str(ops.id))
     found.display_name = "巡检员"
     a.update(types["Group"], found)
-    _, grouping = store.rules()
+    grouping = store.rules().grouping
     assert [list(g) for g in grouping] == [["user:wang", "巡检员", "acme"]]
     # b deletes the user a made: a no longer finds it, and the grant is gone.
     b.delete(types["User"], str(wang.id))
     page = a.search([types["User"]], SearchRequest())
     assert page.total == 0
-    assert store.rules()[1] == []
+    assert store.rules().grouping == []
     events = store.history(since=found.meta.created.replace(year=2000), tenant="acme")  # type: ignore[union-attr]
     assert [e.action for e in events][:3] == ["delete User", "update Group", "create Group"]
 
 
 def test_a_tenants_mapping_decides_which_groups_give_which_roles(tmp_path: Path) -> None:
     store = PolicyDatabase(DEFAULT_MODEL, f"sqlite:///{tmp_path / 'p.db'}")
-    store.enforcer()
+    store.ensure()
     ensure_tables(store.engine())
     provider = load_default_provider()
     types = {rt.name: rt for rt in provider.resource_types}
@@ -64,7 +64,7 @@ def test_a_tenants_mapping_decides_which_groups_give_which_roles(tmp_path: Path)
             types["Group"],
             group_model(display_name=name, members=[{"value": li.id, "type": "User"}]),
         )
-    assert sorted(tuple(g) for g in store.rules()[1]) == [
+    assert sorted(tuple(g) for g in store.rules().grouping) == [
         ("user:li", "finance", "acme"),
         ("user:li", "财务专员", "acme"),
     ]

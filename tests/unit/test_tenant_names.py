@@ -66,8 +66,11 @@ def test_a_policy_line_with_a_pattern_tenant_is_refused(tmp_path: Path) -> None:
     for line in ("p, anyone, acme*, *, read", "g, user:a, r, *", "g, user:a, r, ac?me"):
         path = tmp_path / "policy.csv"
         path.write_text(line + "\n", encoding="utf-8")
-        with pytest.raises(PolicyError, match="tenants match exactly"):
-            AccessControl(DEFAULT_MODEL, path)
+        acl = AccessControl(DEFAULT_MODEL, path)  # skipped, never read as a pattern
+        (skipped,) = acl.skipped
+        assert "tenants match exactly" in skipped.reason
+        assert not acl.kb_decision(tenant="acme", user_id=None, roles=(), knowledge_id="x").allowed
+        assert acl.user_roles("a", "acme") == set()
 
 
 def test_tenants_match_exactly_and_star_alone_means_every_tenant(tmp_path: Path) -> None:

@@ -1,0 +1,79 @@
+"""Which roles of a tenant a directory sync owns, recorded in the policy database.
+
+A sync decides who holds the roles it owns: after it, their holders are exactly the members of
+the groups that give them. What it owns is recorded here after every sync that applied, in the
+same transaction as its changes, so the next sync owns what it owned before as well as what the
+directory gives today: a group deleted or renamed in the directory gives no role any more, but
+its role is still owned, so its grants are removed (a sync that recomputed ownership from
+today's groups alone would never touch them again). The record then shrinks to today's roles.
+
+Owned roles also refuse a hand grant (``PolicyAdmin.grant_role``): the next sync would remove
+it in silence, so the console and the CLI say which sync owns the role instead.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection, Engine
+
+TABLE = "directory_owned_role"
+
+
+@functools.cache
+def _table() -> tuple[sa.MetaData, sa.Table]:
+    import sqlalchemy as sa
+
+    meta = sa.MetaData()
+    table = sa.Table(
+        TABLE,
+        meta,
+        sa.Column("tenant", sa.String(255), primary_key=True),
+        sa.Column("role", sa.String(255), primary_key=True),
+        sa.Column("owner", sa.String(255), nullable=False),  # the sync: "ldap", or its name
+    )
+    return meta, table
+
+
+def ensure_table(engine: Engine) -> None:
+    """Create the table if missing."""
+    meta, table = _table()
+    meta.create_all(engine, tables=[table])
+
+
+def owned_in(conn: Connection, tenant: str, owner: str | None = None) -> dict[str, str]:
+    """The tenant's owned roles (of one ``owner``, or of every sync), role → owner."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    query = sa.select(table.c.role, table.c.owner).where(table.c.tenant == tenant)
+    if owner is not None:
+        query = query.where(table.c.owner == owner)
+    return {row.role: row.owner for row in conn.execute(query)}
+
+
+def owner_of(engine: Engine, tenant: str, role: str) -> str | None:
+    """The sync that owns ``role`` in ``tenant``, or None."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    query = sa.select(table.c.owner).where(table.c.tenant == tenant, table.c.role == role)
+    with engine.connect() as conn:
+        return conn.execute(query).scalar_one_or_none()
+
+
+def replace_in(conn: Connection, tenant: str, owner: str, roles: Iterable[str]) -> None:
+    """Record that ``owner`` owns exactly ``roles`` in ``tenant`` (inside the sync's
+    transaction). A role another sync of the tenant already owns stays that sync's."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    conn.execute(sa.delete(table).where(table.c.tenant == tenant, table.c.owner == owner))
+    others = owned_in(conn, tenant)
+    rows = [{"tenant": tenant, "role": r, "owner": owner} for r in sorted(set(roles) - set(others))]
+    if rows:
+        conn.execute(sa.insert(table), rows)

@@ -10,13 +10,13 @@ import enum
 import json
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
 import typer
-from elasticsearch import ApiError, AsyncElasticsearch, TransportError
+from elasticsearch import AsyncElasticsearch
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -32,6 +32,7 @@ from indexer.cli_common import (
     run,
     settings_or_exit,
 )
+from indexer.convergence import keep_run, prune_decision, rules_changed_event
 from indexer.metrics import export as export_metrics
 from indexer.permissions import AclRules, RulesError, load_rules
 from indexer.pipeline import IndexOptions, index_source
@@ -39,7 +40,7 @@ from indexer.report import Report
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
-from retrieval_svc.search.runs import record_run, run_record
+from retrieval_svc.search.runs import last_runs
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
 
@@ -65,7 +66,7 @@ def load_manifest(path: Path | None) -> dict[str, dict[str, Any]]:
 def print_report(report: Report, as_json: bool) -> None:
     """The run's summary, for people or machines."""
     if as_json:
-        typer.echo(json.dumps({"ok": report.ok, **asdict(report)}, ensure_ascii=False))
+        typer.echo(json.dumps(report.as_json(), ensure_ascii=False))
         return
     verb = "would index" if report.dry_run else "indexed"
     embedded = f", {report.chunks_embedded} embedded" if report.chunks_embedded else ""
@@ -80,9 +81,12 @@ def print_report(report: Report, as_json: bool) -> None:
         f"({report.chunks_indexed} chunks{embedded}) in {report.duration_s:.1f} s",
         f"skipped {report.documents_skipped} unchanged, {retagged}"
         f"[red]{report.documents_failed} failed[/], "
-        f"{report.documents_pruned} pruned, {report.stale_chunks_deleted} stale chunks removed",
+        f"{report.documents_pruned} pruned, {report.documents_withdrawn} withdrawn, "
+        f"{report.stale_chunks_deleted} stale chunks removed",
         f"{report.documents_seen} documents seen, {report.bytes_read:,} bytes read",
     ]
+    if report.prune_note:
+        lines.append(report.prune_note)
     if report.passed_over:  # never a silent skip: what the listing passed over, and why
         ranked = sorted(report.passed_over.items(), key=lambda kv: (-kv[1], kv[0]))
         total = sum(n for _, n in ranked)
@@ -91,33 +95,6 @@ def print_report(report: Report, as_json: bool) -> None:
         err.print(escape(line) if line.startswith("passed over") else line, soft_wrap=True)
     for failure in report.failures:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
-
-
-async def keep_run(es: AsyncElasticsearch, index_alias: str, tenant: str, report: Report) -> None:
-    """Keep the run's counts and failures for the console; a run is not failed by this."""
-    counts = {
-        name: getattr(report, name)
-        for name in (
-            "documents_seen",
-            "documents_indexed",
-            "documents_skipped",
-            "documents_failed",
-            "documents_pruned",
-            "chunks_indexed",
-            "chunks_failed",
-        )
-    }
-    record = run_record(
-        report.knowledge_id,
-        counts,
-        report.failures,
-        report.passed_over,
-        report.passed_over_examples,
-    )
-    try:
-        await record_run(es, index_alias, tenant, record)
-    except (ApiError, TransportError) as exc:
-        typer.echo(f"warning: the run's record for the console not kept: {exc}", err=True)
 
 
 DEFAULT_BUDGET = Budget()
@@ -188,8 +165,15 @@ def index(
     chunk_size: Annotated[int, typer.Option(help="Most characters per chunk.")] = 600,
     chunk_overlap: Annotated[int, typer.Option(help="Characters repeated between chunks.")] = 0,
     prune: Annotated[
-        bool, typer.Option(help="Delete documents of the knowledge base not in SOURCE.")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--prune/--no-prune",
+            help="Delete documents of the knowledge base that SOURCE no longer holds (moved, "
+            "deleted, renamed). Default: on, unless the knowledge base's last run read another "
+            "source (a part of it, say), when the summary says why it did not prune.",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Re-index unchanged documents too.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Parse and chunk, write nothing.")] = False,
     concurrency: Annotated[
@@ -287,7 +271,7 @@ def index(
             chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
             url_template=url_template,
             manifest=load_manifest(manifest),
-            prune=prune,
+            prune=bool(prune),
             force=force,
             dry_run=dry_run,
             concurrency=concurrency,
@@ -332,16 +316,23 @@ def index(
                     if model and not dry_run
                     else None
                 )
+                last = (await last_runs(es, settings.index_alias, tenant, [knowledge_id])).get(
+                    knowledge_id, {}
+                )
+                decided, note = prune_decision(options, src, prune, last)
                 report = await index_source(
                     es,
                     src,
-                    options,
+                    replace(options, prune=decided),
                     progress=lambda _name: bar.advance(task),
                     embedder=None if dry_run else embedder,
                     embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
                 )
+                report.prune_note = note
                 if not dry_run:
-                    await keep_run(es, settings.index_alias, tenant, report)
+                    await keep_run(es, settings.index_alias, tenant, report, rules)
+                    if warning := rules_changed_event(settings, tenant, report, rules, last):
+                        typer.echo(f"warning: {warning}", err=True)
                 return report
 
         report = run(work, settings)

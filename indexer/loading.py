@@ -110,7 +110,7 @@ def outside_of(source: Source, ref: ObjectRef, options: IndexOptions) -> Outside
         tag_name=name or "",
         tag=tag,
     )
-    return versioned(outside, manifest_line(options, ref))
+    return versioned(outside, manifest_line(options, ref), ref.sidecar)
 
 
 def read_document(

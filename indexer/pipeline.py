@@ -12,6 +12,12 @@ and its chunks re-tagged in place, not re-embedded. A changed document is writte
 chunk (ids are deterministic, so chunks are overwritten in place), then every chunk of it that
 carries another ETag or lies past its new end is deleted. A crash between the two steps leaves a
 document with mixed ETags, which the next run sees as changed and repairs: re-runs converge.
+
+A document that fails never keeps older, wider chunks standing: when it is in the index and
+its roles can no longer be decided (its tag unreadable, its rule now refusing, its metadata
+invalid) or its bytes or permission sources changed since those chunks were written, they are
+withdrawn and the failure says so. Only a failure of the same bytes under the same permission
+sources (a parser timeout under ``--force``) keeps them.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from indexer.store import (
     kb_query,
     prune,
     refresh,
+    withdraw,
 )
 from indexer.workers import InFlight, ParserPool
 from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
@@ -122,6 +129,9 @@ class _IndexRun:
             await self._stages(has_chunks)
         report.passed_over = dict(self.source.passed_over.counts)
         report.passed_over_examples = dict(self.source.passed_over.examples)
+        if report.withdraw_ids and not options.dry_run:
+            await withdraw(self.es, alias, tenant, kb, sorted(report.withdraw_ids))
+        report.documents_withdrawn = len(report.withdraw_ids)
         if options.prune and not options.dry_run:
             report.documents_pruned = await prune(self.es, alias, tenant, kb, self.seen)
         if not options.dry_run:
@@ -164,7 +174,7 @@ class _IndexRun:
                     here = outside[ref.key]
                     if isinstance(here, str):  # its roles tag could not be read
                         self.progress(ref.key)
-                        report.fail(ref.key, here)
+                        self._fail(ref.key, ids[ref.key], here, ids[ref.key] in versions)
                         continue
                     stored = versions.get(ids[ref.key])
                     if stored is not None and not options.force and stored.etags == {ref.etag}:
@@ -178,7 +188,15 @@ class _IndexRun:
                 for ref, result in await self._load(todo, outside):
                     self.progress(ref.key)
                     if isinstance(result, str):
-                        report.fail(ref.key, result)
+                        stored = versions.get(ids[ref.key])
+                        here = outside[ref.key]
+                        same = (
+                            stored is not None
+                            and stored.etags == {ref.etag}
+                            and isinstance(here, Outside)
+                            and stored.versions == {here.version}
+                        )
+                        self._fail(ref.key, ids[ref.key], result, stored is not None and not same)
                         continue
                     report.bytes_read += ref.size
                     docs[ids[ref.key]] = result
@@ -192,6 +210,13 @@ class _IndexRun:
                 await self._read.put(Batch(docs, names, existed, retagged))
         finally:
             await self._read.put(None)
+
+    def _fail(self, key: str, document_id: str, reason: str, withdrawn: bool) -> None:
+        """Record a failed document; ``withdrawn``: its older chunks leave the index."""
+        if withdrawn:
+            self.report.withdraw(key, document_id, reason)
+        else:
+            self.report.fail(key, reason)
 
     async def _outside(self, refs: list[ObjectRef]) -> dict[str, Outside | str]:
         """Each object's folder rule and roles tag (tags read in ``concurrency`` threads), or

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
 
@@ -21,6 +22,10 @@ class Report:
     documents_retagged: int = 0  # unchanged, but their roles changed: set in place
     documents_failed: int = 0
     documents_pruned: int = 0
+    # Failed documents whose older chunks were taken out: their roles can no longer be
+    # decided, or they changed, so the old chunks might answer wider than the source says.
+    documents_withdrawn: int = 0
+    prune_note: str = ""  # why the run pruned, or why it did not
     chunks_indexed: int = 0
     chunks_embedded: int = 0
     embedding_s: float = 0.0
@@ -32,11 +37,37 @@ class Report:
     # Files the listing passed over, by reason ("unsupported .vsdx": 7), with a few names each.
     passed_over: dict[str, int] = field(default_factory=dict)
     passed_over_examples: dict[str, list[str]] = field(default_factory=dict)
+    # Documents whose roles changed this run (re-tagged or withdrawn), the first ``KEPT``.
+    roles_changed: list[str] = field(default_factory=list)
+    # The ids of failed documents whose older chunks leave the index at the end of the run
+    # (not printed: ``documents_withdrawn`` counts them, their failures say so).
+    withdraw_ids: set[str] = field(default_factory=set, repr=False)
+
+    KEPT: ClassVar[int] = 50
 
     @property
     def ok(self) -> bool:
         """Whether every document and chunk went in."""
         return not self.failures and not self.chunks_failed
+
+    def roles_change(self, documents: list[str]) -> None:
+        """Note documents whose roles changed (kept up to ``KEPT`` names)."""
+        room = self.KEPT - len(self.roles_changed)
+        if room > 0:
+            self.roles_changed.extend(documents[:room])
+
+    def withdraw(self, document: str, document_id: str, reason: str) -> None:
+        """A failed document whose older chunks must leave: its roles cannot be decided, or
+        they changed, so those chunks might answer wider than its source now says."""
+        self.fail(document, f"{reason} (its older chunks were withdrawn: they answer no one)")
+        self.withdraw_ids.add(document_id)
+        self.roles_change([document])
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as ``--json`` prints it."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out.pop("withdraw_ids")
+        return {"ok": self.ok, **out}
 
     def fail(self, document: str, reason: str) -> None:
         """Record a document that was not indexed."""

@@ -11,8 +11,9 @@ import ipaddress
 import json
 import os
 import stat
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
@@ -37,6 +38,9 @@ class ObjectRef:
     etag: str
     size: int
     identity: str
+    # The version of its ``.meta.json`` sidecar as the listing saw it ("" for none), so a
+    # sidecar edited with the document untouched is seen as a change of its roles.
+    sidecar: str = ""
 
 
 class Source(Protocol):
@@ -84,6 +88,24 @@ def indexable(key: str) -> bool:
 def _by_design(key: str) -> bool:
     """Hidden files and sidecars: passed over on purpose, never reported."""
     return key.rsplit("/", 1)[-1].startswith(".") or key.endswith(SIDECAR_SUFFIX)
+
+
+def _stamp(path: Path) -> str:
+    """A file's modification time and size ("" when there is none)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ""
+    return f"{st.st_mtime_ns:x}-{st.st_size:x}"
+
+
+def _odd_key(key: str) -> str | None:
+    """Why an object key cannot be indexed as it is, else None: an empty, ``.`` or ``..``
+    folder (``docs//a.md``, ``./a.md``) names the same path as another key to every folder
+    rule and every reader, so the object is refused, never merged with its neighbour."""
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        return "an empty, '.' or '..' folder in the key (docs//a.md): rename the object"
+    return None
 
 
 class PassedOver:
@@ -170,6 +192,7 @@ class LocalSource:
             etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
             size=st.st_size,
             identity=f"local:{key}",  # moving the folder keeps document ids
+            sidecar=_stamp(path.with_name(path.name + SIDECAR_SUFFIX)),
         )
 
     def read(self, ref: ObjectRef) -> bytes:
@@ -267,37 +290,63 @@ class ObjectStoreSource:
             raise ValueError(f"{url!r} is not s3://bucket/prefix or oss://bucket/prefix")
         self.scheme = parsed.scheme
         self.bucket = parsed.netloc
-        self.prefix = parsed.path.lstrip("/")
+        # A prefix is a folder: "docs" lists docs/…, never docs2/…; keys below it are kept
+        # exactly as the store has them (docs//fin/a.md is not docs/fin/a.md).
+        prefix = parsed.path.lstrip("/")
+        self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
         self.description = url
         self.page_size = page_size
         self._client = s3_client(self.scheme, options or ObjectStoreOptions())
         self.passed_over = PassedOver()
 
     def _key(self, full_key: str) -> str:
-        return full_key[len(self.prefix) :].lstrip("/") if self.prefix else full_key
+        return full_key[len(self.prefix) :]
 
     def list(self) -> Iterator[ObjectRef]:
+        """Every indexable object, in the store's (UTF-8 binary) key order, each with its
+        sidecar's ETag: an object is held back until the listing has passed the place its
+        sidecar would have (``a.md.meta.json`` lists soon after ``a.md``), so the few keys in
+        between are all that is ever held."""
         paginator = self._client.get_paginator("list_objects_v2")
         pages = paginator.paginate(
             Bucket=self.bucket, Prefix=self.prefix, PaginationConfig={"PageSize": self.page_size}
         )
+        sidecars: dict[str, str] = {}  # full key of a document → its sidecar's ETag
+        held: deque[tuple[bytes, ObjectRef]] = deque()  # (where its sidecar would list, ref)
         for page in pages:
             for item in page.get("Contents", []):
                 full_key = item["Key"]
+                here = full_key.encode("utf-8")
+                while held and held[0][0] < here:
+                    yield self._with_sidecar(held.popleft()[1], sidecars)
+                if full_key.endswith(SIDECAR_SUFFIX):
+                    etag = str(item.get("ETag", "")).strip('"')
+                    sidecars[full_key.removesuffix(SIDECAR_SUFFIX)] = etag
+                    continue
                 if full_key.endswith("/") or _by_design(full_key):
+                    continue
+                if (why := _odd_key(self._key(full_key))) is not None:
+                    self.passed_over.add(self._key(full_key), why)
                     continue
                 if self.passed_over.unsupported(self._key(full_key)):
                     continue
-                yield ObjectRef(
+                ref = ObjectRef(
                     key=self._key(full_key),
                     uri=f"{self.scheme}://{self.bucket}/{full_key}",
                     etag=str(item.get("ETag", "")).strip('"'),
                     size=int(item.get("Size", 0)),
                     identity=f"{self.scheme}://{self.bucket}/{full_key}",
                 )
+                held.append(((full_key + SIDECAR_SUFFIX).encode("utf-8"), ref))
+        while held:
+            yield self._with_sidecar(held.popleft()[1], sidecars)
+
+    def _with_sidecar(self, ref: ObjectRef, sidecars: dict[str, str]) -> ObjectRef:
+        found = sidecars.pop(self._full_key(ref.key), "")
+        return replace(ref, sidecar=found) if found else ref
 
     def _full_key(self, key: str) -> str:
-        return f"{self.prefix.rstrip('/')}/{key}" if self.prefix else key
+        return self.prefix + key
 
     def read(self, ref: ObjectRef) -> bytes:
         response = self._client.get_object(Bucket=self.bucket, Key=self._full_key(ref.key))

@@ -117,6 +117,18 @@ async def refresh(es: AsyncElasticsearch, index: str, attempts: int = 20) -> Non
             await asyncio.sleep(1.0)
 
 
+async def withdraw(
+    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, document_ids: list[str]
+) -> None:
+    """Delete every chunk of ``document_ids`` (failed documents whose older chunks may be
+    wider than their source now says)."""
+    for i in range(0, len(document_ids), 500):
+        part = document_ids[i : i + 500]
+        await delete_matching(
+            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}})
+        )
+
+
 async def prune(
     es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, keep: set[str]
 ) -> int:

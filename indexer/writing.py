@@ -103,10 +103,11 @@ async def retag_batch(
         if any(
             kept.get(c["chunk_id"], {}).get("content_hash") != c["content_hash"] for c in chunks
         ):
-            report.fail(
+            report.withdraw(  # (its old roles must not stay: withdrawn until re-written)
                 batch.names.get(doc_id, doc_id),
-                "its text differs from the chunks stored (the chunking changed?): "
-                "run again with --force to re-write it",
+                doc_id,
+                "its roles changed but its text differs from the chunks stored (the chunking "
+                "changed?): run again with --force to re-write it",
             )
             continue
         for chunk in chunks:
@@ -116,9 +117,10 @@ async def retag_batch(
     indexed = report.chunks_indexed
     failed = await _bulk(es, alias, ready, report)
     report.chunks_indexed = indexed  # (re-tagged chunks are counted as such, not as indexed)
-    for doc_id in failed:
-        report.fail(batch.names.get(doc_id, doc_id), "some chunks were not re-tagged (see log)")
+    for doc_id in failed:  # (some chunks new roles, some old: none may stay)
+        report.withdraw(batch.names.get(doc_id, doc_id), doc_id, "some chunks were not re-tagged")
     report.documents_retagged += len(ready) - len(failed)
+    report.roles_change([batch.names.get(d, d) for d in ready if d not in failed])
 
 
 async def write_batch(

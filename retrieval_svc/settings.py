@@ -109,6 +109,16 @@ class IndexSettings(ElasticsearchSettings):
     ] = "int8_hnsw"
     # The zone in which date-only values (2026-03-01, in metadata and in filters) are read.
     timezone: str = DEFAULT_TIMEZONE
+    # The policy in a database instead of the file (SQLAlchemy URL; may hold a password). The
+    # indexer records there when a rules file changed documents' roles.
+    casbin_db_url: SecretStr | None = None
+
+    @field_validator("casbin_db_url")
+    @classmethod
+    def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            database_url(value.get_secret_value())
+        return value
 
     @field_validator("embedding_url")
     @classmethod
@@ -171,8 +181,6 @@ class Settings(IndexSettings):
     # Access control (Casbin) and identity
     casbin_model: Path = DEFAULT_MODEL
     casbin_policy: Path = DEFAULT_POLICY
-    # The policy in a database instead of the file (SQLAlchemy URL; may hold a password)
-    casbin_db_url: SecretStr | None = None
     policy_check_interval_s: float = Field(2.0, ge=0)
     identity_user_names: list[str] = Field(default_factory=lambda: ["user_id"])
     identity_role_names: list[str] = Field(default_factory=lambda: ["user_roles", "access_roles"])
@@ -280,13 +288,6 @@ class Settings(IndexSettings):
                     )
                     if why:
                         raise ValueError(f"RSVC_SCIM_ROLES: {tenant} / {group!r}: {why}")
-        return value
-
-    @field_validator("casbin_db_url")
-    @classmethod
-    def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            database_url(value.get_secret_value())
         return value
 
     @field_validator("oidc_algorithms")

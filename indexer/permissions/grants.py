@@ -74,10 +74,13 @@ class Outside:
         return None
 
 
-def versioned(outside: Outside, manifest_line: Mapping[str, Any]) -> Outside:
+def versioned(outside: Outside, manifest_line: Mapping[str, Any], sidecar: str = "") -> Outside:
     """``outside`` with its ``version``: empty when nothing outside the bytes says anything,
-    so chunks indexed before rules and tags existed keep matching."""
+    so chunks indexed before rules and tags existed keep matching. ``sidecar`` is the version
+    of the document's sidecar as listed: an edited sidecar is a change of its roles."""
     said: dict[str, Any] = {}
+    if sidecar:
+        said["sidecar"] = sidecar
     if outside.rules_file:
         rule = outside.rule
         said["rule"] = [rule.patterns, rule.roles, rule.override] if rule else outside.unmatched

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,9 @@ class _Rule(BaseModel):
                     f"{pattern!r} starts with '/': globs match keys below the source, "
                     "write it without the leading slash"
                 )
-        return value
+        # Keys and globs are compared in one Unicode form: a folder typed Gehälter (NFC)
+        # matches the same folder as macOS writes it (NFD), in a share or an S3 key.
+        return [unicodedata.normalize("NFC", p) for p in value]
 
 
 class _File(BaseModel):
@@ -148,7 +151,9 @@ class AclRules:
         return found
 
     def match(self, key: str) -> Rule | None:
-        """The first rule whose glob matches ``key`` (counted), or None."""
+        """The first rule whose glob matches ``key`` (counted), or None. Keys are compared
+        in NFC, as the globs are."""
+        key = unicodedata.normalize("NFC", key)
         for i in self._rules_for(key.split("/", 1)[0]):
             # (a substring every match must hold, checked in C before the regex's backtracking)
             if any(n in key for n in self._needles[i]) and self._regexes[i].match(key):
@@ -172,11 +177,13 @@ class AclRules:
 
 
 def _needle(pattern: str) -> str:
-    """The longest run of plain characters of ``pattern`` (every key it matches holds it);
-    empty for a pattern with alternatives or classes, which may not."""
+    """The longest run of plain characters of ``pattern`` between wildcards and slashes
+    (every key it matches holds it: a slash is not, as ``**/`` matches no folder at all, so
+    ``**/secret-*`` matches ``secret-a`` at the root); empty for a pattern with alternatives
+    or classes, which may not."""
     if any(c in pattern for c in "{[\\!"):
         return ""
-    return max(re.split(r"[*?]+", pattern), key=len)
+    return max(re.split(r"[*?/]+", pattern), key=len)
 
 
 def _where(loc: Sequence[int | str]) -> str:

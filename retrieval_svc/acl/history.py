@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
 Rule = tuple[str, ...]
-SOURCES = ("cli", "console", "ldap", "scim")
+SOURCES = ("cli", "console", "ldap", "scim", "indexer")
 MAX_DETAIL = 1024
 MAX_LINE = 1024  # the width of a recorded change's line
 

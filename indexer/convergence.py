@@ -1,0 +1,113 @@
+"""What an indexing run does so the index converges to its source, beyond each document:
+whether it prunes what the source no longer holds (by default, yes), what it keeps of itself
+for the next run and the console (its source, counts, failures and rules digest), and the
+permission-history event when a changed rules file changed documents' roles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from elasticsearch import ApiError, AsyncElasticsearch, TransportError
+
+from indexer.loading import IndexOptions
+from indexer.permissions import AclRules
+from indexer.report import Report
+from indexer.sources import Source
+from retrieval_svc.search.runs import record_run, run_record
+from retrieval_svc.settings import IndexSettings
+
+
+def prune_decision(
+    options: IndexOptions, source: Source, asked: bool | None, last: dict[str, Any]
+) -> tuple[bool, str]:
+    """Whether this run prunes, and the summary's sentence why. A run prunes by default: a
+    knowledge base holds what its source holds, so a moved or deleted object must leave. It
+    does not when asked not to, on a dry run, or when the knowledge base's ``last`` run read
+    another source (this one may be a part of it)."""
+    kb, here = options.knowledge_id, source.description
+    if options.dry_run:
+        return False, "not pruned: a dry run"
+    if asked is not None:
+        return asked, "pruned as asked (--prune)" if asked else "not pruned (--no-prune)"
+    before = last.get("source")
+    if before not in (None, here):
+        return False, (
+            f"not pruned: the last run of {kb} read {before}, this one {here} (another "
+            "source, or a part of it); pass --prune to remove what this source does not hold"
+        )
+    return True, f"pruned what {here} no longer holds"
+
+
+async def keep_run(
+    es: AsyncElasticsearch,
+    index_alias: str,
+    tenant: str,
+    report: Report,
+    rules: AclRules | None = None,
+) -> None:
+    """Keep the run's counts and failures for the console, with its source and its rules
+    file's digest; a run is not failed by this."""
+    counts = {
+        name: getattr(report, name)
+        for name in (
+            "documents_seen",
+            "documents_indexed",
+            "documents_skipped",
+            "documents_failed",
+            "documents_pruned",
+            "documents_retagged",
+            "documents_withdrawn",
+            "chunks_indexed",
+            "chunks_failed",
+        )
+    }
+    record = run_record(
+        report.knowledge_id,
+        counts,
+        report.failures,
+        report.passed_over,
+        report.passed_over_examples,
+    )
+    record["source"] = report.source
+    if rules is not None:
+        record["rules"] = {"file": rules.path, "digest": rules.fingerprint()}
+    try:
+        await record_run(es, index_alias, tenant, record)
+    except (ApiError, TransportError) as exc:
+        typer.echo(f"warning: the run's record for the console not kept: {exc}", err=True)
+
+
+def rules_changed_event(
+    settings: IndexSettings,
+    tenant: str,
+    report: Report,
+    rules: AclRules | None,
+    last: dict[str, Any],
+) -> str | None:
+    """When the rules file changed since the knowledge base's last run and documents' roles
+    changed with it, record that in the permission history (actor: the indexer and the
+    rules file; the counts and the first documents); why it was not, or None."""
+    if rules is None or settings.casbin_db_url is None or report.dry_run:
+        return None
+    before = (last.get("rules") or {}).get("digest")
+    changed = report.documents_retagged + report.documents_withdrawn
+    if before in (None, rules.fingerprint()) or not changed:
+        return None
+    from retrieval_svc.acl.admin import PolicyAdmin
+    from retrieval_svc.acl.history import Actor
+    from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
+
+    detail = (
+        f"knowledge base {report.knowledge_id}: {report.documents_retagged} re-tagged, "
+        f"{report.documents_withdrawn} withdrawn after {rules.path} changed; "
+        + ", ".join(report.roles_changed)
+    )
+    try:
+        store = PolicyDatabase(DEFAULT_MODEL, settings.casbin_db_url.get_secret_value())
+        admin = PolicyAdmin(store, Actor(f"indexer:{Path(rules.path).name}", "indexer"))
+        admin.record_refusal(tenant, "rules-changed", detail)
+    except PolicyError as exc:
+        return f"the rules change was not recorded in the permission history: {exc}"
+    return None

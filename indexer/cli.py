@@ -169,8 +169,8 @@ def index(
         typer.Option(
             "--prune/--no-prune",
             help="Delete documents of the knowledge base that SOURCE no longer holds (moved, "
-            "deleted, renamed). Default: on, unless the knowledge base's last run read another "
-            "source (a part of it, say), when the summary says why it did not prune.",
+            "deleted, renamed). Default: on when the knowledge base's last run read this same "
+            "SOURCE; otherwise off, and the summary says why.",
             show_default=False,
         ),
     ] = None,

@@ -3,6 +3,7 @@
 A rules file is YAML, versioned beside the data::
 
     unmatched: refuse          # required: what an object no rule matches gets (public | refuse)
+    case: sensitive            # or insensitive, for a share that came from Windows
     rules:                     # ordered: the first rule that matches an object is its rule
       - match: finance/**
         access_roles: [finance]
@@ -13,8 +14,10 @@ A rules file is YAML, versioned beside the data::
         access_roles: []       # public, said out loud
 
 Globs are matched against the object's key below the source (``s3://bucket/prefix`` → the
-key after the prefix; a folder → the path inside it), case-sensitively: ``*`` and ``?``
-within one folder, ``**`` any number of folders, ``[abc]`` and ``{a,b}`` as in a shell.
+key after the prefix; a folder → the path inside it), in NFC (a folder macOS wrote decomposed
+matches the glob typed composed), case-sensitively unless the file says ``case:
+insensitive``: ``*`` and ``?`` within one folder, ``**`` any number of folders (none too:
+``**/a.md`` matches ``a.md``), ``[abc]`` and ``{a,b}`` as in a shell.
 
 The file is read whole before anything is indexed, and refused — the run stops, nothing is
 written — if it is not valid YAML, says anything this module does not know, names a role no
@@ -86,6 +89,8 @@ class _File(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     unmatched: Literal["public", "refuse"]
+    # insensitive: a share that came from Windows, where Finance/ and finance/ are one folder
+    case: Literal["sensitive", "insensitive"] = "sensitive"
     rules: list[_Rule] = Field(max_length=MAX_RULES)
 
 
@@ -112,6 +117,7 @@ class AclRules:
     unmatched: Literal["public", "refuse"]
     rules: tuple[Rule, ...]
     warnings: list[str] = field(default_factory=list)
+    case: Literal["sensitive", "insensitive"] = "sensitive"
     matched: list[int] = field(default_factory=list)  # objects each rule matched this run
     unmatched_count: int = 0
     _regexes: list[re.Pattern[str]] = field(default_factory=list)
@@ -129,10 +135,11 @@ class AclRules:
         by_folder: dict[str, list[int]] = {}
         anywhere: list[int] = []
         for i, rule in enumerate(self.rules):
-            included, _ = glob.translate(list(rule.patterns), flags=GLOB_FLAGS)
+            patterns = [self._fold(p) for p in rule.patterns]
+            included, _ = glob.translate(patterns, flags=GLOB_FLAGS)
             self._regexes.append(re.compile("|".join(included)))
-            self._needles.append(tuple(_needle(p) for p in rule.patterns))
-            firsts = {p.split("/", 1)[0] for p in rule.patterns}
+            self._needles.append(tuple(_needle(p) for p in patterns))
+            firsts = {p.split("/", 1)[0] for p in patterns}
             if any(glob.is_magic(first, flags=GLOB_FLAGS) for first in firsts):
                 anywhere.append(i)
             else:
@@ -141,6 +148,12 @@ class AclRules:
         self._by_folder = {k: tuple(v) for k, v in by_folder.items()}
         self._any_folder = tuple(anywhere)
         self.matched = [0] * len(self.rules)
+
+    def _fold(self, text: str) -> str:
+        """``text`` as keys and globs are compared: NFC, and case-folded for a rules file
+        that says ``case: insensitive``."""
+        text = unicodedata.normalize("NFC", text)
+        return unicodedata.normalize("NFC", text.casefold()) if self.case == "insensitive" else text
 
     def _rules_for(self, folder: str) -> tuple[int, ...]:
         found = self._candidates.get(folder)
@@ -152,8 +165,8 @@ class AclRules:
 
     def match(self, key: str) -> Rule | None:
         """The first rule whose glob matches ``key`` (counted), or None. Keys are compared
-        in NFC, as the globs are."""
-        key = unicodedata.normalize("NFC", key)
+        in NFC, as the globs are (and case-folded with ``case: insensitive``)."""
+        key = self._fold(key)
         for i in self._rules_for(key.split("/", 1)[0]):
             # (a substring every match must hold, checked in C before the regex's backtracking)
             if any(n in key for n in self._needles[i]) and self._regexes[i].match(key):
@@ -164,7 +177,9 @@ class AclRules:
 
     def fingerprint(self) -> str:
         """What the file says, hashed (a changed rule changes it)."""
-        body = [self.unmatched, [(r.patterns, r.roles, r.override) for r in self.rules]]
+        body: list[Any] = [self.unmatched, [(r.patterns, r.roles, r.override) for r in self.rules]]
+        if self.case != "sensitive":
+            body.append(self.case)
         return hashlib.sha256(json.dumps(body, ensure_ascii=False).encode()).hexdigest()[:16]
 
     def summary(self) -> list[str]:
@@ -264,7 +279,7 @@ def parse_rules(text: str, path: str = "rules") -> AclRules:
         )
         for i, r in enumerate(parsed.rules, start=1)
     )
-    return AclRules(path, parsed.unmatched, rules, warnings=_shadowed(rules))
+    return AclRules(path, parsed.unmatched, rules, warnings=_shadowed(rules), case=parsed.case)
 
 
 def load_rules(path: Path) -> AclRules:

@@ -207,3 +207,55 @@ def test_the_fast_matcher_answers_as_wcmatch_does() -> None:
         expected = next((i + 1 for i, m in enumerate(matchers) if m.match(key)), None)
         found = rules.match(key)
         assert (found.number if found else None) == expected, key
+
+
+def test_names_that_look_alike_match_alike() -> None:
+    """``**/`` matches at the root; keys and globs compare in NFC; ``case: insensitive``."""
+    import unicodedata
+
+    rules = parse_rules(
+        "unmatched: refuse\nrules:\n  - {match: '**/secret-*.md', access_roles: [s]}\n"
+        "  - {match: Gehälter/**, access_roles: [hr]}\n  - {match: '**', access_roles: [all]}\n"
+    )
+    found = {k: rules.match(k) for k in ("secret-root.md", "a/b/secret-x.md", "x/notsecret-a.md")}
+    assert {k: r.roles if r else None for k, r in found.items()} == {
+        "secret-root.md": ("s",),
+        "a/b/secret-x.md": ("s",),
+        "x/notsecret-a.md": ("all",),
+    }
+    decomposed = unicodedata.normalize("NFD", "Gehälter/2026.xlsx")
+    assert decomposed != "Gehälter/2026.xlsx" and rules.match(decomposed).roles == ("hr",)  # type: ignore[union-attr]
+    assert rules.match("gehälter/2026.xlsx").roles == ("all",)  # type: ignore[union-attr]
+    windows = parse_rules(
+        "unmatched: refuse\ncase: insensitive\nrules:\n  - {match: Finance/**, access_roles: [f]}\n"
+    )
+    assert windows.match("FINANCE/Q1.xlsx").roles == ("f",)  # type: ignore[union-attr]
+    assert windows.match("hr/Finance/a") is None
+    assert (
+        windows.fingerprint()
+        != parse_rules(
+            "unmatched: refuse\nrules:\n  - {match: Finance/**, access_roles: [f]}\n"
+        ).fingerprint()
+    )  # (switching case changes every document's permissions version)
+
+
+def test_the_fast_matcher_answers_as_wcmatch_does_without_case() -> None:
+    import random
+
+    from wcmatch import glob
+
+    from indexer.permissions.rules import GLOB_FLAGS
+
+    rng = random.Random(46)
+    parts = ["Finance", "hr", "HR", "薪酬", "a", "x.MD", "secret-1.md", "Secret-2.md"]
+    shapes = ["*", "**", "?", "*.md", "secret-*", "{a,hr}", "[fF]*", *parts]
+    patterns = ["/".join(rng.choice(shapes) for _ in range(rng.randint(1, 3))) for _ in range(40)]
+    body = "".join(f"  - {{match: {p!r}, access_roles: [r{i}]}}\n" for i, p in enumerate(patterns))
+    rules = parse_rules("unmatched: public\ncase: insensitive\nrules:\n" + body)
+    flags = GLOB_FLAGS | glob.IGNORECASE
+    matchers = [glob.compile([p], flags=flags) for p in patterns]
+    keys = ["/".join(rng.choice(parts) for _ in range(rng.randint(1, 4))) for _ in range(2000)]
+    for key in keys:
+        expected = next((i + 1 for i, m in enumerate(matchers) if m.match(key)), None)
+        found = rules.match(key)
+        assert (found.number if found else None) == expected, key

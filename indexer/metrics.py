@@ -30,6 +30,8 @@ def run_registry(report: Report) -> CollectorRegistry:
         ("skipped", report.documents_skipped),
         ("failed", report.documents_failed),
         ("pruned", report.documents_pruned),
+        ("retagged", report.documents_retagged),
+        ("withdrawn", report.documents_withdrawn),
     ):
         documents.labels(outcome=outcome, **kb).set(n)
     chunks = Gauge(

@@ -56,6 +56,16 @@ def owned_in(conn: Connection, tenant: str, owner: str | None = None) -> dict[st
     return {row.role: row.owner for row in conn.execute(query)}
 
 
+def owned_roles(engine: Engine, tenant: str) -> dict[str, str]:
+    """The tenant's owned roles, role → owner (none before any sync made the table)."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(TABLE):
+            return {}
+        return owned_in(conn, tenant)
+
+
 def owner_of(engine: Engine, tenant: str, role: str) -> str | None:
     """The sync that owns ``role`` in ``tenant``, or None."""
     import sqlalchemy as sa

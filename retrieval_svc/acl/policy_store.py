@@ -164,6 +164,10 @@ class PolicyRead:
     grouping: list[Rule] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
 
+    def skipped_in(self, tenant: str) -> list[Skipped]:
+        """The skipped lines that name ``tenant`` (where its tenant would be, or anywhere)."""
+        return [s for s in self.skipped if tenant in s.values]
+
     def add(
         self, where: str, ptype: Any, values: tuple[Any, ...], row_id: int | None = None
     ) -> None:

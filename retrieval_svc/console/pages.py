@@ -23,6 +23,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from retrieval_svc.acl import owned
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError
@@ -351,6 +352,11 @@ async def policy(request: Request, state: StateDep) -> Response:
         for g in grouping:
             if g[2] == mine and g[0].startswith("user:"):
                 users.setdefault(g[1], []).append(g[0].removeprefix("user:"))
+        owned_roles = (
+            await asyncio.to_thread(owned.owned_roles, source.engine(), mine)
+            if isinstance(source, PolicyDatabase)
+            else {}
+        )
         history = (
             await asyncio.to_thread(
                 source.history,
@@ -366,6 +372,8 @@ async def policy(request: Request, state: StateDep) -> Response:
             "history": history,
             "inherits": inherits,
             "users": sorted(users.items()),
+            "owned": owned_roles,  # roles a directory sync gives (a hand grant is refused)
+            "skipped": len(read.skipped_in(mine)),
             # By equality: this tenant's lines, and the global ones ("*" alone) that apply here.
             "grants": sorted(p for p in grants if p[1] in (mine, EVERY_TENANT)),
             "editable": isinstance(source, PolicyDatabase),

@@ -41,6 +41,9 @@ WORDS: dict[str, dict[str, str]] = {
         "lines": "Lines",
         "no_history": "No change recorded in 30 days.",
         "users": "Users",
+        "owned_by": "given by the directory sync",
+        "lines_skipped": "stored policy lines of this tenant mean nothing and are skipped "
+        "(each a grant not given): retrieval-svc policy check",
         "grants": "Grants",
         "edit": "Change the policy (database)",
         "read_only": "The policy is a file: read-only here.",
@@ -140,6 +143,9 @@ WORDS: dict[str, dict[str, str]] = {
         "lines": "规则",
         "no_history": "30 天内没有变更记录。",
         "users": "用户",
+        "owned_by": "由目录同步授予",
+        "lines_skipped": "条本租户的策略记录无法解读，已跳过（相应授权不生效）："
+        "retrieval-svc policy check",
         "grants": "授权",
         "edit": "修改策略（数据库）",
         "read_only": "策略来自文件：此处只读。",

@@ -177,12 +177,17 @@ class McpRoutes:
             except ServiceError as exc:
                 if isinstance(exc, AuthError):
                     state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
-                await JSONResponse(exc.body(), status_code=exc.status_code)(scope, receive, send)
+                await JSONResponse(rpc_error(exc), status_code=exc.status_code)(
+                    scope, receive, send
+                )
                 return
         else:
             key = oidc_key(self.settings)
         scope["rsvc.mcp"] = (state, key, claims)
         await self.transport(scope, receive, send)
+
+
+REFUSED = -32001  # JSON-RPC's implementation-defined server errors: -32000 … -32099
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -192,7 +197,21 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def rpc_error(exc: ServiceError) -> dict[str, object]:
+    """A refusal as a JSON-RPC error (its id null: the request was not read), the service's
+    ``error_code`` and ``error_msg`` in its ``data``. The MCP SDK's client surfaces a JSON-RPC
+    error at any HTTP status, so the user reads why ("set X-Rsvc-User…") rather than
+    "Server returned an error response"."""
+    body = exc.body()
+    message = str(body.get("error_msg", "refused"))
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": REFUSED, "message": message, "data": body},
+    }
+
+
 async def _refuse(scope: Scope, receive: Receive, send: Send, exc: AuthError) -> None:
-    """401 in the service's error shape: the MCP transport never sees the request."""
+    """401 with a JSON-RPC error (``rpc_error``): the MCP transport never sees the request."""
     challenge = {"WWW-Authenticate": 'Bearer realm="retrieval-svc"'}
-    await JSONResponse(exc.body(), status_code=401, headers=challenge)(scope, receive, send)
+    await JSONResponse(rpc_error(exc), status_code=401, headers=challenge)(scope, receive, send)

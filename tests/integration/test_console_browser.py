@@ -4,6 +4,7 @@ without a restart, *Audit*; refusals; screenshots of each page to docs/console/.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -44,6 +45,9 @@ RESTRICTED = {POWER, "消防控制室值班制度", "物业费用与合同管理
 QUESTION = "配电房 消防 物业费 电梯 巡更 访客 巡检 操作 规程 制度"
 
 
+DB_OF: dict[str, str] = {}  # a console's URL → its policy database
+
+
 @pytest.fixture(scope="module")
 def console(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``retrieval-svc serve`` with the console, the policy in a SQLite database, and the
@@ -71,6 +75,7 @@ def console(corpus: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
     )  # fmt: skip
     try:
         with live_service(env, folder) as (url, _child):
+            DB_OF[url] = db
             yield url
     finally:
         es = Elasticsearch(ES_URL)
@@ -307,6 +312,42 @@ def test_a_chunk_stored_for_a_user_breaks_no_page(
         assert "may not name a user" not in answer.text and "stray-user-chunk" not in answer.text
     finally:
         es_sync.delete(index=own(corpus, "acme"), id="stray-user-chunk", refresh=True)
+
+
+def test_the_policy_page_marks_directory_roles_and_skipped_lines(console: str) -> None:
+    import sqlalchemy
+
+    from retrieval_svc.acl import owned
+    from retrieval_svc.acl.policy_store import TABLE
+
+    engine = sqlalchemy.create_engine(DB_OF[console])
+    owned.ensure_table(engine)
+    with engine.begin() as conn:  # as sync-ldap leaves them: a role it owns, and an old bad row
+        owned.replace_in(conn, "acme", "sync-ldap", ["目录角色"])
+        conn.execute(
+            sqlalchemy.text(
+                f"INSERT INTO {TABLE} (ptype, v0, v1, v2) VALUES ('g', :a, :b, 'acme')"
+            ),
+            [{"a": "user:zhou", "b": "bad\nrole"}, {"a": "user:zhou-sync", "b": "目录角色"}],
+        )
+    try:
+        with httpx.Client(base_url=console, timeout=30) as http:
+            assert sign_in(http, KEYS["anon"]).status_code == 303
+            csrf = form_token(http, "/console/policy")
+            form = {"csrf": csrf, "action": "grant-role", "user": "zhou", "role": "目录角色"}
+            refused = http.post("/console/policy", data=form, headers={"Accept-Language": "zh-CN"})
+        assert refused.status_code == 200
+        assert "owned by the directory sync 'sync-ldap'" in html.unescape(refused.text)
+        assert 'id="lines-skipped">1 条本租户的策略记录无法解读' in refused.text
+        assert (
+            '目录角色 <span class="muted owned">(由目录同步授予 sync-ldap)</span>: zhou-sync'
+            in refused.text
+        )
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text(f"DELETE FROM {TABLE} WHERE v0 LIKE 'user:zhou%'"))
+            owned.replace_in(conn, "acme", "sync-ldap", [])
+        engine.dispose()
 
 
 def test_a_refused_policy_change_still_shows_the_policy(console: str) -> None:

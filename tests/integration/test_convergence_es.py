@@ -205,3 +205,42 @@ def test_object_keys_are_kept_exactly_and_a_bucket_sidecar_edit_is_seen(
     second = json.loads(run.stdout)
     assert (second["documents_retagged"], second["documents_skipped"]) == (1, 2), second
     assert stored(corpus, "conv-s3")["b.md"] == {("财务",)}
+
+
+def test_a_rules_change_that_moved_roles_is_in_the_permission_history(
+    share: Share, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime
+
+    from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
+
+    db = f"sqlite:///{tmp_path / 'policy.db'}"
+    share.write("人事/考勤.md", "# 考勤\n\n正文。")
+    share.write("公共/通知.md", "# 通知\n\n正文。")
+
+    def index() -> dict[str, Any]:
+        args = ["index", str(share.root), "--knowledge-id", share.kb, "--json", "--workers", "0"]
+        args += ["--tenant", TENANT, "--acl-rules", str(share.rules)]
+        run = CliRunner().invoke(
+            indexer_cli, args, env={**env(share.alias), "RSVC_CASBIN_DB_URL": db}
+        )
+        assert run.exit_code == 0, run.output
+        report: dict[str, Any] = json.loads(run.stdout)
+        return report
+
+    index()
+    assert index()["documents_skipped"] == 2  # (the same rules: no event)
+    share.rules.write_text(
+        share.rules.read_text(encoding="utf-8").replace("[人事]", "[人事, 人事经理]"),
+        encoding="utf-8",
+    )
+    changed = index()
+    assert changed["documents_retagged"] == 1 and changed["roles_changed"] == ["人事/考勤.md"]
+    events = PolicyDatabase(DEFAULT_MODEL, db).history(since=datetime(2000, 1, 1, tzinfo=UTC))
+    (event,) = events
+    assert (event.actor, event.source, event.action) == (
+        "indexer:acl-rules.yaml",
+        "indexer",
+        "rules-changed",
+    )
+    assert "1 re-tagged, 0 withdrawn" in event.detail and "人事/考勤.md" in event.detail

@@ -307,3 +307,46 @@ def test_the_removal_limit_holds_for_a_small_tenant(
     refusals = [e for e in history_of(db) if e["action"] == "sync-ldap-refused"]
     assert [e["detail"].split(":")[0] for e in refusals] == ["limit share", "limit empty"]
     assert "forced past the removal limits" in history_of(db)[0]["detail"]
+
+
+def test_a_scheduled_sync_reports_its_metrics_and_keeps_going_after_a_failure(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    tree.group("ops", tree.user("wang"))
+    sync = tree.sync_file(tmp_path)
+    metrics = tmp_path / "sync.prom"
+    args = ["sync-ldap", str(sync), "--every", "1s", "--count", "2"]
+    done = cli(policy_db_url, *args, "--metrics-textfile", str(metrics))
+    assert done.exit_code == 0, done.output
+    assert done.stdout.count("synced:") == 2  # twice, the second a no-op
+    values = {
+        (s.name, s.labels.get("op", s.labels.get("reason", ""))): s.value
+        for family in text_string_to_metric_families(metrics.read_text())
+        for s in family.samples
+    }
+    assert values[("rsvc_directory_sync_last_success_timestamp_seconds", "")] > 0
+    assert values[("rsvc_directory_sync_grants_changed", "added")] == 0  # (the last: a no-op)
+    assert values[("rsvc_directory_sync_consecutive_failures", "none")] == 0
+    # The server goes away: each sync fails, the loop goes on, the failures count up, and the
+    # last success stays where it was (the alert reads it).
+    gone = tree.sync_file(tmp_path, url="ldap://127.0.0.1:9", timeout_s=1)
+    failed = cli(
+        policy_db_url,
+        "sync-ldap",
+        str(gone),
+        "--every",
+        "1s",
+        "--count",
+        "2",
+        "--metrics-textfile",
+        str(metrics),
+    )
+    assert failed.exit_code == 0 and failed.output.count("nothing changed") == 2, failed.output
+    text = metrics.read_text()
+    labels = 'reason="unreachable",sync="sync-ldap",tenant="acme"'
+    assert f"rsvc_directory_sync_consecutive_failures{{{labels}}} 2.0" in text
+    assert "rsvc_directory_sync_last_success_timestamp_seconds" not in text  # (a new process)
+    bad = cli(policy_db_url, "sync-ldap", str(sync), "--every", "0m")
+    assert bad.exit_code == 2 and "not an interval" in bad.output

@@ -20,6 +20,7 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
+from mcp.shared.exceptions import MCPError
 
 from retrieval_svc.app import create_app
 from retrieval_svc.auth.keys import IdentityMode, hash_key
@@ -150,7 +151,8 @@ async def test_a_key_mode_without_its_header_is_refused_at_connection(
         for name, needs in (("anon", "X-Rsvc-User"), ("scoped", "X-Rsvc-Principal-Token")):
             resp = await c.post("/mcp", json=tools, headers={**MCP_HEADERS, **auth(name)})
             assert resp.status_code == 403, resp.text
-            assert needs in resp.json()["error_msg"] and resp.json()["error_code"] == 1002
+            error = resp.json()["error"]  # a JSON-RPC error, the service's code in its data
+            assert needs in error["message"] and error["data"]["error_code"] == 1002
         fixed = await c.post("/mcp", json=tools, headers={**MCP_HEADERS, **auth("ops")})
         assert fixed.status_code == 200, fixed.text
         # A claim the mode does not take is refused too, as on every route.
@@ -182,11 +184,40 @@ async def test_get_opens_no_stream(corpus: str) -> None:
     assert resp.status_code == 405 and "POST" in resp.headers["allow"], resp.text
 
 
+async def test_the_sdk_client_shows_why_a_connection_was_refused(corpus: str) -> None:
+    # Before, the SDK showed "Server returned an error response" for a missing header.
+    from tests.support.mcp import mcp_session
+
+    for headers, says in (
+        (auth("anon"), "X-Rsvc-User"),
+        ({"Authorization": "Bearer not-a-key-0123456789"}, "the API key is not valid"),
+    ):
+        with pytest.raises(BaseException) as raised:  # (the SDK's task group wraps it)
+            async with mcp_session(create_app(make_settings(corpus)), headers):
+                pass
+        refused = _innermost(raised.value, MCPError)
+        assert says.lower() in refused.message.lower(), refused
+        assert refused.error.data["error_code"] in (1001, 1002)
+
+
+def _innermost(exc: BaseException, kind: type[MCPError]) -> MCPError:
+    """The ``kind`` exception in ``exc`` or its exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        try:
+            return _innermost(inner, kind)
+        except LookupError:
+            continue
+    raise LookupError(f"no {kind.__name__} in {exc!r}")
+
+
 async def test_without_a_key_nothing_is_served(corpus: str) -> None:
     async with app_client(make_settings(corpus)) as c:
         for headers in ({}, {"Authorization": "Bearer not-a-key-0123456789"}):
             resp = await c.post("/mcp", json=rpc("tools/list"), headers={**MCP_HEADERS, **headers})
-            assert resp.status_code == 401 and resp.json()["error_code"] in (1001, 1002)
+            error = resp.json()["error"]
+            assert resp.status_code == 401 and error["data"]["error_code"] in (1001, 1002)
 
 
 HOSTILE = [

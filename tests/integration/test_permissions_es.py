@@ -283,16 +283,26 @@ async def test_policy_change_without_restart(client: httpx.AsyncClient, policy: 
     await until(granted, "the policy change never took effect")
     reloaded = loaded_at(client)
     assert reloaded >= changed
-    # A broken policy is refused and the last good one stays in force.
-    policy.write_text("p, broken\n", encoding="utf-8")
+    # A line that means nothing is skipped, counted, and the rest stays in force.
+    policy.write_text(POLICY + "g, user:zhao, 运维工程师, acme\np, broken\n", encoding="utf-8")
     os.utime(policy, ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
+
+    async def skipped() -> bool:
+        return metric_sample(client, "rsvc_policy_lines_skipped") == 1
+
+    await until(skipped, "the broken line was never looked at")
+    assert POWER in await titles(client, IdentityMode.CASBIN, body)
+    # A policy that cannot be read at all is refused and the last good one stays in force.
+    kept = loaded_at(client)
+    policy.write_bytes(b"p, \xff\xfe, acme, *, read\n")
+    os.utime(policy, ns=(time.time_ns(), time.time_ns() + 3_000_000_000))
 
     async def refused() -> bool:
         return reloads(client, "error") >= 1
 
-    await until(refused, "the broken policy was never looked at")
+    await until(refused, "the unreadable policy was never looked at")
     assert POWER in await titles(client, IdentityMode.CASBIN, body)
-    assert loaded_at(client) == reloaded  # the policy in force is still the one loaded then
+    assert loaded_at(client) == kept  # the policy in force is still the one loaded then
 
 
 async def test_a_slow_reload_never_holds_a_request(

@@ -1,0 +1,211 @@
+"""Who a caller's user id is: every id a person arrives with, resolved to the directory's id
+(design.md §17).
+
+Dify does not send the directory's ``uid``: a web app sends its own end-user UUID, the
+service API whatever the calling backend put in ``user`` (often an e-mail), an OIDC token its
+``sub`` or ``email``, a SCIM client its ``userName``. A person is known here by each of them:
+
+* **directory syncs** store each person with the aliases their configuration names (LDAP
+  ``mail``, ``userPrincipalName``…), replaced whole at each sync, so an alias removed in the
+  directory stops resolving;
+* **SCIM** users are known by ``userName``, every ``emails`` value and ``externalId``;
+* **an explicit map** (``retrieval-svc identity map import FILE``) names ids no directory
+  holds (a Dify web app's end-user UUIDs).
+
+Aliases are compared case-folded in NFC (e-mail addresses and Active Directory names are
+case-insensitive; ``Wang@Corp.example`` is ``wang@corp.example``). An alias two people share
+resolves to nobody. A person's own id (the one grants name) wins over another's alias.
+
+The table lives in the policy database beside the rules (``identity_alias``) and is read with
+them, so a change reaches retrieval at the next policy check, like a grant.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection, Engine
+
+TABLE = "identity_alias"
+PERSON = "id"  # the attribute of a row that names the person themself
+
+Status = Literal["none", "known", "alias", "unknown", "ambiguous"]
+
+
+def fold(value: str) -> str:
+    """An id as aliases are compared: NFC, case-folded, stripped."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", value).casefold()).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What a caller's user id resolved to.
+
+    ``status``: ``none`` (no id sent), ``known`` (the id is a person's own), ``alias`` (it is
+    one of a person's other ids), ``unknown`` (nobody has it), ``ambiguous`` (two or more
+    people have it: it resolves to nobody)."""
+
+    asked: str | None
+    person: str | None
+    status: Status
+    via: str = ""  # how: "mail (ldap:sync-ldap)", "map"; for ambiguous, who shares it
+
+    @property
+    def unresolved(self) -> bool:
+        """Whether an id was sent and names no one."""
+        return self.status in ("unknown", "ambiguous")
+
+
+NO_ONE = Identity(None, None, "none")
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """One stored row: ``alias`` (folded) names ``person`` in ``tenant``, said by ``source``
+    through ``attribute``."""
+
+    tenant: str
+    alias: str
+    person: str
+    source: str
+    attribute: str
+
+
+@dataclass(slots=True)
+class Directory:
+    """The aliases of every tenant, indexed for requests: tenant → folded alias → (person,
+    how), person None when people share it; and tenant → the people themselves."""
+
+    aliases: dict[str, dict[str, tuple[str | None, str]]]
+    people: dict[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, rows: Iterable[Alias]) -> Directory:
+        found: dict[str, dict[str, dict[str, str]]] = {}
+        people: dict[str, set[str]] = {}
+        for row in rows:
+            people.setdefault(row.tenant, set()).add(row.person)
+            how = f"{row.attribute} ({row.source})"
+            found.setdefault(row.tenant, {}).setdefault(row.alias, {}).setdefault(row.person, how)
+        aliases: dict[str, dict[str, tuple[str | None, str]]] = {}
+        for tenant, names in found.items():
+            index: dict[str, tuple[str | None, str]] = {}
+            for alias, whose in names.items():
+                if len(whose) == 1:
+                    ((person, how),) = whose.items()
+                    index[alias] = (person, how)
+                else:
+                    index[alias] = (None, ", ".join(sorted(whose))[:300])
+            aliases[tenant] = index
+        return cls(aliases, {t: frozenset(p) for t, p in people.items()})
+
+    def resolve(self, user_id: str | None, tenant: str, *, granted: bool) -> Identity:
+        """``user_id`` in ``tenant``; ``granted``: the policy names the id itself."""
+        if user_id is None:
+            return NO_ONE
+        if granted or user_id in self.people.get(tenant, ()):
+            return Identity(user_id, user_id, "known")
+        hit = self.aliases.get(tenant, {}).get(fold(user_id))
+        if hit is None:
+            return Identity(user_id, None, "unknown")
+        person, how = hit
+        if person is None:
+            return Identity(user_id, None, "ambiguous", how)
+        if person == user_id:
+            return Identity(user_id, person, "known")
+        return Identity(user_id, person, "alias", how)
+
+
+@functools.cache
+def _table() -> tuple[sa.MetaData, sa.Table]:
+    import sqlalchemy as sa
+
+    meta = sa.MetaData()
+    table = sa.Table(
+        TABLE,
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("tenant", sa.String(255), nullable=False, index=True),
+        sa.Column("alias", sa.String(255), nullable=False),
+        sa.Column("person", sa.String(255), nullable=False),
+        sa.Column("source", sa.String(255), nullable=False),  # ldap:<sync>, scim, map
+        sa.Column("attribute", sa.String(64), nullable=False),  # id, mail, userName, map…
+    )
+    return meta, table
+
+
+def ensure_table(engine: Engine) -> None:
+    """Create the table if missing."""
+    meta, table = _table()
+    meta.create_all(engine, tables=[table])
+
+
+def read_rows(engine: Engine) -> list[Alias]:
+    """Every stored alias (none before any sync or map made the table)."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(TABLE):
+            return []
+        found = conn.execute(
+            sa.select(table.c.tenant, table.c.alias, table.c.person, table.c.source,
+                      table.c.attribute).order_by(table.c.id)
+        ).all()  # fmt: skip
+    return [Alias(*row) for row in found]
+
+
+def stamp_in(conn: Connection) -> tuple[Any, ...]:
+    """Cheap change detection: row count, highest id and total length of the aliases."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    if not sa.inspect(conn).has_table(TABLE):
+        return (0, None, None)
+    lengths = sa.func.sum(sa.func.length(table.c.alias) + sa.func.length(table.c.person))
+    row = conn.execute(sa.select(sa.func.count(), sa.func.max(table.c.id), lengths)).one()
+    return tuple(row)
+
+
+def entries_of(tenant: str, source: str, person: str, ids: dict[str, Iterable[str]]) -> set[Alias]:
+    """The rows that make ``person`` known in ``tenant`` by ``source``: the person's own id,
+    and each value of ``ids`` (attribute → values), folded; empty values left out."""
+    rows = {Alias(tenant, fold(person), person, source, PERSON)}
+    for attribute, values in ids.items():
+        for value in values:
+            if value and value.strip() and len(value) <= 255:
+                rows.add(Alias(tenant, fold(value), person, source, attribute))
+    return rows
+
+
+def replace_in(
+    conn: Connection, tenant: str, source: str, rows: Iterable[Alias]
+) -> tuple[int, int]:
+    """Make ``source``'s aliases in ``tenant`` exactly ``rows`` (inside the caller's
+    transaction); how many were added and removed."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    where = sa.and_(table.c.tenant == tenant, table.c.source == source)
+    columns = (table.c.id, table.c.alias, table.c.person, table.c.attribute)
+    now = {
+        (r.alias, r.person, r.attribute): r.id
+        for r in conn.execute(sa.select(*columns).where(where))
+    }
+    wanted = {(r.alias, r.person, r.attribute) for r in rows}
+    gone = [now[k] for k in now.keys() - wanted]
+    for i in range(0, len(gone), 500):
+        conn.execute(sa.delete(table).where(table.c.id.in_(gone[i : i + 500])))
+    new = [
+        {"tenant": tenant, "alias": a, "person": p, "source": source, "attribute": at}
+        for a, p, at in sorted(wanted - now.keys())
+    ]
+    if new:
+        conn.execute(sa.insert(table), new)
+    return len(new), len(gone)

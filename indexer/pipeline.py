@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 __all__ = ["IndexOptions", "Progress", "index_source", "load_document"]
 
 Progress = Callable[[str], None]
+WRITE_AT_LEAST = 500  # chunks (new and re-tagged) gathered before a write, batches joined
 
 
 async def index_source(
@@ -144,8 +145,17 @@ class _IndexRun:
         alias, options, report = self.options.alias, self.options, self.report
         stages = [asyncio.create_task(self.read(has_chunks)), asyncio.create_task(self.embed())]
         try:
+            # A batch that changed a few documents is held and joined by the next ones until
+            # it is worth a bulk request: a run that changed 1% of a source writes in a few
+            # requests, not one per batch of the listing.
+            pending: Batch | None = None
             while (batch := await self._embedded.get()) is not None:
-                await write_batch(self.es, alias, batch, options.dry_run, report)
+                pending = batch if pending is None else pending.join(batch)
+                if pending.chunks >= WRITE_AT_LEAST:
+                    await write_batch(self.es, alias, pending, options.dry_run, report)
+                    pending = None
+            if pending is not None:
+                await write_batch(self.es, alias, pending, options.dry_run, report)
             for stage in stages:
                 await stage  # re-raises a stage's failure
         finally:
@@ -206,7 +216,7 @@ class _IndexRun:
                     for d in [d for d in docs if d in retag]
                     if len(docs[d]) == versions[d].chunks  # (else: written whole, as changed)
                 }
-                existed = {d for d in docs if d in versions}
+                existed = {d: versions[d].last for d in docs if d in versions}
                 await self._read.put(Batch(docs, names, existed, retagged))
         finally:
             await self._read.put(None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,7 @@ class Stored:
     etags: frozenset[str]
     versions: frozenset[str]
     chunks: int
+    last: int = 0  # the highest segment_position stored (a run killed mid-way may leave gaps)
 
 
 async def current_versions(
@@ -49,7 +49,11 @@ async def current_versions(
         aggs={
             "docs": {
                 "terms": {"field": "document_id", "size": len(doc_ids)},
-                "aggs": {"etags": keys("source_etag"), "versions": keys("permissions_version")},
+                "aggs": {
+                    "etags": keys("source_etag"),
+                    "versions": keys("permissions_version"),
+                    "last": {"max": {"field": "segment_position"}},
+                },
             }
         },
     )
@@ -58,6 +62,7 @@ async def current_versions(
             etags=frozenset(e["key"] for e in bucket["etags"]["buckets"]),
             versions=frozenset(v["key"] for v in bucket["versions"]["buckets"]),
             chunks=int(bucket["doc_count"]),
+            last=int(bucket["last"]["value"] or 0),
         )
         for bucket in response["aggregations"]["docs"]["buckets"]
     }
@@ -77,26 +82,14 @@ async def delete_matching(es: AsyncElasticsearch, alias: str, query: dict[str, A
     return deleted
 
 
-def stale_query(written: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
-    """Chunks of these documents that are not part of the version just written."""
-    return {
-        "bool": {
-            "should": [
-                {
-                    "bool": {
-                        "filter": [{"term": {"document_id": doc_id}}],
-                        "should": [
-                            {"bool": {"must_not": [{"term": {"source_etag": etag}}]}},
-                            {"range": {"segment_position": {"gt": count}}},
-                        ],
-                        "minimum_should_match": 1,
-                    }
-                }
-                for doc_id, etag, count in written
-            ],
-            "minimum_should_match": 1,
-        }
-    }
+async def delete_ids(es: AsyncElasticsearch, alias: str, ids: list[str]) -> int:
+    """Delete the chunks ``ids`` (those that exist); how many went. By id, so no refresh
+    and no search is needed first."""
+    deleted = 0
+    for i in range(0, len(ids), 1000):
+        actions = [{"_op_type": "delete", "_index": alias, "_id": d} for d in ids[i : i + 1000]]
+        deleted += (await async_bulk(es, actions, raise_on_error=False))[0]
+    return deleted
 
 
 async def refresh(es: AsyncElasticsearch, index: str, attempts: int = 20) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_streaming_bulk
 
+from indexer.documents import chunk_id
 from indexer.report import Report
-from indexer.store import delete_matching, refresh, stale_query
+from indexer.store import delete_ids
 from retrieval_svc.embedding import Embedder
 
 log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
@@ -62,9 +63,25 @@ class Batch:
 
     docs: dict[str, list[dict[str, Any]]]
     names: dict[str, str]
-    existed: set[str]  # documents that had chunks before (only they can leave stale ones)
+    # Documents that had chunks before (only they can leave stale ones): their highest
+    # stored position.
+    existed: dict[str, int]
     # Unchanged documents whose roles changed outside their bytes: re-tagged in place.
     retag: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def chunks(self) -> int:
+        """The chunks this batch writes or re-tags."""
+        return sum(map(len, self.docs.values())) + sum(map(len, self.retag.values()))
+
+    def join(self, later: Batch) -> Batch:
+        """This batch and a later one as one (their documents are distinct)."""
+        return Batch(
+            {**self.docs, **later.docs},
+            {**self.names, **later.names},
+            {**self.existed, **later.existed},
+            {**self.retag, **later.retag},
+        )
 
 
 async def embed_batch(
@@ -142,7 +159,12 @@ async def write_batch(
         if doc_id not in failed
     ]
     report.documents_indexed += len(written)
-    replaced = [w for w in written if w[0] in batch.existed]
-    if replaced:
-        await refresh(es, alias)  # the overwritten chunks must be visible
-        report.stale_chunks_deleted += await delete_matching(es, alias, stale_query(replaced))
+    # Chunk ids are <document>-<position>: the new version overwrote positions 1…count, so
+    # what is stale is every position past it up to the highest one stored.
+    stale = [
+        chunk_id(doc_id, position)
+        for doc_id, _etag, count in written
+        for position in range(count + 1, batch.existed.get(doc_id, 0) + 1)
+    ]
+    if stale:
+        report.stale_chunks_deleted += await delete_ids(es, alias, stale)

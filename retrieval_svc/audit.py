@@ -46,6 +46,7 @@ MAPPING: dict[str, Any] = {
         "actor": {"type": "keyword"},
         "tenant": {"type": "keyword"},
         "user": {"type": "keyword"},
+        "identity": {"type": "keyword"},
         "roles": {"type": "integer"},
         "knowledge_ids": {"type": "keyword"},
         "mode": {"type": "keyword"},
@@ -114,6 +115,7 @@ class Audit:
         request_id: str | None,
         route: str | None,
         query: str,
+        identity: str = "none",
     ) -> None:
         """One retrieval's event; never raises, never waits. ``actor`` is who acted (``key:<name>``,
         ``console:<admin key>``), ``user_id`` the subject: the user whose permissions applied."""
@@ -129,6 +131,9 @@ class Audit:
                 "actor": actor,
                 "tenant": tenant,
                 "user": self.user(user_id),
+                # What the user id resolved to (design.md §17): known, alias, none, or
+                # unknown / ambiguous — a person who should see more, or a misconfiguration.
+                "identity": identity,
                 "roles": roles,
                 "knowledge_ids": list(knowledge_ids),
                 "mode": mode,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -64,6 +64,9 @@ class ApiKeyConfig(BaseModel):
     # A SCIM client's key (Okta, Entra ID, Keycloak…): provisions its tenant's users and groups
     # at /scim/v2, and nothing else.
     scim: bool = False
+    # A user id that resolves to no one (design.md §17): served as anonymous (public chunks
+    # only, marked in the log, audit and metrics), or refused with 403.
+    unknown_user: Literal["public", "refuse"] = "public"
 
     @field_validator("tenant")
     @classmethod

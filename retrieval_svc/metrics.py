@@ -122,6 +122,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.unknown_principals = Counter(
+            "rsvc_unknown_principals_total",
+            "Requests whose user id resolved to no one (unknown) or to more than one person "
+            "(ambiguous), by API key: served as anonymous, or refused where the key says so.",
+            ["key", "status"],
+            registry=r,
+        )
         self.policy_lines_skipped = Gauge(
             "rsvc_policy_lines_skipped",
             "Stored policy lines the policy in force leaves out because they mean nothing (each "

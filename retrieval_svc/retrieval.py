@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from retrieval_svc.access import authorize, explain_chunk, kb_access
+from retrieval_svc.acl.identities import Identity
 from retrieval_svc.auth.identity import Claims, principal_for, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.principal import Principal
@@ -109,6 +110,13 @@ async def retrieve(
         state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
         raise
     log_fields(anonymous=principal.anonymous, roles=len(principal.roles))
+    if principal.identity.status != "none":
+        log_fields(identity=principal.identity.status)
+    if principal.identity.unresolved and q.actor is None:  # (an operator's Search as: not)
+        state.metrics.unknown_principals.labels(
+            key=key.name, status=principal.identity.status
+        ).inc()
+        state.unknown_users.saw(key.tenant, key.name, principal.identity)
     web_task: asyncio.Task[WebOutcome] | None = None
     if web is not None and state.web.enabled:  # (without a provider: reported below)
         web_task = asyncio.create_task(
@@ -206,6 +214,7 @@ def audit_event(
         request_id=request_id,
         route=route,
         query=query,
+        identity=principal.identity.status,
     )
 
 
@@ -298,6 +307,16 @@ async def _search(
     return result, status
 
 
+def identity_view(identity: Identity) -> dict[str, Any]:
+    """How ``/v1/explain`` and the console show what a user id resolved to."""
+    return {
+        "status": identity.status,
+        "asked": identity.asked,
+        "person": identity.person,
+        "via": identity.via,
+    }
+
+
 ECHO_NAMES, ECHO_CHARS = 5, 64  # what an error repeats of the names a caller sent
 
 
@@ -322,7 +341,7 @@ async def explain_visibility(
     the key could retrieve, no more: a chunk of a knowledge base outside the key's scope is
     not found, exactly like one that does not exist."""
     # An admin key describes any principal of its tenant, as a trusted backend would.
-    as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
+    as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED, "unknown_user": "public"})
     principal = resolve_principal(as_trusted, claims, state.acl)
     sources = await state.engine.get_chunks(
         tenant=principal.tenant, chunk_id=chunk_id, document_id=document_id
@@ -337,6 +356,7 @@ async def explain_visibility(
             "tenant": principal.tenant,
             "user_id": principal.user_id,
             "effective_roles": sorted(principal.roles),
+            "identity": identity_view(principal.identity),
         },
         "found": bool(chunks),
         "chunks": chunks,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from elasticsearch import AsyncElasticsearch
 
 from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.identities import Unresolved
 from retrieval_svc.audit import Audit
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcVerifier
@@ -40,6 +41,8 @@ class AppState:
     query_vectors: QueryCache | None = None
     reranker: Reranker | None = None
     oidc: OidcVerifier | None = None
+    # User ids that resolved to no one lately (design.md §17), for the console.
+    unknown_users: Unresolved = field(default_factory=Unresolved)
 
     @property
     def identity_names(self) -> IdentityNames:

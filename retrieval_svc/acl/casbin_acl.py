@@ -27,11 +27,12 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from casbin.util import key_match
 
+from retrieval_svc.acl.identities import Alias, Directory, Identity
 from retrieval_svc.acl.policy_store import (
     ANYONE,
     DEFAULT_MODEL,
@@ -74,10 +75,15 @@ class _Loaded:
     grants: dict[str, tuple[tuple[str, str, str], ...]]  # subject → (dom, obj, act) patterns
     expansions: dict[tuple[str, str], frozenset[str]]
     skipped: tuple[Skipped, ...] = ()  # stored lines not read into the policy
+    directory: Directory = field(default_factory=lambda: Directory({}, {}))  # who is who
 
     @classmethod
     def of(
-        cls, policy: Iterable[Rule], grouping: Iterable[Rule], skipped: Iterable[Skipped] = ()
+        cls,
+        policy: Iterable[Rule],
+        grouping: Iterable[Rule],
+        skipped: Iterable[Skipped] = (),
+        aliases: Iterable[Alias] = (),
     ) -> _Loaded:
         parents: dict[str, dict[str, list[str]]] = {}
         for child, parent, tenant, *_ in grouping:
@@ -90,6 +96,7 @@ class _Loaded:
             {s: tuple(g) for s, g in grants.items()},
             {},
             tuple(skipped),
+            Directory.of(aliases),
         )
 
     def pieces(self, size: int = PIECE_SIZE) -> list[bytes]:
@@ -101,6 +108,11 @@ class _Loaded:
         """
         out = [pickle.dumps(("grants", list(self.grants.items())))]
         out.append(pickle.dumps(("skipped", list(self.skipped))))
+        out.append(pickle.dumps(("people", list(self.directory.people.items()))))
+        for tenant, known in self.directory.aliases.items():
+            aliases = list(known.items())
+            for i in range(0, len(aliases), size):
+                out.append(pickle.dumps((("aliases", tenant), aliases[i : i + size])))
         for tenant, names in self.parents.items():
             items = list(names.items())
             for i in range(0, len(items), size):
@@ -113,17 +125,21 @@ class _Loaded:
         parents: dict[str, dict[str, tuple[str, ...]]] = {}
         grants: dict[str, tuple[tuple[str, str, str], ...]] = {}
         skipped: list[Skipped] = []
+        directory = Directory({}, {})
         for piece in pieces:
             kind, items = pickle.loads(piece)
             if kind == "grants":
                 grants.update(items)
             elif kind == "skipped":
                 skipped.extend(items)
+            elif kind == "people":
+                directory.people.update(items)
+            elif kind[0] == "aliases":
+                directory.aliases.setdefault(kind[1], {}).update(items)
             else:
-                tenant = kind[1]
-                parents.setdefault(tenant, {}).update(items)
+                parents.setdefault(kind[1], {}).update(items)
             await asyncio.sleep(0)
-        return cls(parents, grants, {}, tuple(skipped))
+        return cls(parents, grants, {}, tuple(skipped), directory)
 
     def implicit(self, name: str, tenant: str) -> frozenset[str]:
         """``name``'s inherited roles in ``tenant`` (cached for this policy's lifetime)."""
@@ -170,7 +186,7 @@ def compile_pieces(source: PolicySource) -> list[bytes]:
 def _loaded(source: PolicySource) -> _Loaded:
     """``source`` read and indexed; raises PolicyError when it cannot be read at all."""
     read = source.rules()
-    return _Loaded.of(read.policy, read.grouping, read.skipped)
+    return _Loaded.of(read.policy, read.grouping, read.skipped, read.aliases)
 
 
 def _warm() -> int:
@@ -366,6 +382,17 @@ class AccessControl:
             out.add(role)
             out.update(loaded.implicit(role, tenant))
         return frozenset(out)
+
+    def identify(self, user_id: str | None, tenant: str) -> Identity:
+        """Who ``user_id`` is in ``tenant``: the person it names — the id itself when the
+        policy or the directory knows it, else the person one of whose other ids it is
+        (``retrieval_svc.acl.identities``) — or unknown, or ambiguous."""
+        loaded = self._loaded
+        granted = False
+        if user_id is not None:
+            subject = user_subject(user_id)
+            granted = subject in loaded.parents.get(tenant, {}) or subject in loaded.grants
+        return loaded.directory.resolve(user_id, tenant, granted=granted)
 
     def user_roles(self, user_id: str, tenant: str) -> frozenset[str]:
         """Every role a user holds in ``tenant``, inherited ones included."""

@@ -23,6 +23,7 @@ them, so a change reaches retrieval at the next policy check, like a grant.
 from __future__ import annotations
 
 import functools
+import time
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -120,6 +121,43 @@ class Directory:
         if person == user_id:
             return Identity(user_id, person, "known")
         return Identity(user_id, person, "alias", how)
+
+
+@dataclass(slots=True)
+class Seen:
+    """An id that resolved to no one, as the console lists it."""
+
+    asked: str
+    status: Status
+    key: str
+    count: int
+    last: float
+
+
+class Unresolved:
+    """The ids that resolved to no one lately, per tenant (this process's; at most ``size``
+    each, the least recently seen forgotten first), for the console."""
+
+    def __init__(self, size: int = 200) -> None:
+        self.size = size
+        self._seen: dict[str, dict[tuple[str, str], Seen]] = {}
+
+    def saw(self, tenant: str, key: str, identity: Identity) -> None:
+        """Note one request whose id resolved to no one."""
+        if identity.asked is None:
+            return
+        mine = self._seen.setdefault(tenant, {})
+        entry = mine.pop((identity.asked, key), None)
+        if entry is None:
+            entry = Seen(identity.asked[:255], identity.status, key, 0, 0.0)
+        entry.count, entry.last, entry.status = entry.count + 1, time.time(), identity.status
+        mine[(identity.asked, key)] = entry  # (moved to the end: the most recent)
+        while len(mine) > self.size:
+            del mine[next(iter(mine))]
+
+    def recent(self, tenant: str) -> list[Seen]:
+        """The tenant's unresolved ids, most recently seen first."""
+        return list(reversed(self._seen.get(tenant, {}).values()))
 
 
 @functools.cache

@@ -26,7 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_svc.acl import history
+from retrieval_svc.acl import history, identities
+from retrieval_svc.acl.identities import Alias
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
 from retrieval_svc.names import MAX_NAME, name_problem
 from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
@@ -163,6 +164,7 @@ class PolicyRead:
     policy: list[Rule] = field(default_factory=list)
     grouping: list[Rule] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    aliases: list[Alias] = field(default_factory=list)  # every id each person is known by
 
     def skipped_in(self, tenant: str) -> list[Skipped]:
         """The skipped lines that name ``tenant`` (where its tenant would be, or anywhere)."""
@@ -287,9 +289,11 @@ class PolicyDatabase:
         return PolicyError(f"policy database {self.describe()}: {type(exc).__name__}: {exc}"[:500])
 
     def ensure(self) -> None:
-        """Create the policy table and the history's tables if missing; raises PolicyError."""
+        """Create the policy table, the history's and the aliases' if missing; raises
+        PolicyError."""
         try:
             history.ensure_tables(_engine(self.url), TABLE)
+            identities.ensure_table(_engine(self.url))
         except Exception as exc:  # unreachable server, bad credentials, bad URL
             raise self._failure(exc) from exc
 
@@ -306,10 +310,11 @@ class PolicyDatabase:
         try:
             with _engine(self.url).connect() as conn:
                 row = conn.execute(query).one()
+                aliases = identities.stamp_in(conn)
         except Exception as exc:
             raise self._failure(exc) from exc
         model = self.model.stat()
-        return (model.st_mtime_ns, *row)
+        return (model.st_mtime_ns, *row, *aliases)
 
     def rules(self) -> PolicyRead:
         """The policy's rows, read field by field and each checked on its own; raises
@@ -322,6 +327,10 @@ class PolicyDatabase:
             raise self._failure(exc) from exc
         for row_id, ptype, values in rows:
             read.add(f"row {row_id}", ptype, values, row_id)
+        try:
+            read.aliases = identities.read_rows(_engine(self.url))
+        except Exception as exc:
+            raise self._failure(exc) from exc
         return read
 
     def engine(self) -> Engine:

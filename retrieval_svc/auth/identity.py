@@ -8,12 +8,16 @@
 | `oidc`    | the OIDC token's user claim | its roles claim + Casbin; plain claims refused |
 | `fixed`   | none                      | the key's roles; caller claims are ignored  |
 
-Every role set is expanded through the Casbin role hierarchy. An asserted role (a claim, a
-token's roles, an OIDC groups claim, a fixed key's roles) can never name a user (``user:<id>``)
-or ``anyone``: in a token that is a 401 (the token is invalid), in a plain claim a 403, in a
-key's configuration a start-up error. A claim a mode does not accept
-is refused (403) rather than silently dropped, so a misconfigured Chatflow is noticed; an
-invalid or expired token is a 401, never a silent downgrade to anonymous.
+Every role set is expanded through the Casbin role hierarchy. The user id is resolved to the
+person it names (``AccessControl.identify``: the id itself, or one of the person's other ids —
+an e-mail, a UPN, a mapped Dify id); one that names no one gets no roles of a user, is marked
+on the principal, and is refused where the key says ``unknown_user: refuse``.
+
+An asserted role (a claim, a token's roles, an OIDC groups claim, a fixed key's roles) can
+never name a user (``user:<id>``) or ``anyone``: in a token that is a 401 (the token is
+invalid), in a plain claim a 403, in a key's configuration a start-up error. A claim a mode
+does not accept is refused (403) rather than silently dropped, so a misconfigured Chatflow is
+noticed; an invalid or expired token is a 401, never a silent downgrade to anonymous.
 """
 
 from __future__ import annotations
@@ -168,6 +172,21 @@ def resolve_principal(
                 raise InvalidPrincipalToken(f"the identity token asserts a reserved role: {why}")
             raise AuthorizationFailed(f"a role claim may not name a user or everyone: {why}")
     roles = set(acl.expand(asserted, tenant))
-    if user_id is not None:
-        roles |= acl.user_roles(user_id, tenant)
-    return Principal(tenant=tenant, user_id=user_id, roles=frozenset(roles), key_name=key.name)
+    identity = acl.identify(user_id, tenant)
+    if identity.unresolved and key.unknown_user == "refuse":
+        shown = user_id if user_id is None or len(user_id) <= 64 else user_id[:64] + "…"
+        why = "is an alias two people share" if identity.status == "ambiguous" else "names no one"
+        raise AuthorizationFailed(
+            f"user id {shown!r} {why} in the directory of tenant {tenant!r}, and API key "
+            f"{key.name!r} refuses unknown users (unknown_user: refuse): sync the person, or map "
+            "the id (retrieval-svc identity map import)"
+        )
+    if identity.person is not None:
+        roles |= acl.user_roles(identity.person, tenant)
+    return Principal(
+        tenant=tenant,
+        user_id=identity.person or user_id,
+        roles=frozenset(roles),
+        key_name=key.name,
+        identity=identity,
+    )

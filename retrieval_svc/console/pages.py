@@ -41,7 +41,7 @@ from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.observability import log_fields
-from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility
+from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility, identity_view
 from retrieval_svc.state import AppState
 from retrieval_svc.tenancy import EVERY_TENANT
 
@@ -237,7 +237,7 @@ async def search_as(request: Request, state: StateDep) -> Response:
     only) which better-scoring passages are hidden from them and by which rule."""
 
     async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
-        as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED})
+        as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED, "unknown_user": "public"})
         claims = make_claims(form.get("user_id") or None, _list(form.get("roles")) or None,
                              None, path="form")  # fmt: skip
         query = RetrievalQuery(
@@ -277,6 +277,7 @@ async def search_as(request: Request, state: StateDep) -> Response:
             "rows": rows,
             "hidden": hidden,
             "roles_after": sorted(got.retrieval.principal.roles),
+            "identity": identity_view(got.retrieval.principal.identity),
         }
 
     return await _guarded(request, state, "search", work)
@@ -373,6 +374,7 @@ async def policy(request: Request, state: StateDep) -> Response:
             "inherits": inherits,
             "users": sorted(users.items()),
             "owned": owned_roles,  # roles a directory sync gives (a hand grant is refused)
+            "unknown_users": state.unknown_users.recent(mine),
             "skipped": len(read.skipped_in(mine)),
             # By equality: this tenant's lines, and the global ones ("*" alone) that apply here.
             "grants": sorted(p for p in grants if p[1] in (mine, EVERY_TENANT)),

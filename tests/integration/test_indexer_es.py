@@ -176,7 +176,7 @@ async def test_crash_then_rerun_converges(
     async def die(*_args: object) -> int:
         raise ConnectionError("killed")
 
-    monkeypatch.setattr(writing, "delete_matching", die)
+    monkeypatch.setattr(writing, "delete_ids", die)
     with pytest.raises(ConnectionError):
         await index_source(es, LocalSource(tmp_path), options)
     mixed = await chunks_of(es, corpus, "crash")

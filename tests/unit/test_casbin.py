@@ -222,7 +222,7 @@ async def test_index_pieces_reassemble_to_the_same_policy(policy: Path) -> None:
     grants = [("r0", "acme", "kb-*", "read"), ("anyone", "*", "pub", "read")]
     loaded = _Loaded.of(grants, links)
     pieces = loaded.pieces(size=4)
-    assert len(pieces) == 2 + 7  # the grants, the skipped lines, then 26 names in fours
+    assert len(pieces) == 3 + 7  # the grants, skipped lines, people, then 26 names in fours
     again = await _Loaded.assemble(pieces)
     assert (again.parents, again.grants) == (loaded.parents, loaded.grants)
     assert again.implicit("user:u8", "acme") == {"r1", "r0"}

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
 from retrieval_svc.cli_audit import audit_app
 from retrieval_svc.cli_config import load_settings
+from retrieval_svc.cli_identity import identity_app
 from retrieval_svc.cli_policy import policy_app
 from retrieval_svc.settings import Settings
 
@@ -167,3 +168,4 @@ def new_key_command(
 
 app.add_typer(policy_app, name="policy")
 app.add_typer(audit_app, name="audit")
+app.add_typer(identity_app, name="identity")

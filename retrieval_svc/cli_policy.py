@@ -376,8 +376,14 @@ def _sync_once(
     if changes.skipped:
         detail += f"; {len(changes.skipped)} entries skipped"
     try:
-        admin.sync(
-            "sync-ldap", sync.tenant, sync.name, changes.changes, changes.owned, detail=detail
+        added, removed = admin.sync(
+            "sync-ldap",
+            sync.tenant,
+            sync.name,
+            changes.changes,
+            changes.owned,
+            detail=detail,
+            people=changes.identities,
         )
     except PolicyError as exc:
         typer.echo(f"error: {exc}; nothing changed", err=True)
@@ -388,6 +394,7 @@ def _sync_once(
         f"{changes.grants} grants from {read}"
         + (f"; no longer given by the directory: {', '.join(gone)}" if gone else "")
         + (f"; {len(changes.skipped)} entries skipped" if changes.skipped else "")
+        + (f"; ids people are known by: +{added} -{removed}" if added or removed else "")
     )
     outcome = last.next(ok=True)
     outcome.added, outcome.removed, outcome.skipped = (

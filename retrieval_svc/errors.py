@@ -8,6 +8,7 @@ to blame) by the app's exception handler, or by ``DirectRoutes`` on the retrieva
     ├── AuthError                  403
     │   ├── MalformedAuthorization 403 / 1001  header missing or not "Bearer <key>"
     │   ├── AuthorizationFailed    403 / 1002  unknown key, or key not allowed this resource
+    │   │   └── UnknownPrincipal   403 / 1002  a user id that names no one, refused by its key
     │   └── InvalidPrincipalToken  401 / 1002  principal token (signed or OIDC) invalid or expired
     ├── KnowledgeBaseNotFound      404 / 2001
     ├── InvalidRequest             400 / 3001  body or filter malformed (with ``path``)
@@ -70,6 +71,15 @@ class MalformedAuthorization(AuthError):
 
 class AuthorizationFailed(AuthError):
     error_code = 1002
+
+
+class UnknownPrincipal(AuthorizationFailed):
+    """A user id that resolves to no one (or to several people), refused because the key
+    says ``unknown_user: refuse``; ``identity`` says which and how."""
+
+    def __init__(self, message: str, identity: Any) -> None:
+        super().__init__(message)
+        self.identity = identity
 
 
 class InvalidPrincipalToken(AuthError):

@@ -27,6 +27,7 @@ from retrieval_svc.errors import (
     KnowledgeBaseNotFound,
     QueryRefused,
     SearchUnavailable,
+    UnknownPrincipal,
 )
 from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.tree import And, Condition, Not, Or
@@ -108,15 +109,11 @@ async def retrieve(
         authorize(state.acl, key, principal, q.knowledge_ids)
     except AuthError as exc:
         state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+        if isinstance(exc, UnknownPrincipal):
+            _note_identity(state, key, exc.identity, q)
         raise
     log_fields(anonymous=principal.anonymous, roles=len(principal.roles))
-    if principal.identity.status != "none":
-        log_fields(identity=principal.identity.status)
-    if principal.identity.unresolved and q.actor is None:  # (an operator's Search as: not)
-        state.metrics.unknown_principals.labels(
-            key=key.name, status=principal.identity.status
-        ).inc()
-        state.unknown_users.saw(key.tenant, key.name, principal.identity)
+    _note_identity(state, key, principal.identity, q)
     web_task: asyncio.Task[WebOutcome] | None = None
     if web is not None and state.web.enabled:  # (without a provider: reported below)
         web_task = asyncio.create_task(
@@ -152,6 +149,18 @@ async def retrieve(
         web_ms=outcome.took_ms,
     )
     return Retrieval(principal=principal, result=result, web=outcome, rerank=reranked)
+
+
+def _note_identity(
+    state: AppState, key: ApiKeyConfig, identity: Identity, q: RetrievalQuery
+) -> None:
+    """Mark what the user id resolved to in the request's log line; one that named no one
+    also in the metric and the console's list (not an operator's *Search as*)."""
+    if identity.status != "none":
+        log_fields(identity=identity.status)
+    if identity.unresolved and q.actor is None:
+        state.metrics.unknown_principals.labels(key=key.name, status=identity.status).inc()
+        state.unknown_users.saw(key.tenant, key.name, identity)
 
 
 @dataclass(frozen=True, slots=True)

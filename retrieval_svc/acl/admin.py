@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval_svc.acl import history, owned
+from retrieval_svc.acl import history, identities, owned
 from retrieval_svc.acl.history import Actor
+from retrieval_svc.acl.identities import Alias
 from retrieval_svc.acl.policy_store import (
     ANYONE,
     READ,
@@ -156,16 +157,20 @@ class PolicyAdmin:
         changes: list[history.Change],
         owns: Iterable[str],
         detail: str,
-    ) -> bool:
-        """Apply a directory sync's ``changes`` and record that ``owner`` now owns ``owns``
-        in ``tenant``, in one transaction."""
-        roles = list(owns)
-        return self.apply(
-            action,
-            changes,
-            detail,
-            also=lambda c: owned.replace_in(c, tenant, owner, roles),
-        )
+        people: Iterable[Alias] = (),
+    ) -> tuple[int, int]:
+        """Apply a directory sync's ``changes``, record that ``owner`` now owns ``owns`` in
+        ``tenant``, and make the people it read (by each of their ids) the ones it knows, in
+        one transaction. The aliases added and removed."""
+        roles, known = list(owns), list(people)
+        counts = [(0, 0)]
+
+        def also(conn: Connection) -> None:
+            owned.replace_in(conn, tenant, owner, roles)
+            counts[0] = identities.replace_in(conn, tenant, f"ldap:{owner}", known)
+
+        self.apply(action, changes, detail, also=also)
+        return counts[0]
 
     def owned_roles(self, tenant: str, owner: str | None = None) -> dict[str, str]:
         """The roles directory syncs own in ``tenant`` (role → owner)."""
@@ -176,6 +181,39 @@ class PolicyAdmin:
             raise
         except Exception as exc:
             raise self.store._failure(exc) from exc
+
+    def replace_map(
+        self, tenant: str, pairs: list[tuple[str, str]], origin: str
+    ) -> tuple[int, int]:
+        """Make the tenant's explicit identity map exactly ``pairs`` (id → the person's
+        directory id), recorded in the history with every change; the rows added and
+        removed. Every id and person is checked first: one bad pair changes nothing."""
+        tenant = _tenant(tenant)
+        rows: set[Alias] = set()
+        for n, (alias, person) in enumerate(pairs, start=1):
+            try:
+                rows.add(
+                    Alias(tenant, identities.fold(_name("id", alias)), _user(person), "map", "map")
+                )
+            except PolicyError as exc:
+                raise PolicyError(f"{origin} line {n}: {exc}") from None
+        try:
+            with self.store.engine().begin() as conn:
+                before = {(a, p) for a, p in identities.map_of(conn, tenant)}
+                added, removed = identities.replace_in(conn, tenant, "map", rows)
+                if added or removed:
+                    after = {(r.alias, r.person) for r in rows}
+                    shown = [f"+ {a} → {p}" for a, p in sorted(after - before)]
+                    shown += [f"- {a} → {p}" for a, p in sorted(before - after)]
+                    detail = f"identity map from {origin}: +{added} -{removed}: " + "; ".join(shown)
+                    history.record_in(
+                        conn, TABLE, self.actor, "identity-map", tenant, [], detail=detail
+                    )
+        except PolicyError:
+            raise
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
+        return added, removed
 
     def record_refusal(self, tenant: str, action: str, detail: str) -> None:
         """Record a change that was refused (a sync stopped by a limit): an event without

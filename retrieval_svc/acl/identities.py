@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -211,7 +211,9 @@ def stamp_in(conn: Connection) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def entries_of(tenant: str, source: str, person: str, ids: dict[str, Iterable[str]]) -> set[Alias]:
+def entries_of(
+    tenant: str, source: str, person: str, ids: Mapping[str, Iterable[str]]
+) -> set[Alias]:
     """The rows that make ``person`` known in ``tenant`` by ``source``: the person's own id,
     and each value of ``ids`` (attribute → values), folded; empty values left out."""
     rows = {Alias(tenant, fold(person), person, source, PERSON)}
@@ -247,3 +249,40 @@ def replace_in(
     if new:
         conn.execute(sa.insert(table), new)
     return len(new), len(gone)
+
+
+def replace_people_in(
+    conn: Connection, tenant: str, source: str, people: Iterable[str], rows: Iterable[Alias]
+) -> None:
+    """Make ``source``'s aliases of ``people`` in ``tenant`` exactly ``rows`` (a SCIM write of
+    one user: its old and new ``userName``), inside the caller's transaction."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    names = sorted(set(people))
+    if names:
+        conn.execute(
+            sa.delete(table).where(
+                table.c.tenant == tenant, table.c.source == source, table.c.person.in_(names)
+            )
+        )
+    new = [
+        {"tenant": r.tenant, "alias": r.alias, "person": r.person, "source": source,
+         "attribute": r.attribute}
+        for r in sorted(set(rows), key=lambda r: (r.alias, r.attribute))
+    ]  # fmt: skip
+    if new:
+        conn.execute(sa.insert(table), new)
+
+
+def map_of(conn: Connection, tenant: str) -> list[tuple[str, str]]:
+    """The tenant's explicit map: (id as compared, person), in id order."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    query = (
+        sa.select(table.c.alias, table.c.person)
+        .where(table.c.tenant == tenant, table.c.source == "map")
+        .order_by(table.c.alias)
+    )
+    return [(row.alias, row.person) for row in conn.execute(query)]

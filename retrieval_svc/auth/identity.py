@@ -31,7 +31,12 @@ from retrieval_svc.acl.values import RoleValueError, parse_roles
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
-from retrieval_svc.errors import AuthorizationFailed, InvalidPrincipalToken, InvalidRequest
+from retrieval_svc.errors import (
+    AuthorizationFailed,
+    InvalidPrincipalToken,
+    InvalidRequest,
+    UnknownPrincipal,
+)
 from retrieval_svc.key_entry import reserved_role
 
 MAX_USER_ID_LENGTH = 256
@@ -176,10 +181,11 @@ def resolve_principal(
     if identity.unresolved and key.unknown_user == "refuse":
         shown = user_id if user_id is None or len(user_id) <= 64 else user_id[:64] + "…"
         why = "is an alias two people share" if identity.status == "ambiguous" else "names no one"
-        raise AuthorizationFailed(
+        raise UnknownPrincipal(
             f"user id {shown!r} {why} in the directory of tenant {tenant!r}, and API key "
             f"{key.name!r} refuses unknown users (unknown_user: refuse): sync the person, or map "
-            "the id (retrieval-svc identity map import)"
+            "the id (retrieval-svc identity map import)",
+            identity,
         )
     if identity.person is not None:
         roles |= acl.user_roles(identity.person, tenant)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Change
+from retrieval_svc.acl.identities import Alias, entries_of
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
 from retrieval_svc.names import name_problem
 
@@ -66,6 +67,7 @@ class Directory:
     users: dict[str, str] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
     parents: dict[str, set[str]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # DN → attr → ids
 
     def add_member(self, member: str, group: str) -> None:
         self.parents.setdefault(normal_dn(member), set()).add(normal_dn(group))
@@ -173,6 +175,7 @@ class Plan:
     grants: int  # the directory's grants after the sync
     owned: frozenset[str] = frozenset()  # the roles the directory gives today
     skipped: tuple[str, ...] = ()  # entries that give no grant, and why
+    identities: frozenset[Alias] = frozenset()  # every person read, by each id they have
 
     @property
     def added(self) -> int:
@@ -191,6 +194,7 @@ def plan(
     *,
     owned_before: Iterable[str] = (),
     limits: Limits | None = None,
+    source: str = "ldap",
 ) -> Plan:
     """The difference between the tenant's grants of the roles the directory owns (today's
     and ``owned_before``) and what the directory says. Raises ``RemovalLimit`` past
@@ -211,6 +215,9 @@ def plan(
         _check_limits(len(removed), len(now), len(directory.users), limits)
     changes = [Change("remove", "g", g) for g in removed]
     changes += [Change("add", "g", g) for g in sorted(wanted - now)]
+    known: set[Alias] = set()
+    for dn, user in users.items():
+        known |= entries_of(tenant, source, user, directory.aliases.get(dn, {}))
     return Plan(
         changes,
         len(directory.users),
@@ -218,6 +225,7 @@ def plan(
         len(wanted),
         frozenset(today),
         tuple(skipped),
+        frozenset(known),
     )
 
 

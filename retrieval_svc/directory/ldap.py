@@ -38,6 +38,9 @@ class _Users(BaseModel):
     base: str
     filter: str = "(objectClass=inetOrgPerson)"
     id_attribute: str = "uid"  # sAMAccountName or userPrincipalName in Active Directory
+    # Other ids a person arrives with (Dify's user, an OIDC sub or e-mail): mail,
+    # userPrincipalName… each resolves to the person (docs/permissions.md, identity resolution).
+    aliases: list[str] = Field(default_factory=list, max_length=10)
 
 
 class _Groups(BaseModel):
@@ -198,12 +201,20 @@ def read_directory(sync: LdapSync) -> Directory:
                 else:
                     for member in _values(entry, "member"):
                         directory.add_member(member, dn)
-            user_attributes = [users.id_attribute, *(["memberOf"] if member_of else [])]
+            user_attributes = [
+                users.id_attribute,
+                *users.aliases,
+                *(["memberOf"] if member_of else []),
+            ]
             for entry in _entries(conn, users.base, users.filter, user_attributes, sync.page_size):
                 (uid, *_) = [*_values(entry, users.id_attribute), ""]
                 if not uid:
                     continue  # (no id: nobody retrieval can name)
                 directory.users[normal_dn(entry["dn"])] = uid
+                if users.aliases:
+                    directory.aliases[normal_dn(entry["dn"])] = {
+                        a: _values(entry, a) for a in users.aliases
+                    }
                 for group in _values(entry, "memberOf") if member_of else ():
                     directory.add_member(entry["dn"], group)
         finally:

@@ -29,7 +29,7 @@ from scim2_models import InvalidValueException, Resource, ResourceType
 from scim2_server.memory import InMemoryStorage
 from scim2_server.storage import AsyncScimStorage, SearchPage, projection, search_page
 
-from retrieval_svc.acl import history
+from retrieval_svc.acl import history, identities
 from retrieval_svc.acl.admin import checked_role, checked_user
 from retrieval_svc.acl.history import Actor, Change
 from retrieval_svc.acl.policy_store import TABLE, PolicyError, user_subject
@@ -75,10 +75,22 @@ def _tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
 
 
 def ensure_tables(engine: Engine) -> None:
-    """Create the SCIM tables (and the permission history's) if missing."""
+    """Create the SCIM tables (and the permission history's and aliases') if missing."""
     meta, _, _ = _tables()
     meta.create_all(engine)
     history.ensure_tables(engine, TABLE)
+    identities.ensure_table(engine)
+
+
+def user_ids(body: Mapping[str, Any] | None) -> tuple[str | None, dict[str, list[str]]]:
+    """A SCIM user's ``userName`` and the other ids it may arrive with (every ``emails``
+    value, ``externalId``), from its stored JSON."""
+    if not body:
+        return None, {}
+    emails = [str(e.get("value")) for e in body.get("emails") or () if isinstance(e, dict)]
+    external = [str(body["externalId"])] if body.get("externalId") else []
+    name = body.get("userName")
+    return (str(name) if name else None), {"emails": emails, "externalId": external}
 
 
 RoleMap = Mapping[str, tuple[str, ...]]
@@ -280,11 +292,12 @@ class TenantStorage(InMemoryStorage):
             with self.engine.begin() as conn:
                 serial = self._current_serial(conn) + 1
                 key = upsert.id if upsert is not None else removed
-                kinds = conn.execute(
-                    sa.select(resources.c.kind).where(
+                old = conn.execute(
+                    sa.select(resources.c.kind, resources.c.body).where(
                         resources.c.tenant == self.tenant, resources.c.id == key
                     )
-                ).scalar()
+                ).first()
+                kinds = old.kind if old is not None else None
                 conn.execute(
                     sa.delete(resources).where(
                         resources.c.tenant == self.tenant, resources.c.id == key
@@ -310,6 +323,15 @@ class TenantStorage(InMemoryStorage):
                     conn.execute(sa.insert(state).values(tenant=self.tenant, serial=serial))
                 if changes:
                     history.apply_in(conn, TABLE, self.actor(), action, changes)
+                if kind == "User":  # who the user is known as: its userName, e-mails, externalId
+                    was, _ = user_ids(
+                        json.loads(old.body) if old is not None and old.body else None
+                    )
+                    now, ids = user_ids(json.loads(body) if body else None)
+                    rows = identities.entries_of(self.tenant, "scim", now, ids) if now else set()
+                    identities.replace_people_in(
+                        conn, self.tenant, "scim", {p for p in (was, now) if p}, rows
+                    )
         except Exception:
             self.serial = -1  # what memory holds was not committed: reload it next time
             self._grants = None

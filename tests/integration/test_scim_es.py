@@ -202,3 +202,38 @@ def test_bad_huge_and_cross_tenant_payloads_change_nothing(service: tuple[str, s
     assert searched.status_code in (401, 403), searched.text  # a SCIM key never searches
     after = CliRunner().invoke(svc_cli, ["policy", "--db", db, "export"]).stdout
     assert after == before  # (acme-only has no member: no grant)
+
+
+def test_a_scim_user_is_known_by_user_name_emails_and_external_id(
+    service: tuple[str, str],
+) -> None:
+    url, _db = service
+    user = {
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": "qian",
+        "externalId": "00u1a2b3c4",
+        "emails": [{"value": "Qian.Feng@Corp.example", "primary": True}],
+    }
+    with scim(url) as c:
+        made = c.post("/Users", json=user)
+        assert made.status_code == 201, made.text
+        group = c.post(
+            "/Groups",
+            json={
+                "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+                "displayName": "物业经理",
+                "members": [{"value": made.json()["id"], "type": "User"}],
+            },
+        )
+        assert group.status_code == 201, group.text
+        for asked in ("qian", "qian.feng@corp.example", "00U1A2B3C4"):
+            until(lambda a=asked: POWER in titles_for(url, a), f"{asked} never resolved")
+        # The e-mail changes in the identity provider: the old one stops resolving.
+        replaced = c.put(
+            f"/Users/{made.json()['id']}",
+            json={**user, "emails": [{"value": "qf@corp.example", "primary": True}]},
+        )
+        assert replaced.status_code == 200, replaced.text
+        until(lambda: POWER not in titles_for(url, "qian.feng@corp.example"), "old e-mail kept")
+        assert POWER in titles_for(url, "QF@corp.example")
+        c.delete(f"/Groups/{group.json()['id']}")

@@ -1,0 +1,101 @@
+"""``retrieval-svc identity``: who a caller's user id is — the explicit map for ids no
+directory holds (a Dify web app's end-user UUIDs), and what an id resolves to."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retrieval_svc.acl.casbin_acl import AccessControl
+from retrieval_svc.acl.policy_store import PolicyError
+from retrieval_svc.acl.rule import DEFAULT_TENANT
+from retrieval_svc.cli_policy import TenantOption, _admin, policy_database
+
+identity_app = typer.Typer(
+    help="Who a caller's user id is (the policy database, RSVC_CASBIN_DB_URL): the explicit "
+    "map for ids no directory holds, and what an id resolves to.",
+    no_args_is_help=True,
+)
+identity_app.callback()(policy_database)
+map_app = typer.Typer(
+    help="The explicit map: ids no directory holds → the person's directory id.",
+    no_args_is_help=True,
+)
+identity_app.add_typer(map_app, name="map")
+
+MAX_MAP_ROWS = 200_000
+
+
+def _pairs(file: Path) -> list[tuple[str, str]]:
+    """``id,person`` pairs of a CSV file (a header ``id,person`` and ``#`` lines skipped)."""
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"cannot read {file}: {exc}") from None
+    pairs = []
+    for number, row in enumerate(csv.reader(text.splitlines()), start=1):
+        cells = [c.strip() for c in row]
+        if not cells or not cells[0] or cells[0].startswith("#"):
+            continue
+        if number == 1 and [c.lower() for c in cells] == ["id", "person"]:
+            continue
+        if len(cells) != 2:
+            raise PolicyError(f"{file.name} line {number}: expected id,person")
+        pairs.append((cells[0], cells[1]))
+        if len(pairs) > MAX_MAP_ROWS:
+            raise PolicyError(f"{file.name}: more than {MAX_MAP_ROWS:,} ids")
+    return pairs
+
+
+@map_app.command("import")
+def import_map(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="CSV: id,person per line (a header allowed).")],
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """Replace the tenant's map by FILE: each id (a Dify end-user UUID, an e-mail…) names the
+    person (their directory id, as grants name them). Checked whole first; recorded in the
+    permission history with every change."""
+    admin = _admin(ctx)
+    try:
+        added, removed = admin.replace_map(tenant, _pairs(file), file.name)
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}; the map is unchanged", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"identity map of {tenant}: +{added} -{removed} from {file}")
+
+
+@map_app.command("list")
+def list_map(ctx: typer.Context, tenant: TenantOption = DEFAULT_TENANT) -> None:
+    """The tenant's map as CSV (id as compared: case-folded), person."""
+    from retrieval_svc.acl import identities
+
+    admin = _admin(ctx)
+    with admin.store.engine().connect() as conn:
+        for alias, person in identities.map_of(conn, tenant):
+            typer.echo(f"{alias},{person}")
+
+
+@identity_app.command("resolve")
+def resolve(
+    ctx: typer.Context,
+    user_id: Annotated[str, typer.Argument(help="An id as a caller would send it.")],
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """What USER_ID resolves to in the tenant: a known person, another id of one, or no one
+    (exit 1), as the service would decide it now."""
+    admin = _admin(ctx)
+    try:
+        acl = AccessControl(source=admin.store)
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    found = acl.identify(user_id, tenant)
+    roles = sorted(acl.user_roles(found.person, tenant)) if found.person else []
+    via = f" via {found.via}" if found.via else ""
+    typer.echo(f"{found.status}: {found.person or '-'}{via}; roles: {', '.join(roles) or '-'}")
+    if found.unresolved:
+        raise typer.Exit(1)

@@ -155,6 +155,16 @@ def index(
             dir_okay=False,
         ),
     ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            help="Never index keys matching this glob (as in folder rules: '**/archive/**', "
+            "'*.bak'); repeatable. Passed over and counted, never failed. Lock, temporary and "
+            "system files (~$*.docx, Thumbs.db…) are always passed over.",
+            show_default=False,
+        ),
+    ] = None,
     roles_tag: Annotated[
         str | None,
         typer.Option(
@@ -291,6 +301,10 @@ def index(
             roles_tag=roles_tag,
         )
         src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
+        if exclude:
+            src.passed_over.excluding(exclude, "--exclude")
+        if rules is not None and rules.exclude:
+            src.passed_over.excluding(list(rules.exclude), f"exclude of {Path(rules.path).name}")
     except (ValueError, NotADirectoryError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

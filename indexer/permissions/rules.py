@@ -4,6 +4,7 @@ A rules file is YAML, versioned beside the data::
 
     unmatched: refuse          # required: what an object no rule matches gets (public | refuse)
     case: sensitive            # or insensitive, for a share that came from Windows
+    exclude: ["**/archive/**"] # never indexed: passed over and counted
     rules:                     # ordered: the first rule that matches an object is its rule
       - match: finance/**
         access_roles: [finance]
@@ -91,6 +92,9 @@ class _File(BaseModel):
     unmatched: Literal["public", "refuse"]
     # insensitive: a share that came from Windows, where Finance/ and finance/ are one folder
     case: Literal["sensitive", "insensitive"] = "sensitive"
+    # Objects never indexed (globs over keys, as in rules): passed over and counted; one
+    # already in the index leaves it at the next run that prunes.
+    exclude: list[str] = Field(default_factory=list, max_length=MAX_RULES)
     rules: list[_Rule] = Field(max_length=MAX_RULES)
 
 
@@ -118,6 +122,7 @@ class AclRules:
     rules: tuple[Rule, ...]
     warnings: list[str] = field(default_factory=list)
     case: Literal["sensitive", "insensitive"] = "sensitive"
+    exclude: tuple[str, ...] = ()  # keys never indexed (passed over as excluded)
     matched: list[int] = field(default_factory=list)  # objects each rule matched this run
     unmatched_count: int = 0
     _regexes: list[re.Pattern[str]] = field(default_factory=list)
@@ -279,7 +284,14 @@ def parse_rules(text: str, path: str = "rules") -> AclRules:
         )
         for i, r in enumerate(parsed.rules, start=1)
     )
-    return AclRules(path, parsed.unmatched, rules, warnings=_shadowed(rules), case=parsed.case)
+    return AclRules(
+        path,
+        parsed.unmatched,
+        rules,
+        warnings=_shadowed(rules),
+        case=parsed.case,
+        exclude=tuple(parsed.exclude),
+    )
 
 
 def load_rules(path: Path) -> AclRules:

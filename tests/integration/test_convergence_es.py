@@ -244,3 +244,39 @@ def test_a_rules_change_that_moved_roles_is_in_the_permission_history(
         "rules-changed",
     )
     assert "1 re-tagged, 0 withdrawn" in event.detail and "人事/考勤.md" in event.detail
+
+
+def test_lock_files_and_excluded_objects_are_passed_over_and_the_run_is_clean(
+    share: Share,
+) -> None:
+    share.set_rules("public", "员工")
+    share.rules.write_text(
+        share.rules.read_text(encoding="utf-8").replace(
+            "rules:\n", 'exclude: ["**/临时/**"]\nrules:\n', 1
+        ),
+        encoding="utf-8",
+    )
+    share.write("公共/员工手册.md", "# 员工手册\n\n正文。")
+    share.write("公共/旧版/手册-2019.md", "# 旧版\n\n已作废。")
+    junk = ["公共/~$员工手册.docx", "公共/.~lock.员工手册.docx#", "公共/~WRL0001.tmp"]
+    junk += ["公共/Thumbs.db", ".DS_Store", "公共/desktop.ini", "人事/临时/草稿.md"]
+    for key in junk:
+        share.write(key, "x")
+    first = share.index()
+    assert first["ok"], first["failures"]
+    assert first["passed_over"] == {
+        "a lock, temporary or system file": 6,
+        "excluded (exclude of acl-rules.yaml)": 1,
+    }
+    assert set(stored(share.alias, share.kb)) == {"公共/旧版/手册-2019.md", "公共/员工手册.md"}
+    # The old version is excluded from now on: it leaves the index at the next run.
+    again = share.index("--exclude", "**/旧版/**")
+    assert again["ok"] and again["passed_over"]["excluded (--exclude)"] == 1
+    assert again["documents_pruned"] == 1
+    assert sorted(stored(share.alias, share.kb)) == ["公共/员工手册.md"]
+    bad = CliRunner().invoke(
+        indexer_cli,
+        ["index", str(share.root), "--knowledge-id", share.kb, "--exclude", "/abs/**"],
+        env=env(share.alias),
+    )
+    assert bad.exit_code == 2 and "starts with '/'" in bad.output, bad.output

@@ -13,6 +13,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     RSVC_HOST=0.0.0.0 \
     RSVC_PORT=8080
+# LibreOffice headless reads the old and Chinese office formats (.doc, .ppt, .rtf, .odt, WPS).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libreoffice-core-nogui \
+      libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 rsvc \
  && useradd --system --uid 10001 --gid rsvc --no-create-home --shell /usr/sbin/nologin rsvc
 COPY --from=build /dist/ /tmp/dist/

@@ -12,9 +12,13 @@
 | .xls | ``formats.sheets`` | python-calamine |
 | .csv .tsv | ``formats.sheets`` | ``csv`` |
 | .png .jpg .jpeg .tif .tiff .bmp .webp | ``formats.ocr`` | Pillow, RapidOCR |
-| .doc .ppt | ``formats.office`` | — (failed: save as .docx / .pptx) |
+| .doc .wps .rtf .odt | ``formats.convert``, ``formats.office`` | LibreOffice, python-docx |
+| .ppt .dps .odp | ``formats.convert``, ``formats.office`` | LibreOffice, python-pptx |
+| .et .ods | ``formats.convert``, ``formats.sheets`` | LibreOffice, openpyxl |
 
-Every file's first bytes are checked against its suffix first (``formats.sniff``).
+Every file's first bytes are checked against its suffix first (``formats.sniff``); an Office
+97-2003 file named like an Office Open XML one (``报告.docx`` that is really a ``.doc``) is
+read as what it is.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from pathlib import PurePosixPath
 
 from indexer.budget import Budget
 from indexer.documents import DocumentError
-from indexer.formats import sniff
+from indexer.formats import convert, sniff
 from indexer.formats.base import OcrMode, Parsed, Part, Reading
 from indexer.formats.ocr import parse_image
-from indexer.formats.office import parse_docx, parse_pptx, refuse_legacy
+from indexer.formats.office import parse_docx, parse_pptx
 from indexer.formats.pdf import parse_pdf
 from indexer.formats.sheets import parse_csv, parse_tsv, parse_xls, parse_xlsx
 from indexer.formats.text import decode_text, parse_html, parse_markdown, parse_text
@@ -50,11 +54,26 @@ PARSERS: dict[str, Reader] = {
     ".xls": parse_xls,
     ".csv": parse_csv,
     ".tsv": parse_tsv,
-    ".doc": refuse_legacy(".doc"),
-    ".ppt": refuse_legacy(".ppt"),
     **dict.fromkeys((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"), parse_image),
 }
-_TABULAR = {"xlsx", "xls", "csv", "tsv"}  # their first heading is a sheet's name, not a title
+_TABULAR = {"xlsx", "xls", "csv", "tsv", "et", "ods"}  # the first heading: a sheet's name
+_MODERN = {"docx": parse_docx, "pptx": parse_pptx, "xlsx": parse_xlsx}
+
+
+def _converted(suffix: str) -> Reader:
+    """A reader that has LibreOffice convert a ``suffix`` file, then reads the result."""
+    target = convert.TARGETS[suffix]
+
+    def read(data: bytes, reading: Reading) -> Parsed:
+        modern = convert.convert(data, suffix, target, reading.budget.seconds)
+        parsed = _MODERN[target](modern, reading)
+        info = {**parsed.info, "format": suffix[1:], "converted_by": "LibreOffice"}
+        return Parsed(parsed.parts, parsed.front_matter, parsed.title, info)
+
+    return read
+
+
+PARSERS.update({suffix: _converted(suffix) for suffix in convert.TARGETS})
 
 
 def preload(ocr: bool = True) -> None:
@@ -88,6 +107,9 @@ def parse(name: str, data: bytes, reading: Reading | Budget | None = None) -> Pa
     parser = PARSERS.get(suffix)
     if parser is None:
         raise DocumentError(f"unsupported file type {suffix!r}")
+    if suffix in sniff.OOXML and sniff.legacy_office(data):  # an old file with a new name
+        suffix = {".docx": ".doc", ".pptx": ".ppt", ".xlsx": ".xls", ".xlsm": ".xls"}[suffix]
+        parser = PARSERS.get(suffix, parser)
     sniff.check(suffix, data)
     parsed = parser(data, reading)
     if parsed.title is None and parsed.info.get("format") in _TABULAR:

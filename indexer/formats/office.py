@@ -1,11 +1,11 @@
-"""Word and PowerPoint (Office Open XML), and the old binary formats, refused with what to do.
+"""Word and PowerPoint (Office Open XML); the old and Chinese formats arrive here converted.
 
 * ``.docx`` (python-docx): paragraphs in body order, styles ``Title`` and ``Heading N`` as
   headings, tables where they stand, a row at a time naming its columns;
 * ``.pptx`` (python-pptx): each slide's title a heading, its text boxes and tables top to
   bottom, then its speaker notes;
-* ``.doc``, ``.ppt``: a failed document saying "save it as .docx / .pptx" (no well-kept
-  Python library reads the 97-2003 binary formats).
+* ``.doc``, ``.ppt`` and the other old formats are converted by LibreOffice first
+  (``formats.convert``) and then read here.
 
 Nothing in a file runs: macros are never executed, and embedded objects are not opened.
 """
@@ -119,17 +119,3 @@ def parse_pptx(data: bytes, reading: Reading) -> Parsed:
     title = (deck.core_properties.title or "").strip() or first_title
     info = {"format": "pptx", "pages": len(slides)}
     return Parsed.of("\n\n".join(out), title=title, info=info)
-
-
-def refuse_legacy(suffix: str) -> Any:
-    """A reader for an old binary Office format: always a failed document, saying what to do."""
-    modern = {".doc": ".docx", ".ppt": ".pptx"}[suffix]
-    app = {".doc": "Word", ".ppt": "PowerPoint"}[suffix]
-
-    def parse(data: bytes, reading: Reading) -> Parsed:  # noqa: ARG001
-        raise DocumentError(
-            f"{suffix} ({app} 97-2003) is not read: save it as {modern} ({app}: File > Save "
-            f"As, or `libreoffice --headless --convert-to {modern[1:]} FILE`) and index that"
-        )
-
-    return parse

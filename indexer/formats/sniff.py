@@ -19,7 +19,10 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"II*\x00", "a TIFF image"),
     (b"MM\x00*", "a TIFF image"),
 )
-_OOXML = {".docx", ".xlsx", ".xlsm", ".pptx"}
+OOXML = _OOXML = {".docx", ".xlsx", ".xlsm", ".pptx"}
+RTF = b"{\\rtf"
+# Read through LibreOffice: Office 97-2003 (OLE) or Open XML / OpenDocument (zip) inside; RTF.
+_CONVERTED = {".doc", ".ppt", ".wps", ".et", ".dps", ".odt", ".ods", ".odp", ".rtf"}
 _TEXT = {".md", ".markdown", ".txt", ".html", ".htm", ".csv", ".tsv"}
 
 
@@ -32,6 +35,11 @@ def what_it_is(data: bytes) -> str | None:
     if data[:1024].lstrip().startswith(b"%PDF"):
         return "a PDF"
     return None
+
+
+def legacy_office(data: bytes) -> bool:
+    """Whether ``data`` is an Office 97-2003 file that is not password-protected."""
+    return data.startswith(OLE) and _ENCRYPTED not in data
 
 
 def check(suffix: str, data: bytes) -> None:
@@ -53,9 +61,17 @@ def check(suffix: str, data: bytes) -> None:
     elif suffix == ".pdf":
         if kind != "a PDF":
             raise DocumentError(f"named .pdf but it is {kind or 'not a PDF'}")
-    elif suffix in (".xls", ".doc", ".ppt"):
-        if not data.startswith(OLE) and not (suffix == ".xls" and data.startswith(ZIP)):
+    elif suffix == ".xls":
+        if not data.startswith((OLE, ZIP)):
             raise DocumentError(f"named {suffix} but it is {kind or 'not an Office 97-2003 file'}")
+    elif suffix in _CONVERTED:
+        if data.startswith(OLE) and _ENCRYPTED in data:
+            raise DocumentError(
+                f"the {suffix} file is password-protected (encrypted): remove the password "
+                "and save it again to index it"
+            )
+        if not data.startswith((OLE, ZIP, RTF)):
+            raise DocumentError(f"named {suffix} but it is {kind or 'not an office document'}")
     elif suffix in _TEXT:
         if kind is not None:
             raise DocumentError(f"named {suffix} but it is {kind}")

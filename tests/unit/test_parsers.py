@@ -71,7 +71,7 @@ def test_corrupt_docx_is_a_document_error() -> None:
         ("c.html", True),
         ("d.pdf", True),
         ("e.docx", True),
-        ("f.doc", True),  # read to say "save it as .docx"
+        ("f.doc", True),  # read through LibreOffice
         ("g.png", True),
         ("g.vsdx", False),
         ("h", False),

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# LibreOffice, headless, for the indexer's old and Chinese office formats (.doc, .ppt, .rtf,
+# OpenDocument, WPS Office's .wps/.et/.dps): Debian's libreoffice-core-nogui with the writer,
+# calc and impress filters (no X11, about 100 MB), installed with apt-get when it is missing
+# and we are root. Prints the path of soffice.
+#
+#   scripts/libreoffice.sh
+set -euo pipefail
+PACKAGES="libreoffice-core-nogui libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
+if ! command -v soffice >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "libreoffice: installing Debian's $PACKAGES (once, about a minute)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # shellcheck disable=SC2086
+  apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null; }
+fi
+command -v soffice >/dev/null 2>&1 ||
+  { echo "libreoffice: error: soffice not found (install Debian's $PACKAGES)" >&2; exit 1; }
+command -v soffice

@@ -14,6 +14,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     RSVC_HOST=0.0.0.0 \
     RSVC_PORT=8080
 # LibreOffice headless reads the old and Chinese office formats (.doc, .ppt, .rtf, .odt, WPS).
+# Not pinned: Debian's security updates replace the version in place (the base image is the pin).
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libreoffice-core-nogui \
       libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui \

@@ -17,6 +17,10 @@ from indexer.report import Report
 from indexer.store import delete_ids
 from retrieval_svc.embedding import Embedder
 
+# A bulk request's most bytes: under 1 MiB, past which aiohttp sends a body in one blocking
+# write (and warns that it may hold the event loop the other stages run on).
+BULK_BYTES = 960 * 1024
+
 log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
 
 EmbedProgress = Callable[[int], None]  # chunks embedded since the last call
@@ -40,7 +44,7 @@ async def _bulk(
         es,
         actions(),
         chunk_size=500,
-        max_chunk_bytes=10 * 1024 * 1024,
+        max_chunk_bytes=BULK_BYTES,
         max_retries=5,
         initial_backoff=1,
         retry_on_status=(429,),

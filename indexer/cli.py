@@ -37,6 +37,7 @@ from indexer.metrics import export as export_metrics
 from indexer.permissions import AclRules, RulesError, load_rules
 from indexer.pipeline import IndexOptions, index_source
 from indexer.report import Report
+from indexer.shards import Shard, from_environment
 from indexer.sources import ObjectStoreOptions, open_source
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
@@ -155,6 +156,15 @@ def index(
             dir_okay=False,
         ),
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="Index only shard I of N of SOURCE (I from 0): every object is in exactly one "
+            "shard, the same on every run; pruning touches this shard's documents only. A "
+            "Kubernetes indexed Job sets it from JOB_COMPLETION_INDEX and RSVC_INDEXER_SHARDS.",
+            show_default=False,
+        ),
+    ] = None,
     exclude: Annotated[
         list[str] | None,
         typer.Option(
@@ -265,6 +275,13 @@ def index(
         processes = 0
     rules = _rules_or_exit(acl_rules)
     try:
+        part = Shard.parse(shard) if shard is not None else from_environment(os.environ)
+    except ValueError as exc:  # (before anything touches Elasticsearch)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    run_id = knowledge_id if part is None else part.run_id(knowledge_id)
+    # (a shard's last run is its own record: it prunes by the source its own last run read)
+    try:
         if roles_tag is not None and not roles_tag.strip():
             raise ValueError("--roles-tag is empty: name the object tag that holds roles")
         if roles_tag and urlparse(source).scheme not in ("s3", "oss"):
@@ -299,6 +316,7 @@ def index(
             ocr=ocr.value,
             acl_rules=rules,
             roles_tag=roles_tag,
+            shard=part,
         )
         src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
         if exclude:
@@ -330,9 +348,7 @@ def index(
                     if model and not dry_run
                     else None
                 )
-                last = (await last_runs(es, settings.index_alias, tenant, [knowledge_id])).get(
-                    knowledge_id, {}
-                )
+                last = (await last_runs(es, settings.index_alias, tenant, [run_id])).get(run_id, {})
                 decided, note = prune_decision(options, src, prune, last)
                 report = await index_source(
                     es,
@@ -344,7 +360,7 @@ def index(
                 )
                 report.prune_note = note
                 if not dry_run:
-                    await keep_run(es, settings.index_alias, tenant, report, rules)
+                    await keep_run(es, settings.index_alias, tenant, report, rules, part)
                     if warning := rules_changed_event(settings, tenant, report, rules, last):
                         typer.echo(f"warning: {warning}", err=True)
                 return report

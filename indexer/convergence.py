@@ -14,6 +14,7 @@ from elasticsearch import ApiError, AsyncElasticsearch, TransportError
 from indexer.loading import IndexOptions
 from indexer.permissions import AclRules
 from indexer.report import Report
+from indexer.shards import Shard
 from indexer.sources import Source
 from retrieval_svc.search.runs import record_run, run_record
 from retrieval_svc.settings import IndexSettings
@@ -54,6 +55,7 @@ async def keep_run(
     tenant: str,
     report: Report,
     rules: AclRules | None = None,
+    shard: Shard | None = None,
 ) -> None:
     """Keep the run's counts and failures for the console, with its source and its rules
     file's digest; a run is not failed by this."""
@@ -79,6 +81,9 @@ async def keep_run(
         report.passed_over_examples,
     )
     record["source"] = report.source
+    if shard is not None:  # (each shard's own record: N of them add up to the source)
+        record["shard"] = str(shard)
+        record["run_id"] = shard.run_id(report.knowledge_id)
     if rules is not None:
         record["rules"] = {"file": rules.path, "digest": rules.fingerprint()}
     try:

@@ -15,6 +15,7 @@ from indexer.documents import DocumentError
 from indexer.formats.base import OcrMode
 from indexer.permissions import AclRules, Outside, TagError, roles_from_tag, versioned
 from indexer.reading import ChunkSettings, document_chunks
+from indexer.shards import Shard
 from indexer.sources import ObjectRef, Source
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.settings import DEFAULT_TIMEZONE
@@ -34,6 +35,7 @@ class IndexOptions:
     url_template: str | None = None
     manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
     prune: bool = False
+    shard: Shard | None = None  # only the objects of this shard (--shard I/N)
     force: bool = False
     dry_run: bool = False
     batch_size: int = 500

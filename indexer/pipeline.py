@@ -134,7 +134,9 @@ class _IndexRun:
             await withdraw(self.es, alias, tenant, kb, sorted(report.withdraw_ids))
         report.documents_withdrawn = len(report.withdraw_ids)
         if options.prune and not options.dry_run:
-            report.documents_pruned = await prune(self.es, alias, tenant, kb, self.seen)
+            report.documents_pruned = await prune(
+                self.es, alias, tenant, kb, self.seen, options.shard
+            )
         if not options.dry_run:
             await refresh(self.es, alias)
         report.duration_s = round(time.perf_counter() - started, 3)
@@ -260,10 +262,14 @@ class _IndexRun:
             await self._embedded.put(None)
 
     def _next_refs(self) -> list[ObjectRef]:
-        """Up to ``batch_size`` objects or ``batch_bytes`` of them, whichever comes first."""
+        """Up to ``batch_size`` objects or ``batch_bytes`` of them, whichever comes first
+        (of this run's shard only, with ``--shard``)."""
         batch: list[ObjectRef] = []
         size = 0
+        shard, kb, tenant = self.options.shard, self.options.knowledge_id, self.options.tenant
         for ref in self._listing:
+            if shard is not None and not shard.holds(document_id(kb, ref.identity, tenant)):
+                continue
             batch.append(ref)
             size += ref.size
             if len(batch) >= self.options.batch_size or size >= self.options.batch_bytes:

@@ -11,6 +11,7 @@ from typing import Any
 from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch.helpers import async_bulk, async_scan
 
+from indexer.shards import Shard
 from retrieval_svc.acl import tenant_query
 
 log = logging.getLogger(__name__)
@@ -123,9 +124,15 @@ async def withdraw(
 
 
 async def prune(
-    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, keep: set[str]
+    es: AsyncElasticsearch,
+    alias: str,
+    tenant: str,
+    knowledge_id: str,
+    keep: set[str],
+    shard: Shard | None = None,
 ) -> int:
-    """Delete the documents of ``tenant``'s ``knowledge_id`` not in ``keep``; how many."""
+    """Delete the documents of ``tenant``'s ``knowledge_id`` not in ``keep`` (of ``shard``
+    only: a shard never prunes another's documents); how many."""
     gone: list[str] = []
     after: dict[str, Any] | None = None
     while True:
@@ -142,7 +149,11 @@ async def prune(
             aggs={"docs": {"composite": composite}},
         )
         agg = response["aggregations"]["docs"]
-        gone += [b["key"]["doc"] for b in agg["buckets"] if b["key"]["doc"] not in keep]
+        gone += [
+            doc
+            for b in agg["buckets"]
+            if (doc := b["key"]["doc"]) not in keep and (shard is None or shard.holds(doc))
+        ]
         after = agg.get("after_key")
         if not after or not agg["buckets"]:
             break

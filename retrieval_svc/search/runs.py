@@ -63,7 +63,8 @@ async def record_run(
             settings={"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"}},
             mappings=MAPPING,
         )
-    await es.index(index=index, id=record["knowledge_id"], document=record, refresh="wait_for")
+    run_id = record.get("run_id") or record["knowledge_id"]  # (a shard's run: its own record)
+    await es.index(index=index, id=run_id, document=record, refresh="wait_for")
 
 
 async def forget_run(

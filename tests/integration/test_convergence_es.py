@@ -280,3 +280,33 @@ def test_lock_files_and_excluded_objects_are_passed_over_and_the_run_is_clean(
         env=env(share.alias),
     )
     assert bad.exit_code == 2 and "starts with '/'" in bad.output, bad.output
+
+
+def test_shards_partition_a_source_and_prune_only_their_own(share: Share) -> None:
+    share.set_rules("public", "员工")
+    for i in range(30):
+        share.write(f"公共/文档-{i:02d}.md", f"# 文档 {i}\n\n第 {i} 份说明。")
+    reports = [share.index("--shard", f"{i}/3") for i in range(3)]
+    assert sum(r["documents_seen"] for r in reports) == 30  # each counts its own share
+    assert all(0 < r["documents_indexed"] < 30 for r in reports)
+    assert len(stored(share.alias, share.kb)) == 30
+    # A deleted object: only its own shard prunes it; the others never touch it.
+    (share.root / "公共/文档-07.md").unlink()
+    again = [share.index("--shard", f"{i}/3") for i in range(3)]
+    assert sum(r["documents_pruned"] for r in again) == 1
+    assert sum(r["documents_seen"] for r in again) == 29
+    assert len(stored(share.alias, share.kb)) == 29
+    for bad in ("3/3", "-1/3", "1/0", "x"):
+        run = CliRunner().invoke(
+            indexer_cli,
+            ["index", str(share.root), "--knowledge-id", "never-made", "--shard", bad],
+            env={**env("rsvc-test-never-made")},
+        )
+        assert run.exit_code == 2 and len(run.stderr.strip().splitlines()) == 1, run.output
+    import elasticsearch
+
+    client = elasticsearch.Elasticsearch(ES_URL)
+    try:
+        assert not client.indices.get(index="rsvc-test-never-made*")  # nothing written
+    finally:
+        client.close()

@@ -60,3 +60,74 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- max 1 (int (ceil (float64 $cpu))) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The indexer's Job spec (a CronJob's jobTemplate.spec, or a Job's spec): with
+indexer.shards > 1, a Job in Indexed completion mode, one pod per shard. */}}
+{{- define "rsvc.indexerJobSpec" -}}
+{{- $shards := int (.Values.indexer.shards | default 1) }}
+{{- if gt $shards 1 }}
+completionMode: Indexed
+completions: {{ $shards }}
+parallelism: {{ .Values.indexer.parallelism | default $shards }}
+backoffLimitPerIndex: {{ .Values.indexer.backoffLimitPerIndex | default 2 }}
+maxFailedIndexes: {{ $shards }}
+{{- else }}
+backoffLimit: 2
+{{- end }}
+template:
+  metadata:
+    labels: {{- include "rsvc.selectorLabels" . | nindent 6 }}
+  spec:
+    restartPolicy: Never
+    automountServiceAccountToken: false
+    securityContext: {{- toYaml .Values.podSecurityContext | nindent 6 }}
+    containers:
+      - name: indexer
+        image: {{ include "rsvc.image" . }}
+        imagePullPolicy: {{ .Values.image.pullPolicy }}
+        command: ["retrieval-indexer"]
+        args:
+          - index
+          - {{ required "indexer.source is required when the indexer is enabled" .Values.indexer.source | quote }}
+          - --knowledge-id
+          - {{ required "indexer.knowledgeId is required when the indexer is enabled" .Values.indexer.knowledgeId | quote }}
+          - --tenant
+          - {{ .Values.indexer.tenant | default "default" | quote }}
+          {{- with .Values.indexer.datasetName }}
+          - --dataset-name
+          - {{ . | quote }}
+          {{- end }}
+          {{- range .Values.indexer.extraArgs }}
+          - {{ . | quote }}
+          {{- end }}
+        env:
+          {{- include "rsvc.esEnv" . | nindent 10 }}
+          {{- if gt $shards 1 }}
+          - name: RSVC_INDEXER_SHARDS  # (Kubernetes sets JOB_COMPLETION_INDEX in each pod)
+            value: {{ $shards | quote }}
+          {{- end }}
+          {{- with .Values.indexer.pushgatewayUrl }}
+          - name: RSVC_PUSHGATEWAY_URL
+            value: {{ . | quote }}
+          {{- end }}
+        {{- with .Values.indexer.credentialsSecret }}
+        envFrom:
+          - secretRef:
+              name: {{ . }}
+        {{- end }}
+        resources: {{- toYaml .Values.indexer.resources | nindent 10 }}
+        securityContext: {{- toYaml .Values.securityContext | nindent 10 }}
+        volumeMounts:
+          - {name: tmp, mountPath: /tmp}
+          {{- if .Values.elasticsearch.caSecret }}
+          - {name: es-ca, mountPath: /etc/rsvc/es-ca, readOnly: true}
+          {{- end }}
+    volumes:
+      - name: tmp
+        emptyDir: {sizeLimit: 256Mi}
+      {{- if .Values.elasticsearch.caSecret }}
+      - name: es-ca
+        secret:
+          secretName: {{ .Values.elasticsearch.caSecret }}
+      {{- end }}
+{{- end }}

@@ -23,6 +23,7 @@ KINDS = [
     "service-v1",
     "deployment-apps-v1",
     "cronjob-batch-v1",
+    "job-batch-v1",
     "horizontalpodautoscaler-autoscaling-v2",
     "poddisruptionbudget-policy-v1",
 ]

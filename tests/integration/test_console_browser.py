@@ -350,6 +350,32 @@ def test_the_policy_page_marks_directory_roles_and_skipped_lines(console: str) -
         engine.dispose()
 
 
+def test_an_id_that_names_no_one_shows_in_the_console(console: str) -> None:
+    # Design §17: a Dify user id nobody resolves is listed with the key that sent it, and
+    # Why not says the id names no one.
+    body = {
+        "knowledge_id": SAMPLES_KB,
+        "query": "配电房",
+        "retrieval_setting": {"top_k": 3, "score_threshold": 0},
+        "metadata_condition": {"logical_operator": "and", "conditions": [
+            {"name": "user_id", "comparison_operator": "is", "value": "3f6c1a9e-dify-visitor"}]},
+    }  # fmt: skip
+    asked = httpx.post(
+        f"{console}/retrieval", json=body, headers={"Authorization": f"Bearer {KEYS['ops']}"}
+    )
+    assert asked.status_code == 200, asked.text
+    with httpx.Client(base_url=console, timeout=30) as http:
+        assert sign_in(http, KEYS["anon"]).status_code == 303
+        zh = {"Accept-Language": "zh-CN"}
+        page = http.get("/console/policy", headers=zh).text
+        listed: Any = re.search(r'<table id="unknown-users">(.*?)</table>', page, re.S)
+        assert listed and "3f6c1a9e-dify-visitor" in listed[1] and "plain" in listed[1], page
+        form = {"csrf": form_token(http, "/console/why-not"), "user_id": "3f6c1a9e-dify-visitor",
+                "roles": "", "document_id": "-"}  # fmt: skip
+        why = http.post("/console/why-not", data=form, headers=zh).text
+    assert 'id="identity">用户 ID: 无法对应到任何人' in why, why[-800:]
+
+
 def test_a_refused_policy_change_still_shows_the_policy(console: str) -> None:
     # Issue #36 §6: after "role 'HR' cannot inherit itself" the lists were empty and the page
     # said the policy was a read-only file.

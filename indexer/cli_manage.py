@@ -219,6 +219,12 @@ def show(
             f" — {d['title']}  ({d['document_id']})"
         )
     last = out["last_run"] or {}
+    if last.get("documents_withdrawn") or last.get("documents_pruned"):
+        typer.echo(
+            f"  last run: {last.get('documents_pruned', 0)} pruned (the source no longer holds "
+            f"them), {last.get('documents_withdrawn', 0)} withdrawn (their roles could no longer "
+            "be decided, or changed while they failed: see their failures)"
+        )
     for failure in last.get("failures", []):
         typer.echo(f"  failed {failure['document']}: {failure['reason']}")
     for item in last.get("passed_over", []):

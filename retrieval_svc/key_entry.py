@@ -14,6 +14,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from retrieval_svc.names import name_problem
 from retrieval_svc.tenancy import DEFAULT_TENANT, check_tenant
 
 # Casbin subjects that are not roles (design.md §4): ``user:<id>`` names a user and ``anyone``
@@ -97,6 +98,8 @@ class ApiKeyConfig(BaseModel):
         for role in self.roles:
             if (why := reserved_role(role)) is not None:
                 raise ValueError(f"API key {self.name!r}: role {why}")
+            if (problem := name_problem("role", role)) is not None:  # (the name every store holds)
+                raise ValueError(f"API key {self.name!r}: {problem}")
         if self.scim and self.admin:
             raise ValueError(
                 f"API key {self.name!r} is both a SCIM client's and an admin's: give each its "

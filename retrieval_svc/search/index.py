@@ -10,8 +10,10 @@ recognised (``legacy_layout``) and split by ``retrieval-indexer rebuild``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -248,8 +250,33 @@ async def ensure_index(
             # Another process created it between our check and create: that is fine.
             if exc.error != "resource_already_exists_exception":
                 raise
-        log.info("created index %s behind alias %s (analysis: %s)", first, own, flavour)
+        else:
+            log.info("created index %s behind alias %s (analysis: %s)", first, own, flavour)
+    await primaries_active(es, own)
     return flavour
+
+
+async def primaries_active(es: AsyncElasticsearch, alias: str, timeout_s: float = 60) -> bool:
+    """Wait until every primary shard behind ``alias`` is active; whether they are.
+
+    Several indexer shards start at once on a new alias: one creates the index (and waits for
+    its primaries), the others must not search it before then (a 503
+    search_phase_execution_exception). Not ``wait_for_status=yellow``: Elasticsearch reports a
+    new index whose primaries are still initializing as yellow. Replicas are not waited for.
+    An index whose primaries are active answers at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        health = await es.options(ignore_status=(404, 408)).cluster.health(
+            index=alias, level="indices"
+        )
+        indices = health.body.get("indices", {}) if isinstance(health.body, dict) else {}
+        if indices and all(
+            i.get("active_primary_shards") == i.get("number_of_shards") for i in indices.values()
+        ):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
 
 
 async def ensure_configured_index(

@@ -7,6 +7,7 @@ S3-protocol server."""
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -309,4 +310,38 @@ def test_shards_partition_a_source_and_prune_only_their_own(share: Share) -> Non
     try:
         assert not client.indices.get(index="rsvc-test-never-made*")  # nothing written
     finally:
+        client.close()
+
+
+def test_shards_starting_at_once_on_a_new_alias_all_succeed(tmp_path: Path) -> None:
+    # One creates the index; the others wait for its primaries (Elasticsearch calls a new
+    # index with initializing primaries yellow: waiting for yellow let 3 of 32 runs fail).
+    import subprocess
+    import sys
+    import uuid
+
+    import elasticsearch
+
+    folder = tmp_path / "share"
+    folder.mkdir()
+    for i in range(24):
+        (folder / f"d{i:02d}.md").write_text(f"# 文档 {i}\n\n第 {i} 份。", encoding="utf-8")
+    alias = f"rsvc-test-race-{uuid.uuid4().hex[:8]}"
+    command = [sys.executable, "-c", "from indexer.cli import app; app()", "index", str(folder),
+               "--knowledge-id", "race", "--workers", "0", "--tenant", TENANT]  # fmt: skip
+    shards = [
+        subprocess.Popen([*command, "--shard", f"{i}/4"], env={**os.environ, **env(alias)},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for i in range(4)
+    ]  # fmt: skip
+    said = [p.communicate(timeout=300)[1].decode() for p in shards]
+    failed = [text for p, text in zip(shards, said, strict=True) if p.returncode != 0]
+    client = elasticsearch.Elasticsearch(ES_URL)
+    try:
+        assert not failed, failed
+        client.indices.refresh(index=own(alias))
+        found = client.count(index=own(alias), query={"term": {"knowledge_id": "race"}})
+        assert found["count"] == 24
+    finally:
+        client.options(ignore_status=404).indices.delete(index=f"{alias}*")
         client.close()

@@ -120,7 +120,7 @@ def rules_changed_event(
     try:
         store = PolicyDatabase(DEFAULT_MODEL, settings.casbin_db_url.get_secret_value())
         admin = PolicyAdmin(store, Actor(f"indexer:{Path(rules.path).name}", "indexer"))
-        admin.record_refusal(tenant, "rules-changed", detail)
+        admin.record(tenant, "rules-changed", detail)
     except PolicyError as exc:
         return f"the rules change was not recorded in the permission history: {exc}"
     return None

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge
 
 from indexer.report import Report
+from retrieval_svc.metrics import publish
 
 
 def run_registry(report: Report) -> CollectorRegistry:
@@ -77,13 +78,10 @@ def run_registry(report: Report) -> CollectorRegistry:
 
 def export(report: Report, *, textfile: Path | None, pushgateway: str | None) -> None:
     """Write the run's metrics to a textfile and/or push them to a Pushgateway."""
-    registry = run_registry(report)
-    if textfile is not None:
-        write_to_textfile(str(textfile), registry)
-    if pushgateway:
-        push_to_gateway(
-            pushgateway,
-            job="retrieval-indexer",
-            registry=registry,
-            grouping_key={"knowledge_id": report.knowledge_id},
-        )
+    publish(
+        run_registry(report),
+        textfile=textfile,
+        pushgateway=pushgateway,
+        job="retrieval-indexer",
+        grouping={"knowledge_id": report.knowledge_id},
+    )

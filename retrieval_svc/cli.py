@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from retrieval_svc import cli_directory  # noqa: F401 (registers policy sync-ldap)
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
 from retrieval_svc.cli_audit import audit_app
 from retrieval_svc.cli_config import load_settings

@@ -17,7 +17,15 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    push_to_gateway,
+    write_to_textfile,
+)
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from retrieval_svc import __version__
@@ -215,3 +223,19 @@ async def watch_event_loop(gauge: Gauge, tick_s: float = LAG_TICK_S) -> None:
         while recent[0][0] < now - LAG_WINDOW_S:
             recent.popleft()
         gauge.set(max(lag for _, lag in recent))
+
+
+def publish(
+    registry: CollectorRegistry,
+    *,
+    textfile: Path | None,
+    pushgateway: str | None,
+    job: str,
+    grouping: dict[str, str],
+) -> None:
+    """A batch job's metrics (it has no /metrics to scrape): written to a node-exporter
+    textfile and/or pushed to a Pushgateway under ``job`` and ``grouping``."""
+    if textfile is not None:
+        write_to_textfile(str(textfile), registry)
+    if pushgateway:
+        push_to_gateway(pushgateway, job=job, registry=registry, grouping_key=grouping)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval_svc.acl import history, identities, owned
+from retrieval_svc.acl import history, identities, owned, tables
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.identities import Alias
 from retrieval_svc.acl.policy_store import (
@@ -25,7 +25,6 @@ from retrieval_svc.acl.policy_store import (
     policy_tenant,
     read_csv,
     user_subject,
-    validate_rules,
 )
 from retrieval_svc.names import name_problem
 
@@ -215,9 +214,9 @@ class PolicyAdmin:
             raise self.store._failure(exc) from exc
         return added, removed
 
-    def record_refusal(self, tenant: str, action: str, detail: str) -> None:
-        """Record a change that was refused (a sync stopped by a limit): an event without
-        lines, so the history says what stopped it."""
+    def record(self, tenant: str, action: str, detail: str) -> None:
+        """Record an event without policy lines: a sync stopped by a limit (what stopped it),
+        a rules file that moved documents' roles, an identity map's changes."""
         try:
             with self.store.engine().begin() as conn:
                 history.record_in(conn, TABLE, self.actor, action, tenant, [], detail=detail)
@@ -276,15 +275,20 @@ class PolicyAdmin:
         other command can name), recorded as ``delete``; what it held, or None."""
         try:
             with self.store.engine().begin() as conn:
-                found = history.delete_row(conn, TABLE, row_id)
+                found = tables.delete_row(conn, TABLE, row_id)
                 if found is None:
                     return None
                 ptype, values = found
                 shown = tuple("" if v is None else str(v) for v in values)
                 change = history.Change("remove", str(ptype), shown)
-                tenant = _recorded_tenant(str(ptype), shown)
                 history.record_in(
-                    conn, TABLE, self.actor, "delete", tenant, [change], detail=f"row {row_id}"
+                    conn,
+                    TABLE,
+                    self.actor,
+                    "delete",
+                    change.tenant[:255],
+                    [change],
+                    detail=f"row {row_id}",
                 )
         except PolicyError:
             raise
@@ -301,28 +305,15 @@ class PolicyAdmin:
         """Replace the whole policy by a CSV policy file, in one transaction, after
         validating every line (one that means nothing refuses the import, naming its line).
         Returns the number of rules."""
-        new_p: list[tuple[str, ...]] = []
-        new_g: list[tuple[str, ...]] = []
+        new = PolicyRead()  # (each line checked as the service reads it)
         for number, (ptype, *values) in read_csv(path):
-            try:
-                validate_rules(
-                    [tuple(values)] if ptype == "p" else [], [tuple(values)] if ptype == "g" else []
-                )
-                if ptype not in ("p", "g"):
-                    raise PolicyError(f"unknown line type {ptype!r} (p or g)")
-            except PolicyError as exc:
-                raise PolicyError(f"{path.name} line {number}: {exc}") from None
-            (new_p if ptype == "p" else new_g).append(tuple(values))
+            new.add(f"{path.name} line {number}", ptype, tuple(values))
+        if new.skipped:
+            first = new.skipped[0]
+            raise PolicyError(f"{first.where}: {first.reason}")
         old = self.read()
-        changes = history.diff([tuple(r) for r in old.policy], new_p, "p")
-        changes += history.diff([tuple(r) for r in old.grouping], new_g, "g")
+        changes = history.diff([tuple(r) for r in old.policy], new.policy, "p")
+        changes += history.diff([tuple(r) for r in old.grouping], new.grouping, "g")
         self.apply("import", changes, detail=f"from {path.name}")  # (one transaction)
         read = self.read()
         return len(read.policy) + len(read.grouping)
-
-
-def _recorded_tenant(ptype: str, values: tuple[str, ...]) -> str:
-    """The tenant a stored line names, as the history can hold it ("" when it names none)."""
-    index = 2 if ptype == "g" else 1
-    tenant = values[index] if len(values) > index else ""
-    return tenant[:255]

@@ -14,12 +14,13 @@ the database, so its record always has a place to go.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from retrieval_svc.acl.tables import MAX_DETAIL, tables
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 Rule = tuple[str, ...]
 SOURCES = ("cli", "console", "ldap", "scim", "indexer")
-MAX_DETAIL = 1024
 MAX_LINE = 1024  # the width of a recorded change's line
 
 
@@ -55,16 +55,20 @@ class Change:
 
     @property
     def tenant(self) -> str:
-        return self.values[2] if self.ptype == "g" else self.values[1]
+        return self._at(2 if self.ptype == "g" else 1)
 
     @property
     def subject(self) -> str:
-        return self.values[0]
+        return self._at(0)
 
     @property
     def target(self) -> str:
         """The role (``g``) or the knowledge-base pattern (``p``)."""
-        return self.values[1] if self.ptype == "g" else self.values[2]
+        return self._at(1 if self.ptype == "g" else 2)
+
+    def _at(self, index: int) -> str:
+        """A value, or "" for a line too short to have it (a deleted row that meant nothing)."""
+        return self.values[index] if len(self.values) > index else ""
 
 
 @dataclass(slots=True)
@@ -102,96 +106,6 @@ class Event:
 
 
 _EVENT_COLUMNS = ("at", "tenant", "actor", "source", "action", "added", "removed", "detail")
-
-
-@functools.cache
-def _tables(rule_table: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
-    import sqlalchemy as sa
-
-    meta = sa.MetaData()
-    rules = sa.Table(
-        rule_table,
-        meta,
-        sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("ptype", sa.String(255)),
-        *(sa.Column(f"v{i}", sa.String(255)) for i in range(6)),
-    )
-    sa.Index(f"ix_{rule_table}_lookup", rules.c.ptype, rules.c.v0, rules.c.v1)
-    events = sa.Table(
-        "policy_event",
-        meta,
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False, index=True),
-        sa.Column("tenant", sa.String(255), nullable=False, index=True),
-        sa.Column("actor", sa.String(255), nullable=False),
-        sa.Column("source", sa.String(16), nullable=False),
-        sa.Column("action", sa.String(64), nullable=False),
-        sa.Column("added", sa.Integer, nullable=False),
-        sa.Column("removed", sa.Integer, nullable=False),
-        sa.Column("detail", sa.String(MAX_DETAIL), nullable=False, default=""),
-    )
-    changes = sa.Table(
-        "policy_change",
-        meta,
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("event_id", sa.Integer, sa.ForeignKey("policy_event.id"), index=True),
-        sa.Column("op", sa.String(8), nullable=False),
-        sa.Column("ptype", sa.String(8), nullable=False),
-        sa.Column("subject", sa.String(255), nullable=False, index=True),
-        sa.Column("target", sa.String(255), nullable=False, index=True),
-        sa.Column("line", sa.String(1024), nullable=False),
-    )
-    return meta, rules, events, changes
-
-
-def ensure_tables(engine: Engine, rule_table: str) -> None:
-    """Create the rule table (the shape pycasbin's SQLAlchemy adapter gives it) and the
-    history tables if missing, and an index on the rules by (ptype, v0, v1), so checking a few
-    lines never reads them all."""
-    import sqlalchemy as sa
-
-    meta, rules, events, changes = _tables(rule_table)
-    existed = sa.inspect(engine).has_table(rule_table)
-    meta.create_all(engine, tables=[rules, events, changes])  # (a new table with its index)
-    if existed:  # (made by pycasbin's adapter, without the index)
-        for index in rules.indexes:
-            index.create(engine, checkfirst=True)
-
-
-def rule_rows(engine: Engine, rule_table: str) -> list[tuple[int, Any, tuple[Any, ...]]]:
-    """Every stored rule as (id, ptype, values), field by field (trailing empty columns left
-    out), in id order; nothing is parsed. No table yet: no rules."""
-    import sqlalchemy as sa
-
-    _, rules, _, _ = _tables(rule_table)
-    with engine.connect() as conn:
-        if not sa.inspect(conn).has_table(rule_table):
-            return []
-        found = conn.execute(sa.select(rules).order_by(rules.c.id)).all()
-    out = []
-    for row in found:
-        values = [getattr(row, f"v{i}") for i in range(6)]
-        while values and values[-1] in (None, ""):
-            values.pop()
-        out.append((int(row.id), row.ptype, tuple(values)))
-    return out
-
-
-def delete_row(
-    conn: Connection, rule_table: str, row_id: int
-) -> tuple[Any, tuple[Any, ...]] | None:
-    """Delete the rule with ``row_id``; its (ptype, values), or None when there is none."""
-    import sqlalchemy as sa
-
-    _, rules, _, _ = _tables(rule_table)
-    row = conn.execute(sa.select(rules).where(rules.c.id == row_id)).one_or_none()
-    if row is None:
-        return None
-    conn.execute(sa.delete(rules).where(rules.c.id == row_id))
-    values = [getattr(row, f"v{i}") for i in range(6)]
-    while values and values[-1] in (None, ""):
-        values.pop()
-    return row.ptype, tuple(values)
 
 
 FEW = 100  # changes checked line by line (through the index) rather than by reading all
@@ -246,7 +160,7 @@ def apply_in(
     commit together)."""
     import sqlalchemy as sa
 
-    _, rules, _, _ = _tables(rule_table)
+    _, rules, _, _ = tables(rule_table)
     moment = at or datetime.now(UTC)
     wanted = list(changes)
     done: list[Event] = []
@@ -300,7 +214,7 @@ def record_in(
     caller's transaction."""
     import sqlalchemy as sa
 
-    _, _, events, lines = _tables(rule_table)
+    _, _, events, lines = tables(rule_table)
     added = sum(c.op == "add" for c in made)
     event = Event(
         id=0,
@@ -326,14 +240,8 @@ def record_in(
                 "event_id": event_id,
                 "op": c.op,
                 "ptype": c.ptype,
-                "subject": (c.values[0] if c.values else "")[:255],
-                "target": (
-                    c.values[1]
-                    if len(c.values) > 1 and c.ptype == "g"
-                    else c.values[2]
-                    if len(c.values) > 2
-                    else ""
-                )[:255],
+                "subject": c.subject[:255],
+                "target": c.target[:255],
                 "line": _line(c),
             }
             for c in made
@@ -357,7 +265,7 @@ def recent(
     ``with_changes`` of its lines."""
     import sqlalchemy as sa
 
-    _, _, events, lines = _tables(rule_table)
+    _, _, events, lines = tables(rule_table)
     query = sa.select(events).where(events.c.at >= since)
     if tenant is not None:
         query = query.where(events.c.tenant == tenant)

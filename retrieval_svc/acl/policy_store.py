@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_svc.acl import history, identities
+from retrieval_svc.acl import history, identities, tables
 from retrieval_svc.acl.identities import Alias
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
 from retrieval_svc.names import MAX_NAME, name_problem
@@ -51,7 +51,6 @@ __all__ = [
     "line_problem",
     "read_csv",
     "user_subject",
-    "validate_rules",
 ]
 
 if TYPE_CHECKING:
@@ -130,16 +129,6 @@ def line_problem(ptype: str, line: tuple[Any, ...]) -> str | None:
     except PolicyError as exc:
         return str(exc)
     return None
-
-
-def validate_rules(policy: Iterable[Rule], grouping: Iterable[Rule]) -> None:
-    """Raise PolicyError for the first line the model cannot mean (an import is all or
-    nothing)."""
-    for ptype, rules in (("p", policy), ("g", grouping)):
-        for rule in rules:
-            if (problem := line_problem(ptype, tuple(rule))) is not None:
-                kind = "policy" if ptype == "p" else "role"
-                raise PolicyError(f"{kind} line {tuple(rule)}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +281,7 @@ class PolicyDatabase:
         """Create the policy table, the history's and the aliases' if missing; raises
         PolicyError."""
         try:
-            history.ensure_tables(_engine(self.url), TABLE)
+            tables.ensure_tables(_engine(self.url), TABLE)
             identities.ensure_table(_engine(self.url))
         except Exception as exc:  # unreachable server, bad credentials, bad URL
             raise self._failure(exc) from exc
@@ -322,7 +311,7 @@ class PolicyDatabase:
         _check_model(self.model)
         read = PolicyRead()
         try:
-            rows = history.rule_rows(_engine(self.url), TABLE)
+            rows = tables.rule_rows(_engine(self.url), TABLE)
         except Exception as exc:
             raise self._failure(exc) from exc
         for row_id, ptype, values in rows:
@@ -350,7 +339,7 @@ class PolicyDatabase:
         PolicyError when the database cannot be read."""
         try:
             engine = _engine(self.url)
-            history.ensure_tables(engine, TABLE)
+            tables.ensure_tables(engine, TABLE)
             return history.recent(
                 engine,
                 TABLE,

@@ -13,7 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge
+
+from retrieval_svc.metrics import publish
 
 
 @dataclass(slots=True)
@@ -80,13 +82,10 @@ def registry_of(outcome: SyncOutcome) -> CollectorRegistry:
 
 def export(outcome: SyncOutcome, *, textfile: Path | None, pushgateway: str | None) -> None:
     """Write the metrics to a textfile and/or push them to a Pushgateway."""
-    registry = registry_of(outcome)
-    if textfile is not None:
-        write_to_textfile(str(textfile), registry)
-    if pushgateway:
-        push_to_gateway(
-            pushgateway,
-            job="retrieval-svc-directory-sync",
-            registry=registry,
-            grouping_key={"tenant": outcome.tenant, "sync": outcome.sync},
-        )
+    publish(
+        registry_of(outcome),
+        textfile=textfile,
+        pushgateway=pushgateway,
+        job="retrieval-svc-directory-sync",
+        grouping={"tenant": outcome.tenant, "sync": outcome.sync},
+    )

@@ -29,7 +29,7 @@ from scim2_models import InvalidValueException, Resource, ResourceType
 from scim2_server.memory import InMemoryStorage
 from scim2_server.storage import AsyncScimStorage, SearchPage, projection, search_page
 
-from retrieval_svc.acl import history, identities
+from retrieval_svc.acl import history, identities, tables
 from retrieval_svc.acl.admin import checked_role, checked_user
 from retrieval_svc.acl.history import Actor, Change
 from retrieval_svc.acl.policy_store import TABLE, PolicyError, user_subject
@@ -78,7 +78,7 @@ def ensure_tables(engine: Engine) -> None:
     """Create the SCIM tables (and the permission history's and aliases') if missing."""
     meta, _, _ = _tables()
     meta.create_all(engine)
-    history.ensure_tables(engine, TABLE)
+    tables.ensure_tables(engine, TABLE)
     identities.ensure_table(engine)
 
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval_svc.acl.casbin_acl import AccessControl, _Compiler, _Loaded
+from retrieval_svc.acl.casbin_acl import AccessControl, _Compiler
+from retrieval_svc.acl.policy_index import PolicyIndex
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyError, PolicyFiles
 
 POLICY = """\
@@ -220,10 +221,10 @@ async def test_the_watcher_compiles_in_a_child_process(acl: AccessControl, polic
 async def test_index_pieces_reassemble_to_the_same_policy(policy: Path) -> None:
     links = [(f"user:u{i}", f"r{i % 7}", "acme") for i in range(25)] + [("r1", "r0", "acme")]
     grants = [("r0", "acme", "kb-*", "read"), ("anyone", "*", "pub", "read")]
-    loaded = _Loaded.of(grants, links)
+    loaded = PolicyIndex.of(grants, links)
     pieces = loaded.pieces(size=4)
     assert len(pieces) == 3 + 7  # the grants, skipped lines, people, then 26 names in fours
-    again = await _Loaded.assemble(pieces)
+    again = await PolicyIndex.assemble(pieces)
     assert (again.parents, again.grants) == (loaded.parents, loaded.grants)
     assert again.implicit("user:u8", "acme") == {"r1", "r0"}
 

@@ -1,0 +1,197 @@
+"""``retrieval-svc policy sync-ldap``: a tenant's grants of the directory's roles made what
+LDAP / Active Directory says, once or on a schedule (``--every``), with its metrics."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from retrieval_svc.acl.admin import PolicyAdmin
+from retrieval_svc.acl.policy_store import PolicyError, csv_line
+from retrieval_svc.cli_policy import _admin, policy_app
+
+if TYPE_CHECKING:
+    from retrieval_svc.directory.metrics import SyncOutcome
+
+_EVERY = re.compile(r"^(\d+)([smh])$")
+
+
+def _interval(value: str | None) -> float | None:
+    if value is None:
+        return None
+    match = _EVERY.match(value.strip())
+    if not match or int(match[1]) == 0:
+        raise typer.BadParameter(f"{value!r} is not an interval such as 15m, 1h or 90s")
+    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+@policy_app.command("sync-ldap")
+def sync_ldap(
+    ctx: typer.Context,
+    config: Annotated[
+        Path, typer.Argument(help="The sync file (YAML): server, bases, group → role mapping.")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option(help="Print the changes the sync would make; change nothing.")
+    ] = False,
+    max_removed_share: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Refuse to remove more than this share of the directory's grants at once "
+            "[the file's, 0.5].",
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="An intended reorganisation: apply whatever the directory says, past the "
+            "removal limits (recorded as forced).",
+        ),
+    ] = False,
+    every: Annotated[
+        str | None,
+        typer.Option(
+            help="Sync again at this interval (15m, 1h, 90s) until stopped: a schedule "
+            "without Kubernetes. A failed sync is reported and the next one tried.",
+            show_default=False,
+        ),
+    ] = None,
+    count: Annotated[
+        int, typer.Option(min=0, help="With --every: stop after this many syncs (0: never).")
+    ] = 0,
+    metrics_textfile: Annotated[
+        Path | None,
+        typer.Option(help="Write the sync's metrics here after each sync (node-exporter)."),
+    ] = None,
+    pushgateway: Annotated[
+        str | None,
+        typer.Option(
+            help="Push the sync's metrics to this Pushgateway after each sync.",
+            envvar="RSVC_PUSHGATEWAY_URL",
+        ),
+    ] = None,
+) -> None:
+    """Make the tenant's grants of the directory's roles what LDAP / Active Directory says:
+    users and groups read whole (paged, nested groups expanded), the difference applied in one
+    transaction and recorded (actor sync-ldap), with the roles the sync now owns. A deleted or
+    renamed group's grants go. Exit 2: the file or what was read cannot be applied; 3: the
+    directory failed or answered partially; 4: past the removal limits. Each changes nothing."""
+    from retrieval_svc.directory import DirectoryError, load_sync
+    from retrieval_svc.directory.metrics import SyncOutcome, export
+
+    interval = _interval(every)
+    try:
+        first = load_sync(config)
+    except DirectoryError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    admin = _admin(ctx)
+    outcome = SyncOutcome(first.tenant, first.name)
+    done = 0
+    while True:
+        code, outcome = _sync_once(admin, config, outcome, dry_run, max_removed_share, force)
+        done += 1
+        if (metrics_textfile or pushgateway) and not dry_run:
+            try:
+                export(outcome, textfile=metrics_textfile, pushgateway=pushgateway)
+            except OSError as exc:
+                typer.echo(f"warning: could not export metrics: {exc}", err=True)
+        if interval is None:
+            raise typer.Exit(code)
+        if count and done >= count:
+            raise typer.Exit(0)
+        time.sleep(interval)
+
+
+def _sync_once(
+    admin: PolicyAdmin,
+    config: Path,
+    last: SyncOutcome,
+    dry_run: bool,
+    max_removed_share: float | None,
+    force: bool,
+) -> tuple[int, SyncOutcome]:
+    """One sync, the file read anew; its exit code and outcome (messages on the way)."""
+    from retrieval_svc.acl.history import Actor
+    from retrieval_svc.directory import (
+        DirectoryError,
+        Limits,
+        RemovalLimit,
+        load_sync,
+        plan,
+        read_directory,
+    )
+
+    try:
+        sync = load_sync(config)
+        roles = sync.role_mapping()
+    except DirectoryError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return 2, last.next(ok=False, failure="invalid")
+    admin.actor = Actor(sync.name, "ldap")
+    try:
+        directory = read_directory(sync)
+    except DirectoryError as exc:  # unreachable, cut off, refused: exit 3, as for a cluster
+        typer.echo(f"error: {exc}; nothing changed", err=True)
+        return 3, last.next(ok=False, failure="unreachable")
+    share = sync.max_removed_share if max_removed_share is None else max_removed_share
+    limits = Limits(share, sync.removal_floor, force)
+    read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
+    try:
+        grouping = admin.store.rules().grouping
+        before = admin.owned_roles(sync.tenant, sync.name)
+        changes = plan(directory, roles, sync.tenant, grouping, owned_before=before, limits=limits)
+    except RemovalLimit as exc:  # the directory looks broken: say so, and in the history
+        typer.echo(f"error: {exc}", err=True)
+        if not dry_run:
+            admin.record(sync.tenant, "sync-ldap-refused", f"limit {exc.limit}: {exc} ({read})")
+        return 4, last.next(ok=False, failure="limit")
+    except (DirectoryError, PolicyError) as exc:  # what it read cannot be applied
+        typer.echo(f"error: {exc}; nothing changed", err=True)
+        return 2, last.next(ok=False, failure="invalid")
+    for problem in changes.skipped:
+        typer.echo(f"skipped: {problem}", err=True)
+    for change in changes.changes:
+        sign = "+" if change.op == "add" else "-"
+        typer.echo(f"{sign} {csv_line('g', change.values)}")
+    if dry_run:
+        typer.echo(f"dry run: would add {changes.added}, remove {changes.removed} ({read})")
+        return 0, last
+    detail = read + (" (forced past the removal limits)" if force else "")
+    if changes.skipped:
+        detail += f"; {len(changes.skipped)} entries skipped"
+    try:
+        added, removed = admin.sync(
+            "sync-ldap",
+            sync.tenant,
+            sync.name,
+            changes.changes,
+            changes.owned,
+            detail=detail,
+            people=changes.identities,
+        )
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}; nothing changed", err=True)
+        return 2, last.next(ok=False, failure="invalid")
+    gone = sorted(set(before) - changes.owned)
+    typer.echo(
+        f"synced: added {changes.added}, removed {changes.removed}; "
+        f"{changes.grants} grants from {read}"
+        + (f"; no longer given by the directory: {', '.join(gone)}" if gone else "")
+        + (f"; {len(changes.skipped)} entries skipped" if changes.skipped else "")
+        + (f"; ids people are known by: +{added} -{removed}" if added or removed else "")
+    )
+    outcome = last.next(ok=True)
+    outcome.added, outcome.removed, outcome.skipped = (
+        changes.added,
+        changes.removed,
+        len(changes.skipped),
+    )
+    return 0, outcome

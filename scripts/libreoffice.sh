@@ -7,13 +7,21 @@
 #   scripts/libreoffice.sh
 set -euo pipefail
 PACKAGES="libreoffice-core-nogui libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
-if ! command -v soffice >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+installed() {  # every package, not just soffice: without the writer filter a .doc cannot be read
+  if command -v dpkg-query >/dev/null 2>&1; then
+    for package in $PACKAGES; do
+      [ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null)" = "install ok installed" ] || return 1
+    done
+  fi
+  command -v soffice >/dev/null 2>&1
+}
+if ! installed && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "libreoffice: installing Debian's $PACKAGES (once, about a minute)" >&2
   export DEBIAN_FRONTEND=noninteractive
   # shellcheck disable=SC2086
   apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
     { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null; }
 fi
-command -v soffice >/dev/null 2>&1 ||
-  { echo "libreoffice: error: soffice not found (install Debian's $PACKAGES)" >&2; exit 1; }
+installed ||
+  { echo "libreoffice: error: soffice or a filter is missing (install Debian's $PACKAGES)" >&2; exit 1; }
 command -v soffice

@@ -265,6 +265,7 @@ def build_chunks(
             "dataset_name": dataset if isinstance(dataset, str) and dataset else dataset_name,
             "source_file_url": url or obj.uri,
             "segment_position": position,
+            "segment_count": len(texts),
             "metadata": {**custom, **marks} if marks else custom,
             "content_seg": segment(content),
             "content_hash": hashlib.sha256(content.encode()).hexdigest(),

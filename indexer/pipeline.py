@@ -11,7 +11,9 @@ folder rule, roles tag or manifest line: ``permissions_version``) changed, when 
 and its chunks re-tagged in place, not re-embedded. A changed document is written chunk by
 chunk (ids are deterministic, so chunks are overwritten in place), then every chunk of it that
 carries another ETag or lies past its new end is deleted. A crash between the two steps leaves a
-document with mixed ETags, which the next run sees as changed and repairs: re-runs converge.
+document with mixed ETags, which the next run sees as changed and repairs; a run killed between
+two bulk requests of one new document leaves fewer chunks than the count each carries
+(``segment_count``), which the next run sees as incomplete and writes again: re-runs converge.
 
 A document that fails never keeps older, wider chunks standing: when it is in the index and
 its roles can no longer be decided (its tag unreadable, its rule now refusing, its metadata
@@ -189,7 +191,12 @@ class _IndexRun:
                         self._fail(ref.key, ids[ref.key], here, ids[ref.key] in versions)
                         continue
                     stored = versions.get(ids[ref.key])
-                    if stored is not None and not options.force and stored.etags == {ref.etag}:
+                    if (
+                        stored is not None
+                        and not options.force
+                        and stored.etags == {ref.etag}
+                        and stored.complete  # (else: cut short by a killed run, written again)
+                    ):
                         if stored.versions == {here.version}:
                             report.documents_skipped += 1
                             self.progress(ref.key)

@@ -33,6 +33,19 @@ class Stored:
     versions: frozenset[str]
     chunks: int
     last: int = 0  # the highest segment_position stored (a run killed mid-way may leave gaps)
+    # The document's own chunk count, as each chunk carries it (lowest and highest seen;
+    # None: written before chunks carried it).
+    counts: tuple[int, int] | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every chunk the document has is stored: a run killed between two bulk requests of
+        one document leaves fewer, all with the current ETag. (Chunks written before they
+        carried their count are taken as complete, as they were then.)"""
+        if self.counts is None:
+            return True
+        low, high = self.counts
+        return low == high == self.chunks
 
 
 async def current_versions(
@@ -54,6 +67,8 @@ async def current_versions(
                     "etags": keys("source_etag"),
                     "versions": keys("permissions_version"),
                     "last": {"max": {"field": "segment_position"}},
+                    "count_low": {"min": {"field": "segment_count"}},
+                    "count_high": {"max": {"field": "segment_count"}},
                 },
             }
         },
@@ -64,9 +79,15 @@ async def current_versions(
             versions=frozenset(v["key"] for v in bucket["versions"]["buckets"]),
             chunks=int(bucket["doc_count"]),
             last=int(bucket["last"]["value"] or 0),
+            counts=_counts(bucket),
         )
         for bucket in response["aggregations"]["docs"]["buckets"]
     }
+
+
+def _counts(bucket: dict[str, Any]) -> tuple[int, int] | None:
+    low, high = bucket["count_low"]["value"], bucket["count_high"]["value"]
+    return None if low is None or high is None else (int(low), int(high))
 
 
 async def delete_matching(es: AsyncElasticsearch, alias: str, query: dict[str, Any]) -> int:

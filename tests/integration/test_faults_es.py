@@ -152,6 +152,58 @@ def test_indexer_killed_mid_run_converges(
     assert again["documents_indexed"] == 0 and _count(es_sync, corpus, "killed") == expected
 
 
+def test_document_cut_between_two_bulk_requests_is_written_again(
+    es_sync: Elasticsearch, corpus: str, tmp_path: Path
+) -> None:
+    """One document of 1,300 chunks goes out in three bulk requests; the indexer is killed
+    as the second starts, so the index holds its first 500 chunks, every one with the current
+    ETag. The next run must see it is incomplete (issue #49 §1), not skip it as unchanged."""
+    folder = tmp_path / "share"
+    folder.mkdir()
+    (folder / "物业管理制度.md").write_text(
+        "\n\n".join(f"第{i}条 " + "业主大会和物业服务企业的权利义务" * 4 for i in range(1300)),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
+    cli = [sys.executable, "-c", "from indexer.cli import app; app()", "index", str(folder)]
+    cli += ["--knowledge-id", "cut", "--chunk-size", "80", "--json"]
+    dry = subprocess.run(
+        [*cli, "--dry-run"], env={**env, "RSVC_ES_URL": ES_URL}, capture_output=True, text=True
+    )
+    expected = json.loads(dry.stdout)["chunks_indexed"]
+    assert expected >= 1300, dry.stdout
+    child: subprocess.Popen[bytes] | None = None
+    bulks = 0
+
+    def watch(data: bytes) -> bool:
+        nonlocal bulks
+        if b"/_bulk" in data.split(b"\r\n", 1)[0]:  # (a request line)
+            bulks += 1
+            if bulks == 2 and child is not None:
+                child.send_signal(signal.SIGKILL)
+                return False
+        return True
+
+    with TcpProxy(ES_URL, watch=watch) as proxy:
+        child = subprocess.Popen(
+            cli,
+            env={**env, "RSVC_ES_URL": proxy.url},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        assert child.wait(timeout=300) == -signal.SIGKILL, "the run should have been killed"
+    partial = _count(es_sync, corpus, "cut")
+    assert 0 < partial < expected, partial
+    run = [*cli]
+    first = subprocess.run(run, env={**env, "RSVC_ES_URL": ES_URL}, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["documents_indexed"] == 1 and report["documents_skipped"] == 0, report
+    assert _count(es_sync, corpus, "cut") == expected
+    again = subprocess.run(run, env={**env, "RSVC_ES_URL": ES_URL}, capture_output=True, text=True)
+    assert json.loads(again.stdout)["documents_skipped"] == 1, again.stdout
+
+
 @pytest.mark.anyio
 async def test_cluster_lost_mid_traffic(corpus: str, caplog: pytest.LogCaptureFixture) -> None:
     """Four clients query while the cluster goes away and comes back.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from tests.support.fake_provider import free_port
@@ -12,14 +13,17 @@ from tests.support.fake_provider import free_port
 
 class TcpProxy:
     """127.0.0.1:<port> → target; ``cut()`` refuses and drops connections, ``restore()``
-    accepts again on the same port. ``delay_s`` holds every response back (a slow cluster)."""
+    accepts again on the same port. ``delay_s`` holds every response back (a slow cluster).
+    ``watch``, when given, sees every piece a client sends before it goes on; when it returns
+    False the piece is held back and that connection dropped (a process killed mid-request)."""
 
-    def __init__(self, target_url: str) -> None:
+    def __init__(self, target_url: str, watch: Callable[[bytes], bool] | None = None) -> None:
         target = urlparse(target_url)
         self.target = (target.hostname or "127.0.0.1", target.port or 80)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.delay_s = 0.0
+        self.watch = watch
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -61,6 +65,8 @@ class TcpProxy:
     ) -> None:
         try:
             while data := await reader.read(65536):
+                if not delay and self.watch is not None and not self.watch(data):
+                    break
                 if delay and self.delay_s:
                     await asyncio.sleep(self.delay_s)
                 writer.write(data)

@@ -371,7 +371,7 @@ def index(
         typer.echo(f"warning: {warning}", err=True)
     if metrics_textfile or pushgateway:
         try:
-            export_metrics(report, textfile=metrics_textfile, pushgateway=pushgateway)
+            export_metrics(report, textfile=metrics_textfile, pushgateway=pushgateway, shard=part)
         except OSError as exc:
             typer.echo(f"warning: could not export metrics: {exc}", err=True)
     raise typer.Exit(0 if report.ok else 1)

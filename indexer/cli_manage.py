@@ -23,7 +23,7 @@ from indexer.cli_common import (
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search import inventory
 from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, legacy_layout
-from retrieval_svc.search.runs import forget_run, last_runs
+from retrieval_svc.search.runs import forget_run, runs_shown
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias, tenant_of_slug
 
@@ -172,7 +172,7 @@ def show(
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> dict[str, Any]:
         own = tenant_alias(settings.index_alias, tenant)
         listing = await inventory.documents_of(es, own, tenant, knowledge_id)
-        runs = await last_runs(es, settings.index_alias, tenant, [knowledge_id])
+        runs = await runs_shown(es, settings.index_alias, tenant, [knowledge_id])
         out: dict[str, Any] = {**listing, "last_run": runs.get(knowledge_id)}
         if document is not None:
             wanted = next(
@@ -219,6 +219,15 @@ def show(
             f" — {d['title']}  ({d['document_id']})"
         )
     last = out["last_run"] or {}
+    if shards := last.get("shards"):
+        missing = ", ".join(map(str, shards["missing"]))
+        typer.echo(
+            f"  last run: {shards['reported']} of {shards['count']} shards reported, finished "
+            f"{shards['first_finished_at'][:19]} to {last['finished_at'][:19]}; "
+            f"{last.get('documents_seen', 0)} seen, {last.get('documents_indexed', 0)} indexed, "
+            f"{last.get('documents_failed', 0)} failed"
+            + (f" (no record of shard {missing})" if missing else "")
+        )
     if last.get("documents_withdrawn") or last.get("documents_pruned"):
         typer.echo(
             f"  last run: {last.get('documents_pruned', 0)} pruned (the source no longer holds "

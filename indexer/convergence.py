@@ -16,7 +16,7 @@ from indexer.permissions import AclRules
 from indexer.report import Report
 from indexer.shards import Shard
 from indexer.sources import Source
-from retrieval_svc.search.runs import record_run, run_record
+from retrieval_svc.search.runs import COUNTS, record_run, run_record
 from retrieval_svc.settings import IndexSettings
 
 
@@ -59,20 +59,7 @@ async def keep_run(
 ) -> None:
     """Keep the run's counts and failures for the console, with its source and its rules
     file's digest; a run is not failed by this."""
-    counts = {
-        name: getattr(report, name)
-        for name in (
-            "documents_seen",
-            "documents_indexed",
-            "documents_skipped",
-            "documents_failed",
-            "documents_pruned",
-            "documents_retagged",
-            "documents_withdrawn",
-            "chunks_indexed",
-            "chunks_failed",
-        )
-    }
+    counts = {name: getattr(report, name) for name in COUNTS}
     record = run_record(
         report.knowledge_id,
         counts,

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.console.pages import _guarded, router
 from retrieval_svc.deps import StateDep
-from retrieval_svc.search.runs import last_runs
+from retrieval_svc.search.runs import runs_shown
 
 
 @router.get("/knowledge-bases")
@@ -24,7 +24,7 @@ async def knowledge_bases(request: Request, state: StateDep) -> Response:
         overview = await state.engine.tenant_overview(key.tenant)
         kbs = overview["knowledge_bases"]
         ids = [kb["knowledge_id"] for kb in kbs]
-        runs = await last_runs(state.es, state.settings.index_alias, key.tenant, ids)
+        runs = await runs_shown(state.es, state.settings.index_alias, key.tenant, ids)
         model = state.embedding_model
         return {"kbs": kbs, "runs": runs, "model": model.model if model else "-"}
 
@@ -42,7 +42,7 @@ async def documents(request: Request, state: StateDep) -> Response:
         if not kb:
             raise ValueError("kb: which knowledge base (its id, from the Knowledge bases page)")
         listing = await state.engine.documents_of(key.tenant, kb)
-        runs = await last_runs(state.es, state.settings.index_alias, key.tenant, [kb])
+        runs = await runs_shown(state.es, state.settings.index_alias, key.tenant, [kb])
         out: dict[str, Any] = {"kb": kb, "listing": listing, "run": runs.get(kb)}
         wanted = (form.get("document") or "").strip()
         if wanted:

@@ -92,3 +92,100 @@ async def last_runs(
         return {}
     docs = found.body.get("docs", []) if isinstance(found.body, dict) else []
     return {d["_id"]: d["_source"] for d in docs if d.get("found")}
+
+
+# The counts a run record holds, summed when a run's shards are shown as one.
+COUNTS = (
+    "documents_seen",
+    "documents_indexed",
+    "documents_skipped",
+    "documents_failed",
+    "documents_pruned",
+    "documents_retagged",
+    "documents_withdrawn",
+    "chunks_indexed",
+    "chunks_failed",
+)
+MOST_SHARD_RECORDS = (
+    10_000  # (a search's page: a knowledge base indexed in more shards shows these)
+)
+
+
+async def runs_shown(
+    es: AsyncElasticsearch, index_alias: str, tenant: str, knowledge_ids: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The last run of each of ``knowledge_ids`` as an operator reads it: a run split into
+    shards (``retrieval-indexer index --shard I/N``, one record each) shown as one, its counts
+    summed, with which shards reported and when (none when the cluster fails)."""
+    if not knowledge_ids:
+        return {}
+    try:
+        found = await es.options(ignore_status=404).search(
+            index=runs_index(index_alias, tenant),
+            query={"terms": {"knowledge_id": knowledge_ids}},
+            size=MOST_SHARD_RECORDS,
+        )
+    except (ApiError, TransportError) as exc:
+        log.warning("last runs not read: %s", type(exc).__name__)
+        return {}
+    body = found.body if isinstance(found.body, dict) else {}
+    records: dict[str, list[dict[str, Any]]] = {}
+    for hit in (body.get("hits") or {}).get("hits", []):
+        source = hit.get("_source") or {}
+        records.setdefault(str(source.get("knowledge_id")), []).append(source)
+    return {kb: shown(kb_records) for kb, kb_records in records.items()}
+
+
+def _shard_of(record: dict[str, Any]) -> tuple[int, int] | None:
+    try:
+        index, count = str(record["shard"]).split("/")
+        return int(index), int(count)
+    except (KeyError, ValueError):
+        return None
+
+
+def shown(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One knowledge base's run records as one run: the newest run's records — the unsharded
+    record, or the shard records of the newest shard count — combined."""
+    by_layout: dict[int, list[dict[str, Any]]] = {}
+    for record in records:
+        shard = _shard_of(record)
+        by_layout.setdefault(shard[1] if shard else 0, []).append(record)
+    newest = max(by_layout.values(), key=lambda rs: max(str(r.get("finished_at", "")) for r in rs))
+    if _shard_of(newest[0]) is None:
+        return newest[0]
+    newest.sort(key=lambda r: (_shard_of(r) or (0, 0))[0])
+    count = (_shard_of(newest[0]) or (0, 0))[1]
+    finished = sorted(str(r.get("finished_at", "")) for r in newest)
+    failures = [f for r in newest for f in r.get("failures", [])]
+    passed: dict[str, dict[str, Any]] = {}
+    for record in newest:
+        for item in record.get("passed_over", []):
+            row = passed.setdefault(item["reason"], {"reason": item["reason"], "count": 0})
+            row["count"] += int(item.get("count", 0))
+            row["examples"] = (row.get("examples", []) + list(item.get("examples", [])))[:5]
+    reported = {(_shard_of(r) or (0, 0))[0] for r in newest}
+    return {
+        "knowledge_id": newest[0].get("knowledge_id"),
+        "finished_at": finished[-1],
+        "source": newest[0].get("source"),
+        **{name: sum(int(r.get(name, 0) or 0) for r in newest) for name in COUNTS},
+        "failures": failures[:KEPT_FAILURES],
+        "failures_not_kept": max(0, len(failures) - KEPT_FAILURES)
+        + sum(int(r.get("failures_not_kept", 0) or 0) for r in newest),
+        "passed_over": sorted(passed.values(), key=lambda row: (-row["count"], row["reason"])),
+        "shards": {
+            "count": count,
+            "reported": len(reported),
+            "missing": [i for i in range(count) if i not in reported][:100],
+            "first_finished_at": finished[0],
+            "runs": [
+                {
+                    "shard": r.get("shard"),
+                    "finished_at": r.get("finished_at"),
+                    **{name: r.get(name, 0) for name in ("documents_seen", "documents_failed")},
+                }
+                for r in newest[:100]
+            ],
+        },
+    }

@@ -4,6 +4,7 @@ the same on every run, whatever the order; shard values checked before anything 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,32 @@ def test_an_indexed_job_gives_the_shard_from_its_environment() -> None:
         from_environment({"JOB_COMPLETION_INDEX": "2"})
     with pytest.raises(ValueError, match="the index must be 0 to 3"):
         from_environment({"JOB_COMPLETION_INDEX": "4", "RSVC_INDEXER_SHARDS": "4"})
+
+
+def test_a_partial_run_over_shards_is_shown_as_such() -> None:
+    from retrieval_svc.search.runs import shown
+
+    def record(shard: str, seen: int, at: str) -> dict[str, Any]:
+        return {
+            "knowledge_id": "kb",
+            "shard": shard,
+            "finished_at": at,
+            "documents_seen": seen,
+            "failures": [{"document": f"d{shard}", "reason": "x"}],
+            "passed_over": [{"reason": "lock file", "count": 1, "examples": [shard]}],
+        }
+
+    old = {"knowledge_id": "kb", "finished_at": "2026-01-01T00:00:00", "documents_seen": 9}
+    combined = shown(
+        [old, record("0/3", 5, "2026-02-01T00:00:01"), record("2/3", 7, "2026-02-01T00:00:03")]
+    )
+    assert combined["documents_seen"] == 12  # the newest layout's records, not the older run
+    assert combined["shards"]["missing"] == [1] and combined["shards"]["reported"] == 2
+    assert combined["finished_at"] == "2026-02-01T00:00:03"
+    assert combined["passed_over"] == [
+        {"reason": "lock file", "count": 2, "examples": ["0/3", "2/3"]}
+    ]
+    assert len(combined["failures"]) == 2
+    # An unsharded run newer than the shards' records is what is shown.
+    newer = {**old, "finished_at": "2026-03-01T00:00:00"}
+    assert shown([newer, record("0/3", 5, "2026-02-01T00:00:01")]) == newer

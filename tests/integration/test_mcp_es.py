@@ -360,11 +360,13 @@ async def test_oauth_refusals_carry_the_challenge(
 
 def test_the_readme_s_python_runs_as_printed(live: str, tmp_path: Path) -> None:
     # Issue #36 §7: README's client was a top-level `async with` (a SyntaxError) with an
-    # undefined key. Every Python block of README and examples/ runs here, as printed.
+    # undefined key. Every Python client of README, docs/api.md (where the MCP section moved,
+    # issue #50) and examples/ runs here, as printed.
     root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", root / "docs" / "api.md", *(root / "examples").glob("**/*.md")]
     blocks = [
         block
-        for doc in (root / "README.md", *sorted((root / "examples").glob("**/*.md")))
+        for doc in sorted(pages)
         for block in re.findall(r"^```python\n(.*?)^```", doc.read_text("utf-8"), re.S | re.M)
     ]
     assert blocks, "no Python block found"

@@ -528,6 +528,33 @@ def test_knowledge_bases_shows_what_the_last_run_could_not_index(
         es.close()
 
 
+def test_knowledge_bases_shows_a_run_over_shards_as_one(
+    console: str, corpus: str, tmp_path: Path
+) -> None:
+    # Issue #49 §1: shard 0 of 2 ran, shard 1 did not: one run, half reported, shard 1 named.
+    folder = tmp_path / "share"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"制度-{i}.md").write_text(f"# 制度 {i}\n\n第 {i} 条。", encoding="utf-8")
+    env = {"RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}
+    args = ["index", str(folder), "--knowledge-id", "sharded", "--tenant", "acme", "--json"]
+    try:
+        result = CliRunner().invoke(indexer_cli, [*args, "--shard", "0/2"], env=env)
+        assert result.exit_code == 0, result.output
+        assert 0 < json.loads(result.stdout)["documents_seen"] < 6  # its own share only
+        with httpx.Client(base_url=console, timeout=30) as http:
+            assert sign_in(http, KEYS["anon"]).status_code == 303
+            page = http.get("/console/knowledge-bases", headers={"Accept-Language": "zh-CN"})
+        assert page.status_code == 200
+        assert "1/2 个分片已报告 · 缺少分片记录 1" in page.text, page.text
+    finally:
+        gone = ["delete", "--knowledge-id", "sharded", "--tenant", "acme", "--yes"]
+        assert CliRunner().invoke(indexer_cli, gone, env=env).exit_code == 0
+        es = Elasticsearch(ES_URL)
+        es.options(ignore_status=404).indices.delete(index=runs_index(corpus, "acme"))
+        es.close()
+
+
 def test_the_documents_page_shows_a_parse_as_stored(
     console: str, browser: webdriver.Chrome, corpus: str, tmp_path: Path
 ) -> None:

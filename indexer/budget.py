@@ -36,8 +36,9 @@ OCR_MIN_DOC_MB = 320
 # Address space an OCR worker reserves without using it: onnxruntime's and glibc's arenas grow
 # in steps on the pages with the longest lines and keep the reservation (measured: 250 MB more
 # address space than resident memory after 30 scanned pages, the resident memory flat). The
-# cap is raised by it while a page is read by OCR, and a worker that read one retires after
-# its document, so no other document is given it; --doc-memory-mb holds for every document.
+# cap is raised by it while a page is read by OCR; what stays reserved after a document is
+# what the worker holds, its cap moved past it for the next document (or, past this much, the
+# worker retires: indexer.workers.pool), so --doc-memory-mb holds for every document.
 OCR_ADDRESS_SLACK_MB = 512
 
 

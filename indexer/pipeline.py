@@ -130,6 +130,7 @@ class _IndexRun:
                     ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
                 )
             await self._stages(has_chunks)
+            report.parser_workers_started = self.pool.started if self.pool is not None else 0
         report.passed_over = dict(self.source.passed_over.counts)
         report.passed_over_examples = dict(self.source.passed_over.examples)
         if report.withdraw_ids and not options.dry_run:

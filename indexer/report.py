@@ -32,6 +32,9 @@ class Report:
     chunks_failed: int = 0
     stale_chunks_deleted: int = 0
     bytes_read: int = 0
+    # Parser worker processes started (the pool's, and each one that replaced another): one
+    # per worker unless a document passed a limit or a worker held too much (indexer.workers).
+    parser_workers_started: int = 0
     duration_s: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
     # Files the listing passed over, by reason ("unsupported .vsdx": 7), with a few names each.

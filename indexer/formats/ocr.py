@@ -38,10 +38,9 @@ PARAMS: dict[str, Any] = {
 _engine: Any = None
 _libc: Any = None
 # Set by a worker process (indexer.workers): address space an OCR page may reserve past the
-# worker's cap, given for the page and taken back after it; and the pages read since start
-# (a worker that read one retires after its document: what was reserved stays reserved).
+# worker's cap, given for the page and taken back after it (what the engine keeps reserved is
+# counted by the worker after its document: indexer.workers.pool).
 SLACK_BYTES = 0
-pages_read = 0
 
 
 @contextlib.contextmanager
@@ -140,8 +139,6 @@ def read_pixels(pixels: Any) -> PageText:
     """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
     the gap above a line is over half the usual line's height; a short line clearly taller
     than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
-    global pages_read
-    pages_read += 1
     try:
         with _room():
             result = engine()(pixels)

@@ -12,6 +12,14 @@ failed document with the limit in its reason, and the run goes on.
 A document may ask for more time while it runs: a reader sends ``(GRANT, seconds)`` before
 each page it reads by OCR, and the parent moves that document's deadline by as much, so a
 300-page scan is not stopped by a deadline sized for text, and a stuck page still is.
+
+A worker is retired by what it holds, not by what it read (issue #48 §4). After each document
+it measures what it keeps past its start: address space the OCR engine reserved and kept
+(onnxruntime's and glibc's arenas, up to ~400 MB that is never resident) and resident memory.
+Within ``HELD_ADDRESS_MB`` and ``HELD_RESIDENT_MB`` it stays, its cap moved to what it holds
+plus ``Budget.memory_mb`` so the next document has its whole budget; past either, it retires
+and a fresh one is started. So a folder of one-page scans loads the engine once per worker,
+not once per image, and every document still gets ``--doc-memory-mb``.
 """
 
 from __future__ import annotations
@@ -36,17 +44,44 @@ Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
 _CONTEXT = multiprocessing.get_context("spawn")
 READY = "ready"
 GRANT = "grant"
-RETIRING = "retiring"  # (RETIRING, result): the worker read pages by OCR and now ends
+RETIRING = "retiring"  # (RETIRING, result): the worker holds too much and now ends
 START_TIMEOUT_S = 300.0  # a worker's start (its imports) on a busy machine; never a document's
+
+
+# What a worker may keep past its start and stay: the OCR engine's kept reservation (measured:
+# 370–390 MB of address space after 2–20 pages, flat after; indexer.budget's slack is what an
+# OCR page is granted), and resident memory that did not go back (measured: 2 MB after 20
+# pages; more means a parser leaked).
+HELD_ADDRESS_MB = OCR_ADDRESS_SLACK_MB
+HELD_RESIDENT_MB = 128
+
+
+def _status(field: str = "VmSize") -> int:
+    """A size of this process from ``/proc/self/status`` in bytes (``VmSize``: its address
+    space; ``VmRSS``: resident), 0 where there is none."""
+    with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def _address_space() -> int:
     """This process's virtual size in bytes (``VmSize``)."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return _status("VmSize")
+
+
+def holds_too_much(held_address: int, held_resident: int) -> bool:
+    """Whether a worker holding this much past its start retires (bytes)."""
+    mib = 1024 * 1024
+    return held_address > HELD_ADDRESS_MB * mib or held_resident > HELD_RESIDENT_MB * mib
+
+
+def _cap(address_space: int) -> None:
+    """Cap this process's address space at ``address_space`` bytes (no /proc: no cap, the
+    deadline remains)."""
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, resource.RLIM_INFINITY))
 
 
 def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
@@ -66,12 +101,11 @@ def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
 
     with contextlib.suppress(OSError):
         os.nice(5)  # the run's own I/O and Elasticsearch come first
-    limit = _address_space() + memory_mb * 1024 * 1024
-    with contextlib.suppress(ValueError, OSError):  # (no /proc: no cap, the deadline remains)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    budget = memory_mb * 1024 * 1024
+    start, start_resident = _address_space(), _status("VmRSS")
+    _cap(start + budget)
     if ocr:  # an OCR page's reserve, given for the page only (indexer.budget)
         ocr_engine.SLACK_BYTES = OCR_ADDRESS_SLACK_MB * 1024 * 1024
-    ocr_engine.pages_read = 0
     conn.send(READY)  # loaded and capped: a document's deadline starts from here
     while True:
         try:
@@ -87,7 +121,10 @@ def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
             result = str(exc)
         except Exception as exc:  # a parser's own failure: the reason, never a crash
             result = f"{type(exc).__name__}: {exc}"
-        retiring = ocr_engine.pages_read > 0  # its reserve stays: no other document gets it
+        now = _address_space()
+        retiring = holds_too_much(now - start, _status("VmRSS") - start_resident)
+        if not retiring:
+            _cap(max(now, start) + budget)  # (the next document: its whole budget)
         try:
             conn.send((RETIRING, result) if retiring else result)
         except MemoryError:
@@ -199,10 +236,12 @@ class ParserPool:
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: list[_Worker] = []
         self.replaced = 0  # workers stopped for their document (counted for the report)
+        self.started = 0  # worker processes started, spares included
 
     async def __aenter__(self) -> ParserPool:
         for _ in range(self._size):
             worker = await asyncio.to_thread(_Worker, self.budget, self.ocr)
+            self.started += 1
             self._all.append(worker)
             self._idle.put_nowait(worker)
         return self
@@ -235,6 +274,7 @@ class ParserPool:
 
     def _spare(self) -> _Worker:
         worker = _Worker(self.budget, self.ocr)
+        self.started += 1
         self._all.append(worker)
         return worker
 

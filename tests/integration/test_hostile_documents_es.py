@@ -96,6 +96,21 @@ def test_a_document_past_its_deadline_is_stopped(folder: Path, alias: str) -> No
     assert run.peak_bytes < BOUND, run.peak_bytes
 
 
+def test_a_worker_reading_scans_stays_while_it_holds_little(folder: Path, alias: str) -> None:
+    # Issue #48 §4: a worker that read a page by OCR used to retire after its document, so a
+    # folder of one-page scans started a worker (and loaded both models) for every image.
+    from bench import render
+
+    for i in range(4):
+        text = f"第{i}号设备巡检记录：配电柜温度正常，电缆接头无发热，记录人签字确认。"
+        (folder / f"扫描{i}.png").write_bytes(render.png([(f"巡检记录 {i}", text)]))
+    run, report = index(folder, alias, "--workers", "1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert report["documents_indexed"] == 5, report["failures"]
+    assert report["parser_workers_started"] == 1, report  # one engine load for every image
+    assert run.peak_bytes < BOUND, run.peak_bytes
+
+
 def test_what_the_listing_passed_over_is_in_the_summary_and_the_run_record(
     folder: Path, alias: str, es_sync: Any
 ) -> None:

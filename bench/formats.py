@@ -3,6 +3,7 @@ indexer reads, indexed through the CLI, and measured against the same passages a
 
     python -m bench.formats [--data PATH] [--passages 60] [--per-doc 6] [--offset 0]
                             [--formats pdf,xlsx,...] [--out DIR]
+    python -m bench.formats --ocr-speed 300 [--out DIR]   # OCR: the indexer vs the engine
 
 Per format: documents seen / indexed / failed / passed over, text fidelity (the share of the
 source's characters, whitespace aside, that the stored chunks hold in order: the matching
@@ -42,7 +43,7 @@ from retrieval_svc.tenancy import tenant_alias
 
 ALIAS = "bench-formats"
 OWN = tenant_alias(ALIAS, DEFAULT_TENANT)  # the default tenant's index, where the runs go
-SCANNED = {"pdf-scanned", "png"}
+SCANNED = {"pdf-scanned", *render.IMAGES}
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
 TARGET_FIDELITY = {"born-digital": 0.98, "scanned": 0.95}
 TARGET_NDCG_RATIO = 0.97
@@ -72,7 +73,7 @@ def write_folder(
 ) -> dict[str, list[int]]:
     """The passages as files of one format; which passages each file holds."""
     suffix, renderer = render.RENDERERS[name]
-    size = 1 if name == "png" else per_doc  # an image is one page: one passage
+    size = 1 if name in render.IMAGES else per_doc  # an image is one page: one passage
     folder.mkdir(parents=True, exist_ok=True)
     holds: dict[str, list[int]] = {}
     for start in range(0, len(passages), size):
@@ -270,6 +271,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--es-url", default=os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200"))
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--ocr-speed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N one-page scans and N photos, the indexer against the engine alone",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.formats) - set(render.RENDERERS)
     if unknown:
@@ -281,6 +289,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def cli(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.ocr_speed:
+        from bench import ocr_speed
+
+        passages, _ = load(args.data, max(args.passages, 1), args.offset)
+        speed = ocr_speed.measure(passages, args.ocr_speed, args.es_url, ALIAS)
+        print(json.dumps(speed, ensure_ascii=False, indent=1))
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "ocr-speed.json").write_text(
+                json.dumps(speed, ensure_ascii=False, indent=1)
+            )
+        return 0 if speed["met"] else 1
     result = asyncio.run(main(args))
     markdown = table(result["rows"])
     print(markdown)

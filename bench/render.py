@@ -240,6 +240,69 @@ def scanned_pdf(sections: Sequence[Section]) -> bytes:
     return buf.getvalue()
 
 
+def _page(sections: Sequence[Section], dpi: int = DPI) -> Any:
+    """The passages as one page image (the first page: an image holds one passage)."""
+    return page_images(sections, dpi)[0]
+
+
+def _encoded(picture: Any, fmt: str = "PNG", **options: Any) -> bytes:
+    buf = io.BytesIO()
+    picture.save(buf, format=fmt, **options)
+    return buf.getvalue()
+
+
+def rotated(sections: Sequence[Section], degrees: int) -> bytes:
+    """A page fed into the scanner sideways or upside down (counter-clockwise ``degrees``)."""
+    return _encoded(_page(sections).rotate(degrees, expand=True))
+
+
+def skewed(sections: Sequence[Section], degrees: float = 3.0) -> bytes:
+    """A page that went through the feeder at an angle."""
+    from PIL import Image
+
+    page = _page(sections).rotate(
+        degrees, expand=True, fillcolor=255, resample=Image.Resampling.BICUBIC
+    )
+    return _encoded(page)
+
+
+def sealed(sections: Sequence[Section]) -> bytes:
+    """A page with a company's red seal stamped over its text (a circle, a star, the name
+    around it), as a contract or an approved form has."""
+    from PIL import Image, ImageChops, ImageDraw, ImageFont
+
+    page = _page(sections).convert("RGB")
+    seal = Image.new("RGB", page.size, "white")
+    draw = ImageDraw.Draw(seal)
+    red = (214, 40, 40)
+    radius = page.width // 7
+    cx, cy = page.width // 2, int(page.height * 0.12) + radius  # over the first paragraphs
+    for width in range(6):
+        draw.ellipse((cx - radius + width, cy - radius + width, cx + radius - width,
+                      cy + radius - width), outline=red)  # fmt: skip
+    font = ImageFont.truetype(str(cjk_font()), radius // 4)
+    draw.text((cx, cy), "★", fill=red, font=font, anchor="mm")
+    draw.text((cx, cy + radius // 2), "合同专用章", fill=red, font=font, anchor="mm")
+    return _encoded(ImageChops.multiply(page, seal))  # ink under the seal stays dark
+
+
+def photographed(sections: Sequence[Section]) -> bytes:
+    """A page photographed by phone: uneven light (darker towards a corner), a little blur
+    and sensor noise, a grey paper tone, JPEG at quality 60."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    page = _page(sections, dpi=200).convert("RGB").filter(ImageFilter.GaussianBlur(0.7))
+    pixels = np.asarray(page).astype(np.float32)
+    h, w = pixels.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w]
+    light = 1.0 - 0.35 * ((xx / w) * 0.6 + (yy / h) * 0.4)  # a shadow across the page
+    rng = np.random.default_rng(48)
+    noisy = pixels * 0.92 * light[..., None] + rng.normal(0, 6, pixels.shape)
+    picture = Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
+    return _encoded(picture, "JPEG", quality=60)
+
+
 RENDERERS = {
     "markdown": (".md", markdown),
     "pdf": (".pdf", pdf),
@@ -251,4 +314,14 @@ RENDERERS = {
     "csv": (".csv", delimited),
     "pdf-scanned": (".pdf", scanned_pdf),
     "png": (".png", png),
+    # Scans as they are (issue #48 §3): one page each, one passage.
+    "scan-300dpi": (".png", lambda s: _encoded(_page(s, dpi=300))),
+    "scan-rot90": (".png", lambda s: rotated(s, 90)),
+    "scan-rot180": (".png", lambda s: rotated(s, 180)),
+    "scan-rot270": (".png", lambda s: rotated(s, 270)),
+    "scan-skew3": (".png", skewed),
+    "scan-seal": (".png", sealed),
+    "photo": (".jpg", photographed),
 }
+IMAGES = {"png", "scan-300dpi", "scan-rot90", "scan-rot180", "scan-rot270", "scan-skew3",
+          "scan-seal", "photo"}  # fmt: skip

@@ -4,10 +4,11 @@ The engine is RapidOCR 3 (PP-OCRv6 detection and recognition, Chinese and Englis
 ``onnxruntime`` on the CPU. Its models ship inside the ``rapidocr`` wheel, so nothing is
 downloaded at run time; it is loaded once per worker process, before the worker caps its
 memory. Settings chosen by measurement on this project's 2-core machine (docs/indexer.md,
-"OCR"): one thread per worker (the workers are the parallelism), no text-direction
-classifier (scans are upright; it cost 10 % and helped none), detection on the page scaled to
-at most 960 px, and recognition one line at a time (batches of six raised the peak memory by
-250 MB and were slower on one thread).
+"OCR"): one thread per worker (the workers are the parallelism), no per-line direction
+classifier (it cost 10 % and does not turn a page: a page fed sideways or upside down is
+detected from what the first pass read and read again turned, ``_upright``), detection on the
+page scaled to at most 960 px, and recognition one line at a time (batches of six raised the
+peak memory by 250 MB and were slower on one thread).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 from indexer.documents import DocumentError
 from indexer.formats.base import Parsed, Part, Reading, glue
 
+# Below this mean line confidence a page may be upside down (measured: 0.65 for a page turned
+# 180°, 0.99 and above for upright scans, photos and stamped pages alike).
+UPRIGHT_CONFIDENCE = 0.85
 MAX_SIDE = 4096  # pixels: a larger image is scaled down before OCR (text stays legible)
 PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
@@ -135,10 +139,8 @@ def _glyph_size(box: Any, text: str) -> float:
     return width / units
 
 
-def read_pixels(pixels: Any) -> PageText:
-    """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
-    the gap above a line is over half the usual line's height; a short line clearly taller
-    than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
+def _recognise(pixels: Any) -> Any:
+    """One pass of the engine over a page (its reserve given for the pass)."""
     try:
         with _room():
             result = engine()(pixels)
@@ -147,7 +149,55 @@ def read_pixels(pixels: Any) -> PageText:
         if "bad_alloc" in str(exc):
             raise MemoryError from exc  # the worker's budget: replaced, reason says the limit
         first = str(exc).strip().splitlines()[-1:] or [""]
-        raise DocumentError(f"OCR failed: {type(exc).__name__}: {first[0][:300]}") from exc
+        raise DocumentError(
+            f"OCR failed: {type(exc).__name__}: {first[0][:300] or 'the engine gave no reason'}"
+            " (is the image a page of text? its size and shape are in the file)"
+        ) from exc
+    return result
+
+
+def _weight(result: Any) -> float:
+    """How much a pass read: characters, each by its line's confidence."""
+    return sum(
+        float(s) * len(t) for t, s in zip(result.txts or (), result.scores or (), strict=False)
+    )
+
+
+def _upright(pixels: Any, result: Any) -> Any:
+    """The page read the right way up. A page fed sideways shows as lines taller than wide
+    (the engine reads them, but bottom line first), one upside down as lines read with low
+    confidence; such a page is read again turned (90° both ways, or 180°) and the pass that
+    read most kept; so is a page where nothing was found (blank, or the detector missed
+    sideways lines). An upright page with text — nearly every page — costs nothing more
+    (measured in bench.formats: scan-rot90/180/270; docs/indexer.md "OCR")."""
+    import numpy as np
+
+    texts = list(result.txts or ())
+    tall = wide = 0
+    for box, text in zip(result.boxes if texts else (), texts, strict=True):
+        if len(text.strip()) < 3:
+            continue  # (a digit or a mark: no shape to tell)
+        width = float(max(p[0] for p in box) - min(p[0] for p in box))
+        height = float(max(p[1] for p in box) - min(p[1] for p in box))
+        tall += height > 1.5 * width
+        wide += width > 1.5 * height
+    confident = bool(texts) and statistics.fmean(map(float, result.scores)) >= UPRIGHT_CONFIDENCE
+    if tall <= wide and confident:
+        return result
+    sideways = tall > wide or not texts  # (nothing found: a blank page, or lines sideways)
+    turns = (1, 3) if sideways else (2,)  # quarter turns counter-clockwise
+    passes = [_recognise(np.ascontiguousarray(np.rot90(pixels, k))) for k in turns]
+    best = max(passes, key=_weight)
+    # Sideways, a turned pass that reads about as much wins (the first read its lines in the
+    # wrong order); otherwise it must read more. Text really set vertically reads worse turned.
+    return best if _weight(best) > (0.9 if sideways else 1.0) * _weight(result) else result
+
+
+def read_pixels(pixels: Any) -> PageText:
+    """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
+    the gap above a line is over half the usual line's height; a short line clearly taller
+    than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
+    result = _upright(pixels, _recognise(pixels))
     texts = list(result.txts or ())
     if not texts:
         return PageText("", 0.0, 0)

@@ -223,6 +223,19 @@ def test_an_image_is_read_by_ocr_with_its_marks() -> None:
     assert parsed.info == {"format": "png", "pages": 1, "ocr_pages": 1}
 
 
+@pytest.mark.parametrize("kind", ["scan-rot90", "scan-rot180", "scan-rot270", "scan-skew3",
+                                  "scan-seal", "photo"])  # fmt: skip
+def test_a_scan_as_it_comes_is_read_in_order(kind: str) -> None:
+    # Issue #48 §3: a page fed sideways or upside down kept 2% of its characters (270°: a
+    # third, its lines bottom first); each is now read turned, in reading order.
+    suffix, renderer = render.RENDERERS[kind]
+    (part,) = parse(f"scan{suffix}", renderer(SECTIONS[:2])).parts
+    source, read = squeeze("".join(h + t for h, t in SECTIONS[:2])), squeeze(part.text)
+    matcher = difflib.SequenceMatcher(None, source, read.replace("##", ""), autojunk=False)
+    kept = sum(block.size for block in matcher.get_matching_blocks()) / len(source)
+    assert kept >= 0.95, (kind, part.text)
+
+
 def test_a_pdf_of_text_and_scanned_pages_is_read_page_by_page() -> None:
     from pypdf import PdfReader, PdfWriter
 

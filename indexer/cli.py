@@ -33,6 +33,7 @@ from indexer.cli_common import (
     settings_or_exit,
 )
 from indexer.convergence import keep_run, prune_decision, rules_changed_event
+from indexer.formats.convert import INSTALL
 from indexer.metrics import export as export_metrics
 from indexer.permissions import AclRules, RulesError, load_rules
 from indexer.pipeline import IndexOptions, index_source
@@ -96,6 +97,14 @@ def print_report(report: Report, as_json: bool) -> None:
         err.print(escape(line) if line.startswith("passed over") else line, soft_wrap=True)
     for failure in report.failures:
         err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
+    if wanting := report.needs_libreoffice:
+        ranked = sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0]))
+        err.print(
+            f"[red]{sum(wanting.values())} failed for want of LibreOffice[/] ("
+            + ", ".join(f"{suffix} {n}" for suffix, n in ranked)
+            + f"): {escape(INSTALL)}",
+            soft_wrap=True,
+        )
 
 
 DEFAULT_BUDGET = Budget()

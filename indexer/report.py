@@ -6,6 +6,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from retrieval_svc import reasons
+
 log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
 
 
@@ -32,6 +34,9 @@ class Report:
     chunks_failed: int = 0
     stale_chunks_deleted: int = 0
     bytes_read: int = 0
+    # Documents that failed only for want of LibreOffice, by suffix (.doc: 7): the summary
+    # says how many and how to install it (their failures beyond the kept ones are not listed).
+    needs_libreoffice: dict[str, int] = field(default_factory=dict)
     # Parser worker processes started (the pool's, and each one that replaced another): one
     # per worker unless a document passed a limit or a worker held too much (indexer.workers).
     parser_workers_started: int = 0
@@ -62,7 +67,7 @@ class Report:
     def withdraw(self, document: str, document_id: str, reason: str) -> None:
         """A failed document whose older chunks must leave: its roles cannot be decided, or
         they changed, so those chunks might answer wider than its source now says."""
-        self.fail(document, f"{reason} (its older chunks were withdrawn: they answer no one)")
+        self.fail(document, reason + reasons.WITHDRAWN)
         self.withdraw_ids.add(document_id)
         self.roles_change([document])
 
@@ -75,5 +80,9 @@ class Report:
     def fail(self, document: str, reason: str) -> None:
         """Record a document that was not indexed."""
         self.documents_failed += 1
-        self.failures.append({"document": document, "reason": reason})
+        code = reasons.failure_code(reason)
+        self.failures.append({"document": document, "reason": reason, "code": code})
+        if code == "libreoffice_missing":
+            suffix = reason.split(" ", 1)[0]
+            self.needs_libreoffice[suffix] = self.needs_libreoffice.get(suffix, 0) + 1
         log.warning("not indexed: %s: %s", document, reason)

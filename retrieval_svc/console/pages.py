@@ -22,6 +22,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from retrieval_svc import reasons
 from retrieval_svc.acl.policy_store import PolicyError
 from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
@@ -42,6 +43,10 @@ from retrieval_svc.state import AppState
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
+# The indexer's reasons in the page's language (retrieval_svc.reasons): ``{{ r | failure(lang) }}``.
+templates.env.filters["failure"] = reasons.failure_text
+templates.env.filters["passed_over"] = reasons.passed_over_text
+templates.env.filters["roles_source"] = reasons.roles_source_text
 router = APIRouter(prefix="/console", include_in_schema=False)
 PAGES = ("search", "why-not", "policy", "knowledge-bases", "audit")
 SPAN = re.compile(r"[1-9][0-9]{0,3}[mhd]")  # the audit page's "since": up to 9999 days

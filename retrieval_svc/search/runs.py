@@ -14,6 +14,7 @@ from typing import Any
 
 from elasticsearch import ApiError, AsyncElasticsearch, TransportError
 
+from retrieval_svc import reasons
 from retrieval_svc.tenancy import tenant_slug
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,12 @@ def run_record(
         "failures": failures[:KEPT_FAILURES],
         "failures_not_kept": max(0, len(failures) - KEPT_FAILURES),
         "passed_over": [
-            {"reason": reason, "count": n, "examples": (passed_over_examples or {}).get(reason, [])}
+            {
+                "reason": reason,
+                "code": reasons.passed_over_code(reason),
+                "count": n,
+                "examples": (passed_over_examples or {}).get(reason, []),
+            }
             for reason, n in sorted((passed_over or {}).items(), key=lambda kv: (-kv[1], kv[0]))
         ],
     }
@@ -161,7 +167,9 @@ def shown(records: list[dict[str, Any]]) -> dict[str, Any]:
     passed: dict[str, dict[str, Any]] = {}
     for record in newest:
         for item in record.get("passed_over", []):
-            row = passed.setdefault(item["reason"], {"reason": item["reason"], "count": 0})
+            row = passed.setdefault(
+                item["reason"], {"reason": item["reason"], "code": item.get("code"), "count": 0}
+            )
             row["count"] += int(item.get("count", 0))
             row["examples"] = (row.get("examples", []) + list(item.get("examples", [])))[:5]
     reported = {(_shard_of(r) or (0, 0))[0] for r in newest}

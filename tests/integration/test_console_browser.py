@@ -521,6 +521,9 @@ def test_knowledge_bases_shows_what_the_last_run_could_not_index(
         failures = page.text.split(f'id="failures-{SAMPLES_KB}"', 1)
         assert len(failures) == 2, "no failures table for the knowledge base"
         assert "坏的报表.pdf" in failures[1] and "最近一次运行未能索引的文档" in page.text
+        # The reason in the page's language, its code beside it (issue #48 §5).
+        assert 'data-code="office_unreadable"' in failures[1]
+        assert "文件无法读取" in failures[1] and "重新保存或导出" in failures[1]
         assert "0 / 1 失败" in page.text  # the last run: none indexed, one failed
     finally:
         es = Elasticsearch(ES_URL)
@@ -588,7 +591,9 @@ def test_the_documents_page_shows_a_parse_as_stored(
     )
     cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
     assert cells[1:5] == ["png", "1", "1", "1"]  # format, pages, by OCR, chunks
-    assert "LibreOffice could not read" in chrome.find_element(By.ID, "failures").text
+    failures = chrome.find_element(By.ID, "failures")  # (in the browser's language, coded)
+    assert 'data-code="libreoffice_failed"' in str(failures.get_attribute("innerHTML"))
+    assert "LibreOffice" in failures.text
     submit(chrome, row.find_element(By.TAG_NAME, "a"))
     chunk = chrome.find_element(By.CSS_SELECTOR, "#chunks tr:nth-child(2)")
     text = [c.text for c in chunk.find_elements(By.TAG_NAME, "td")]

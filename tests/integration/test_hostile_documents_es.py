@@ -111,6 +111,26 @@ def test_a_worker_reading_scans_stays_while_it_holds_little(folder: Path, alias:
     assert run.peak_bytes < BOUND, run.peak_bytes
 
 
+def test_without_libreoffice_old_office_files_fail_saying_how_to_install_it(
+    folder: Path, alias: str
+) -> None:
+    # Issue #48 §1: on a machine without LibreOffice, .doc and WPS files are failed documents
+    # whose reason says how to install it, and the summary counts them by suffix.
+    from indexer.formats.sniff import OLE
+
+    for name in ("报告.doc", "纪要.doc", "预算.et"):
+        (folder / name).write_bytes(OLE + bytes(512))
+    bare = str(Path(sys.executable).parent)  # (the programs of the virtualenv, no soffice)
+    env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias,
+           "RSVC_EMBEDDER": "none", "PATH": bare}  # fmt: skip
+    argv = [*CLI, "index", str(folder), "--knowledge-id", "no-office"]
+    run = run_measured(argv, env=env, timeout_s=600)
+    assert run.returncode == 1, run.stderr[-2000:]
+    said = " ".join(run.stderr.split())
+    assert "3 failed for want of LibreOffice (.doc 2, .et 1)" in said, said
+    assert "scripts/libreoffice.sh" in said
+
+
 def test_what_the_listing_passed_over_is_in_the_summary_and_the_run_record(
     folder: Path, alias: str, es_sync: Any
 ) -> None:

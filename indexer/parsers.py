@@ -15,6 +15,8 @@
 | .doc .wps .rtf .odt | ``formats.convert``, ``formats.office`` | LibreOffice, python-docx |
 | .ppt .dps .odp | ``formats.convert``, ``formats.office`` | LibreOffice, python-pptx |
 | .et .ods | ``formats.convert``, ``formats.sheets`` | LibreOffice, openpyxl |
+| .eml .msg | ``formats.mail`` (attachments by their own readers) | ``email``, extract-msg |
+| .epub | ``formats.mail`` | ``zipfile``, BeautifulSoup |
 
 Every file's first bytes are checked against its suffix first (``formats.sniff``); an Office
 97-2003 file named like an Office Open XML one (``报告.docx`` that is really a ``.doc``) is
@@ -30,6 +32,7 @@ from indexer.budget import Budget
 from indexer.documents import DocumentError
 from indexer.formats import convert, sniff
 from indexer.formats.base import OcrMode, Parsed, Part, Reading
+from indexer.formats.mail import parse_eml, parse_epub, parse_msg
 from indexer.formats.ocr import parse_image
 from indexer.formats.office import parse_docx, parse_pptx
 from indexer.formats.pdf import parse_pdf
@@ -74,6 +77,27 @@ def _converted(suffix: str) -> Reader:
 
 
 PARSERS.update({suffix: _converted(suffix) for suffix in convert.TARGETS})
+_MAIL = {".eml": parse_eml, ".msg": parse_msg}
+
+
+def _mail(suffix: str, depth: int = 0) -> Reader:
+    """A mail reader whose attachments are read by their own readers (a mail in a mail one
+    level down)."""
+
+    def read(data: bytes, reading: Reading) -> Parsed:
+        def inner(name: str, blob: bytes, at: Reading) -> Parsed:
+            kind = PurePosixPath(name).suffix.lower()
+            if kind in _MAIL:
+                return _mail(kind, depth + 1)(blob, at)
+            return parse(name, blob, at)
+
+        return _MAIL[suffix](data, reading, inner, depth)
+
+    return read
+
+
+PARSERS.update({suffix: _mail(suffix) for suffix in _MAIL})
+PARSERS[".epub"] = parse_epub
 
 
 def preload(ocr: bool = True) -> None:

@@ -283,3 +283,46 @@ def test_xls_the_97_2003_format_names_its_columns_and_hides_what_is_hidden() -> 
     ]
     assert parsed.info == {"format": "xls", "pages": 2, "hidden_sheets": 1}
     assert parsed.title == "参数"
+
+
+@pytest.mark.parametrize("kind", ["eml", "msg"])
+def test_a_mail_is_read_with_its_attachments_and_their_tables_as_rows(kind: str) -> None:
+    # Issue #48 §1: mail kept in shares; each attachment read by its own reader, inside the
+    # mail (whoever may read the mail may read its attachments).
+    suffix, renderer = render.RENDERERS[kind]
+    parsed = parse(f"通知{suffix}", renderer(SECTIONS))
+    assert parsed.title == SECTIONS[0][0]
+    assert parsed.front_matter["mail_from"] == ["张伟 <zhang.wei@example.com>"]
+    assert parsed.front_matter["mail_to"] == ["李娜 <li.na@example.com>"]
+    assert parsed.front_matter["mail_date"].startswith("2026-03-02")
+    text = parsed.text
+    source = squeeze("".join(h + t for h, t in SECTIONS))
+    matcher = difflib.SequenceMatcher(None, source, squeeze(text), autojunk=False)
+    assert sum(b.size for b in matcher.get_matching_blocks()) / len(source) >= 0.99
+    sheet = next(p for p in parsed.parts if p.marks.get("attachment") == "附件表格.xlsx")
+    heading, text = SECTIONS[-1]
+    assert f"标题: {heading} · 内容: {text}" in sheet.text  # a row that names its columns
+    assert parsed.info == {"format": kind, "attachments": 2}
+
+
+def test_a_mail_names_what_it_could_not_read_and_reads_a_mail_inside_once() -> None:
+    from email.message import EmailMessage
+
+    inner = EmailMessage()
+    inner["Subject"] = "原始邮件"
+    inner.set_content("转发前的正文：电梯年检定于三月。")
+    outer = EmailMessage()
+    outer["Subject"] = "转发：原始邮件"
+    outer.set_content("请查收。")
+    outer.add_attachment(b"\x00\x01", "application", "octet-stream", filename="签名.bin")
+    outer.add_attachment(inner)  # message/rfc822
+    text = parse("转发.eml", outer.as_bytes()).text
+    assert "电梯年检定于三月" in text  # the forwarded mail, one level down
+    assert "附件（未读取其内容）：签名.bin" in text
+
+
+def test_an_epub_is_read_in_the_order_of_its_spine() -> None:
+    parsed = parse("手册.epub", render.epub(SECTIONS))
+    assert parsed.title == SECTIONS[0][0] and parsed.info["format"] == "epub"
+    headings = re.findall(r"(?m)^# (.+)$", parsed.text)
+    assert headings == [h for h, _ in SECTIONS]  # (its files were written in reverse)

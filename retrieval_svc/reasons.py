@@ -76,7 +76,11 @@ FAILURES: tuple[Reason, ...] = (
         r"^unsupported file type '(?P<suffix>[^']*)'",
         "不支持的文件类型 {suffix}：转换为支持的格式，或用 --exclude 排除",
     ),
-    _r("encrypted", r"^the .+? is password-protected", "文件有密码保护（已加密）：去掉密码后重新保存即可索引"),
+    _r(
+        "encrypted",
+        r"^the .+? is password-protected",
+        "文件有密码保护（已加密）：去掉密码后重新保存即可索引",
+    ),
     _r(
         "misnamed",
         r"^named (?P<suffix>\.\w+) but (?:it is|its content is) (?P<kind>.+)$",

@@ -358,6 +358,32 @@ def sealed(sections: Sequence[Section]) -> bytes:
     return _encoded(ImageChops.multiply(page, seal))  # ink under the seal stays dark
 
 
+def scanned_table(rows: Sequence[Sequence[str]]) -> bytes:
+    """A ruled table (its first row the header) printed and scanned at 150 dpi."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    scale = DPI / 72
+    font = ImageFont.truetype(
+        str(cjk_font()), int(10.5 * scale), layout_engine=ImageFont.Layout.BASIC
+    )
+    widths = [
+        max(int(font.getlength(str(r[c]))) for r in rows) + int(24 * scale)
+        for c in range(len(rows[0]))
+    ]
+    height = int(26 * scale)
+    left, top = int(56 * scale), int(80 * scale)
+    page = Image.new("L", (int(595 * scale), int(842 * scale)), 255)
+    draw = ImageDraw.Draw(page)
+    for r, row in enumerate(rows):
+        x = left
+        for c, cell in enumerate(row):
+            y = top + r * height
+            draw.rectangle((x, y, x + widths[c], y + height), outline=0, width=2)
+            draw.text((x + int(10 * scale), y + int(6 * scale)), str(cell), fill=0, font=font)
+            x += widths[c]
+    return _encoded(page)
+
+
 def photographed(sections: Sequence[Section]) -> bytes:
     """A page photographed by phone: uneven light (darker towards a corner), a little blur
     and sensor noise, a grey paper tone, JPEG at quality 60."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from indexer.documents import DocumentError
 from indexer.formats.base import Parsed, Part, Reading, glue
+from indexer.formats.tables import row_lines
 
 # Below this mean line confidence a page may be upside down (measured: 0.65 for a page turned
 # 180°, 0.99 and above for upright scans, photos and stamped pages alike).
@@ -193,6 +194,63 @@ def _upright(pixels: Any, result: Any) -> Any:
     return best if _weight(best) > (0.9 if sideways else 1.0) * _weight(result) else result
 
 
+def _rows(boxes: Any, spans: list[tuple[float, float]], usual: float) -> list[list[int]]:
+    """The engine's boxes (top to bottom, left to right) grouped into visual lines: a box
+    whose middle is within half a line of the line's, beside it, is a cell of the same line."""
+    rows: list[list[int]] = []
+    for i, (top, bottom) in enumerate(spans):
+        middle = (top + bottom) / 2
+        if rows:
+            row = rows[-1]
+            here = sum((spans[j][0] + spans[j][1]) / 2 for j in row) / len(row)
+            if abs(middle - here) < 0.5 * usual:
+                row.append(i)
+                continue
+        rows.append([i])
+    for row in rows:
+        row.sort(key=lambda j: float(min(p[0] for p in boxes[j])))
+    return rows
+
+
+def _grids(
+    cells: list[list[str]], boxes: list[list[Any]], usual: float
+) -> dict[int, list[list[str]] | None]:
+    """Runs of at least three lines of two or more short cells whose left edges fall on the
+    same columns: a table (a cell the engine did not find, such as a lone digit, is left
+    empty; two columns of prose have long lines). Its first line maps to the table's rows,
+    read as born-digital tables are (``row_lines``), its others to None."""
+    out: dict[int, list[list[str]] | None] = {}
+
+    def lefts(n: int) -> list[float]:
+        return [float(min(p[0] for p in box)) for box in boxes[n]]
+
+    def placed(n: int, columns: list[float]) -> list[str] | None:
+        """Line ``n``'s cells on ``columns``, or None when one falls on none of them."""
+        row = [""] * len(columns)
+        for x, text in zip(lefts(n), cells[n], strict=True):
+            near = min(range(len(columns)), key=lambda c: abs(columns[c] - x))
+            if abs(columns[near] - x) > 1.5 * usual or row[near]:
+                return None
+            row[near] = text.strip()
+        return row
+
+    start = 0
+    while start < len(cells):
+        end = start
+        while end + 1 < len(cells) and len(cells[end + 1]) >= 2 and len(cells[start]) >= 2:
+            end += 1
+        widest = max(range(start, end + 1), key=lambda n: len(cells[n]))
+        columns = lefts(widest)
+        rows = [placed(n, columns) for n in range(start, end + 1)]
+        fits = end - start >= 2 and all(r is not None for r in rows)
+        run = [c for r in rows if r is not None for c in r if c]
+        if fits and sum(map(len, run)) <= 24 * len(run):
+            out[start] = [r for r in rows if r is not None]
+            out.update(dict.fromkeys(range(start + 1, end + 1)))
+        start = end + 1
+    return out
+
+
 def read_pixels(pixels: Any) -> PageText:
     """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
     the gap above a line is over half the usual line's height; a short line clearly taller
@@ -212,11 +270,28 @@ def read_pixels(pixels: Any) -> PageText:
     out: list[str] = []
     previous_bottom: float | None = None
     was_heading = False
-    for text, (top, bottom), size in zip(texts, spans, sizes, strict=True):
-        line = text.strip()
+    rows = _rows(boxes, spans, usual)
+    grids = _grids(
+        [[texts[i] for i in row] for row in rows], [[boxes[i] for i in row] for row in rows], usual
+    )
+    for number, row in enumerate(rows):
+        top, bottom = min(spans[i][0] for i in row), max(spans[i][1] for i in row)
+        if number in grids:
+            block = grids[number]
+            if block is None:
+                continue  # (a later row of a table already written)
+            out.append("\n\n" if out else "")
+            out.append("\n\n".join(row_lines(block)))
+            previous_bottom, was_heading = None, True  # (what follows starts a paragraph)
+            continue
+        line = ""
+        for i in row:  # (cells of one visual line, left to right)
+            part = texts[i].strip()
+            line = f"{line}{glue(line, part)}{part}" if line else part
+        size = max(sizes[i] for i in row)
         heading = size > 1.25 * usual_size and len(line) <= 40
-        if previous_bottom is not None and out:
-            gap = top - previous_bottom > 0.5 * usual
+        if out:
+            gap = previous_bottom is None or top - previous_bottom > 0.5 * usual
             if gap or heading or was_heading:
                 out.append("\n\n")
             else:

@@ -12,8 +12,9 @@ blocks of ``difflib`` over each document), BM25 nDCG@10 of every question of tho
 format's knowledge base; a hit is the question's passage, found by which passage a returned
 chunk's text overlaps most), seconds, pages per second and the peak resident memory of the
 indexer with its workers (``/proc``). ``--offset`` takes other passages (the held-out check).
-Targets: every document indexed, fidelity ≥ 0.98 born-digital and ≥ 0.95 scanned, nDCG ≥
-0.97 × Markdown for every format.
+Targets: every document indexed, fidelity ≥ 0.98 born-digital, ≥ 0.95 scanned (rotated,
+skewed, 150 and 300 dpi) and ≥ 0.90 stamped or photographed, nDCG ≥ 0.97 × Markdown for every
+format.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ ALIAS = "bench-formats"
 OWN = tenant_alias(ALIAS, DEFAULT_TENANT)  # the default tenant's index, where the runs go
 SCANNED = {"pdf-scanned", *render.IMAGES}
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
-TARGET_FIDELITY = {"born-digital": 0.98, "scanned": 0.95}
+STAMPED = {"scan-seal", "photo"}  # text under a seal, a phone's light and blur (issue #48 §3)
+TARGET_FIDELITY = {"born-digital": 0.98, "scanned": 0.95, "stamped or photographed": 0.90}
 TARGET_NDCG_RATIO = 0.97
 
 
@@ -178,7 +180,13 @@ async def measure_format(
     ]
     return {
         "format": name,
-        "kind": "scanned" if name in SCANNED else "born-digital",
+        "kind": (
+            "stamped or photographed"
+            if name in STAMPED
+            else "scanned"
+            if name in SCANNED
+            else "born-digital"
+        ),
         "documents": len(holds),
         "seen": report["documents_seen"],
         "indexed": report["documents_indexed"],

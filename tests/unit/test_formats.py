@@ -330,8 +330,12 @@ def test_an_epub_is_read_in_the_order_of_its_spine() -> None:
 
 def test_a_scanned_table_comes_out_as_rows_that_name_their_columns() -> None:
     # Issue #48 §3: cells from the engine's boxes — lines of aligned short cells are a table.
-    rows = [["编号", "设备", "型号", "巡检周期"], ["1", "干式变压器", "SCB13-800", "每两周"],
-            ["2", "高压开关柜", "KYN28A-12", "每月"], ["3", "消防水泵", "XBD8/40G", "每周"]]  # fmt: skip
+    rows = [
+        ["编号", "设备", "型号", "巡检周期"],
+        ["1", "干式变压器", "SCB13-800", "每两周"],
+        ["2", "高压开关柜", "KYN28A-12", "每月"],
+        ["3", "消防水泵", "XBD8/40G", "每周"],
+    ]
     text = parse("台账.png", render.scanned_table(rows)).text
     assert "编号: 2 · 设备: 高压开关柜 · 型号: KYN28A-12 · 巡检周期: 每月" in text, text
     assert len(text.split("\n\n")) == 3  # a row a paragraph, the header in each

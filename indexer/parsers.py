@@ -85,11 +85,11 @@ def _mail(suffix: str, depth: int = 0) -> Reader:
     level down)."""
 
     def read(data: bytes, reading: Reading) -> Parsed:
-        def inner(name: str, blob: bytes, at: Reading) -> Parsed:
+        def inner(name: str, blob: bytes, at: Reading) -> Parsed | None:
             kind = PurePosixPath(name).suffix.lower()
             if kind in _MAIL:
                 return _mail(kind, depth + 1)(blob, at)
-            return parse(name, blob, at)
+            return parse(name, blob, at) if supported(name) else None
 
         return _MAIL[suffix](data, reading, inner, depth)
 

@@ -29,7 +29,9 @@ from indexer.documents import DocumentError
 from indexer.formats.base import Parsed, Part, Reading
 
 ATTACHMENT = "附件"
-Reader = Callable[[str, bytes, Reading], Parsed]  # (name, data, reading): indexer.parsers.parse
+# (name, data, reading) → what a reader made of it, None for a type no reader takes
+# (indexer.parsers gives it: this module is one of the readers it maps).
+Reader = Callable[[str, bytes, Reading], Parsed | None]
 
 
 def _people(values: Iterable[str]) -> list[str]:
@@ -55,14 +57,12 @@ def _attachments(
 ) -> list[Part]:
     """Each attachment's text as parts marked with its name; the names of those no reader
     takes, and why one that should be read was not, on a line of their own."""
-    from indexer.parsers import supported
-
     parts: list[Part] = []
     others: list[str] = []
     for name, data in found:
         heading = f"# {ATTACHMENT}：{name}"
         nested = PurePosixPath(name).suffix.lower() in (".eml", ".msg")
-        if read is None or not supported(name) or (nested and depth):
+        if read is None or (nested and depth):
             others.append(name)
             continue
         try:
@@ -71,7 +71,9 @@ def _attachments(
         except DocumentError as exc:
             parts.append(Part(f"{heading}\n\n（未能读取：{exc}）", {"attachment": name}))
             continue
-        if inner.text.strip():
+        if inner is None:
+            others.append(name)
+        elif inner.text.strip():
             parts.append(Part(f"{heading}\n\n{_deeper(inner.text)}", {"attachment": name}))
     if others:
         parts.append(Part(f"{ATTACHMENT}（未读取其内容）：{'、'.join(others)}"))

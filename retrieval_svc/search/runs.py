@@ -168,7 +168,12 @@ def shown(records: list[dict[str, Any]]) -> dict[str, Any]:
     for record in newest:
         for item in record.get("passed_over", []):
             row = passed.setdefault(
-                item["reason"], {"reason": item["reason"], "code": item.get("code"), "count": 0}
+                item["reason"],
+                {  # (records kept before reasons had codes: the code from the text)
+                    "reason": item["reason"],
+                    "code": item.get("code") or reasons.passed_over_code(item["reason"]),
+                    "count": 0,
+                },
             )
             row["count"] += int(item.get("count", 0))
             row["examples"] = (row.get("examples", []) + list(item.get("examples", [])))[:5]

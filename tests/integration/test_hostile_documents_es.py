@@ -148,5 +148,6 @@ def test_what_the_listing_passed_over_is_in_the_summary_and_the_run_record(
     ), run.stderr
     record = es_sync.get(index=runs_index(alias, "default"), id="hostile")["_source"]
     assert record["passed_over"][0] == {
-        "reason": "unsupported .zip", "count": 2, "examples": ["a.zip", "b.zip"]
+        "reason": "unsupported .zip", "code": "unsupported", "count": 2,
+        "examples": ["a.zip", "b.zip"],
     }  # fmt: skip

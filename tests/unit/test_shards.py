@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from indexer.documents import document_id
+from indexer.passing_over import SCRATCH_REASON
 from indexer.shards import Shard, from_environment
 
 
@@ -52,7 +53,7 @@ def test_a_partial_run_over_shards_is_shown_as_such() -> None:
             "finished_at": at,
             "documents_seen": seen,
             "failures": [{"document": f"d{shard}", "reason": "x"}],
-            "passed_over": [{"reason": "lock file", "count": 1, "examples": [shard]}],
+            "passed_over": [{"reason": SCRATCH_REASON, "count": 1, "examples": [shard]}],
         }
 
     old = {"knowledge_id": "kb", "finished_at": "2026-01-01T00:00:00", "documents_seen": 9}
@@ -63,7 +64,7 @@ def test_a_partial_run_over_shards_is_shown_as_such() -> None:
     assert combined["shards"]["missing"] == [1] and combined["shards"]["reported"] == 2
     assert combined["finished_at"] == "2026-02-01T00:00:03"
     assert combined["passed_over"] == [
-        {"reason": "lock file", "count": 2, "examples": ["0/3", "2/3"]}
+        {"reason": SCRATCH_REASON, "code": "scratch", "count": 2, "examples": ["0/3", "2/3"]}
     ]
     assert len(combined["failures"]) == 2
     # An unsharded run newer than the shards' records is what is shown.

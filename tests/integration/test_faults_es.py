@@ -27,7 +27,7 @@ from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.errors import InvalidPrincipalToken
 from tests.support import ES_URL, app_client, auth, make_settings
 from tests.support.corpus import SAMPLES_KB, own
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy, killed_at_bulk
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,26 +172,7 @@ def test_document_cut_between_two_bulk_requests_is_written_again(
     )
     expected = json.loads(dry.stdout)["chunks_indexed"]
     assert expected >= 1300, dry.stdout
-    child: subprocess.Popen[bytes] | None = None
-    bulks = 0
-
-    def watch(data: bytes) -> bool:
-        nonlocal bulks
-        if b"/_bulk" in data.split(b"\r\n", 1)[0]:  # (a request line)
-            bulks += 1
-            if bulks == 2 and child is not None:
-                child.send_signal(signal.SIGKILL)
-                return False
-        return True
-
-    with TcpProxy(ES_URL, watch=watch) as proxy:
-        child = subprocess.Popen(
-            cli,
-            env={**env, "RSVC_ES_URL": proxy.url},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        assert child.wait(timeout=300) == -signal.SIGKILL, "the run should have been killed"
+    killed_at_bulk(cli, env, ES_URL, 2)  # (its first 500 chunks written, the rest not)
     partial = _count(es_sync, corpus, "cut")
     assert 0 < partial < expected, partial
     run = [*cli]

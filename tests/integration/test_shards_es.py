@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import uuid
@@ -26,7 +25,7 @@ from bench.convergence import change
 from indexer.permissions import parse_rules
 from tests.support import ES_URL
 from tests.support.corpus import TENANT, own
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import killed_at_bulk
 
 OBJECTS = 20_000
 SHARDS = 4
@@ -61,31 +60,6 @@ def run(cli: list[str], env: dict[str, str]) -> dict[str, Any]:
     return report
 
 
-def killed_at_bulk(cli: list[str], alias: str, nth: int) -> None:
-    """Run ``cli`` through a proxy that SIGKILLs it as its ``nth`` bulk request starts."""
-    child: subprocess.Popen[bytes] | None = None
-    bulks = 0
-
-    def watch(data: bytes) -> bool:
-        nonlocal bulks
-        if b"/_bulk" in data.split(b"\r\n", 1)[0]:
-            bulks += 1
-            if bulks == nth and child is not None:
-                child.send_signal(signal.SIGKILL)
-                return False
-        return True
-
-    with TcpProxy(ES_URL, watch=watch) as proxy:
-        child = subprocess.Popen(
-            cli,
-            env=environment(alias, proxy.url),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        _, err = child.communicate(timeout=900)
-    assert child.returncode == -signal.SIGKILL, f"not killed at bulk {nth}: {err[-2000:]!r}"
-
-
 def shards(source: Path, rules: Path, alias: str, kill: int, at_bulk: int) -> list[dict[str, Any]]:
     """Every shard at once; shard ``kill`` is killed at its ``at_bulk``-th bulk request, then
     run again alone (as the Job's retry of that index would). The reports of the last runs."""
@@ -94,7 +68,8 @@ def shards(source: Path, rules: Path, alias: str, kill: int, at_bulk: int) -> li
                             env=environment(alias), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for i in range(SHARDS) if i != kill
     }  # fmt: skip
-    killed_at_bulk(command(source, rules, "--shard", f"{kill}/{SHARDS}"), alias, at_bulk)
+    cli = command(source, rules, "--shard", f"{kill}/{SHARDS}")
+    killed_at_bulk(cli, environment(alias), ES_URL, at_bulk)
     reports = {}
     for i, proc in procs.items():
         out, err = proc.communicate(timeout=900)

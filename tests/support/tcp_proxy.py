@@ -89,3 +89,32 @@ class TcpProxy:
             )
         finally:
             self._writers.difference_update((client_w, upstream_w))
+
+
+def killed_at_bulk(cli: list[str], env: dict[str, str], es_url: str, nth: int) -> None:
+    """Run ``cli`` with Elasticsearch behind a proxy that SIGKILLs it as its ``nth`` bulk
+    request starts (that request never arrives): a process killed between two bulk writes."""
+    import signal
+    import subprocess
+
+    child: subprocess.Popen[bytes] | None = None
+    bulks = 0
+
+    def watch(data: bytes) -> bool:
+        nonlocal bulks
+        if b"/_bulk" in data.split(b"\r\n", 1)[0]:  # (a request line)
+            bulks += 1
+            if bulks == nth and child is not None:
+                child.send_signal(signal.SIGKILL)
+                return False
+        return True
+
+    with TcpProxy(es_url, watch=watch) as proxy:
+        child = subprocess.Popen(
+            cli,
+            env={**env, "RSVC_ES_URL": proxy.url},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        _, err = child.communicate(timeout=900)
+    assert child.returncode == -signal.SIGKILL, f"not killed at bulk {nth}: {err[-2000:]!r}"

@@ -322,7 +322,7 @@ def test_a_mail_names_what_it_could_not_read_and_reads_a_mail_inside_once() -> N
 
 
 def test_an_epub_is_read_in_the_order_of_its_spine() -> None:
-    parsed = parse("手册.epub", render.epub(SECTIONS))
+    parsed = parse("手册.epub", render.RENDERERS["epub"][1](SECTIONS))
     assert parsed.title == SECTIONS[0][0] and parsed.info["format"] == "epub"
     headings = re.findall(r"(?m)^# (.+)$", parsed.text)
     assert headings == [h for h, _ in SECTIONS]  # (its files were written in reverse)

@@ -20,6 +20,7 @@ log() { echo "ldap: $*" >&2; }
 
 ensure_slapd() {
   if { ! command -v slapd >/dev/null 2>&1 && [ ! -x /usr/sbin/slapd ]; } ||
+    ! command -v ldapadd >/dev/null 2>&1 ||
     ! command -v openssl >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       log "installing Debian's slapd, ldap-utils and openssl packages (once)"

@@ -6,15 +6,15 @@ indexer reads, indexed through the CLI, and measured against the same passages a
     python -m bench.formats --ocr-speed 300 [--out DIR]   # OCR: the indexer vs the engine
 
 Per format: documents seen / indexed / failed / passed over, text fidelity (the share of the
-source's characters, whitespace aside, that the stored chunks hold in order: the matching
-blocks of ``difflib`` over each document), BM25 nDCG@10 of every question of those passages
-(the service's own full-text query, ``retrieval_svc.search.query.text_query``, on the
-format's knowledge base; a hit is the question's passage, found by which passage a returned
-chunk's text overlaps most), seconds, pages per second and the peak resident memory of the
-indexer with its workers (``/proc``). ``--offset`` takes other passages (the held-out check).
-Targets: every document indexed, fidelity ≥ 0.98 born-digital, ≥ 0.95 scanned (rotated,
-skewed, 150 and 300 dpi) and ≥ 0.90 stamped or photographed, nDCG ≥ 0.97 × Markdown for every
-format.
+source's characters, whitespace aside and full-width forms folded (NFKC), that the stored
+chunks hold in order: the matching blocks of ``difflib`` over each document), BM25 nDCG@10 of
+every question of those passages (the service's own full-text query,
+``retrieval_svc.search.query.text_query``, on the format's knowledge base; a hit is the
+question's passage, found by which passage a returned chunk's text overlaps most), seconds,
+pages per second and the peak resident memory of the indexer with its workers (``/proc``).
+``--offset`` takes other passages (the held-out check). Targets: every document indexed,
+fidelity ≥ 0.98 born-digital, ≥ 0.95 scanned (rotated, skewed, 150 and 300 dpi) and ≥ 0.90
+stamped or photographed, nDCG ≥ 0.97 × Markdown for every format.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import re
 import sys
 import tempfile
 import time
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,9 @@ TARGET_NDCG_RATIO = 0.97
 
 
 def squeeze(text: str) -> str:
-    return re.sub(r"\s+", "", text)
+    """The text without whitespace, folded as the search analyzer folds it (NFKC: a
+    full-width ``（`` is ``(``, as OCR reads it and ``rsvc_text``'s width folding indexes it)."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
 
 
 def load(path: Path, count: int, offset: int) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:

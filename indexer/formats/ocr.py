@@ -7,8 +7,10 @@ memory. Settings chosen by measurement on this project's 2-core machine (docs/in
 "OCR"): one thread per worker (the workers are the parallelism), no per-line direction
 classifier (it cost 10 % and does not turn a page: a page fed sideways or upside down is
 detected from what the first pass read and read again turned, ``_upright``), detection on the
-page scaled to at most 960 px, and recognition one line at a time (batches of six raised the
-peak memory by 250 MB and were slower on one thread).
+page scaled to at most 960 px with boxes kept from a score of 0.3, and recognition one line at
+a time (batches of six raised the peak memory by 250 MB and were slower on one thread). A
+skewed page's boxes are levelled before layout (``_level``); a page with red ink is read
+through its red channel, then the red ink alone (``read_pixels``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import resource
 import statistics
 from collections.abc import Iterator
@@ -29,6 +32,8 @@ from indexer.formats.tables import row_lines
 # Below this mean line confidence a page may be upside down (measured: 0.65 for a page turned
 # 180°, 0.99 and above for upright scans, photos and stamped pages alike).
 UPRIGHT_CONFIDENCE = 0.85
+# A page with at least this share of red pixels has red ink read apart (a seal, a letterhead).
+RED_SHARE = 0.002
 MAX_SIDE = 4096  # pixels: a larger image is scaled down before OCR (text stays legible)
 PARAMS: dict[str, Any] = {
     "Global.log_level": "error",
@@ -37,6 +42,9 @@ PARAMS: dict[str, Any] = {
     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
     "Det.limit_type": "max",
     "Det.limit_side_len": 960,
+    # Boxes the detector scores from 0.3 (its default 0.5 dropped a whole line of a 300-dpi
+    # page in 24; what it adds is judged again by recognition's own confidence floor).
+    "Det.box_thresh": 0.3,
     "Rec.rec_batch_num": 1,
 }
 
@@ -164,13 +172,14 @@ def _weight(result: Any) -> float:
     )
 
 
-def _upright(pixels: Any, result: Any) -> Any:
-    """The page read the right way up. A page fed sideways shows as lines taller than wide
-    (the engine reads them, but bottom line first), one upside down as lines read with low
-    confidence; such a page is read again turned (90° both ways, or 180°) and the pass that
-    read most kept; so is a page where nothing was found (blank, or the detector missed
-    sideways lines). An upright page with text — nearly every page — costs nothing more
-    (measured in bench.formats: scan-rot90/180/270; docs/indexer.md "OCR")."""
+def _upright(pixels: Any, result: Any) -> tuple[Any, int]:
+    """The page read the right way up, and the quarter turns that took. A page fed sideways
+    shows as lines taller than wide (the engine reads them, but bottom line first), one upside
+    down as lines read with low confidence; such a page is read again turned (90° both ways,
+    or 180°) and the pass that read most kept; so is a page where nothing was found (blank,
+    or the detector missed sideways lines). An upright page with text — nearly every page —
+    costs nothing more (measured in bench.formats: scan-rot90/180/270; docs/indexer.md "OCR").
+    """
     import numpy as np
 
     texts = list(result.txts or ())
@@ -184,14 +193,16 @@ def _upright(pixels: Any, result: Any) -> Any:
         wide += width > 1.5 * height
     confident = bool(texts) and statistics.fmean(map(float, result.scores)) >= UPRIGHT_CONFIDENCE
     if tall <= wide and confident:
-        return result
+        return result, 0
     sideways = tall > wide or not texts  # (nothing found: a blank page, or lines sideways)
     turns = (1, 3) if sideways else (2,)  # quarter turns counter-clockwise
-    passes = [_recognise(np.ascontiguousarray(np.rot90(pixels, k))) for k in turns]
-    best = max(passes, key=_weight)
+    passes = [(_recognise(np.ascontiguousarray(np.rot90(pixels, k))), k) for k in turns]
+    best, turn = max(passes, key=lambda p: _weight(p[0]))
     # Sideways, a turned pass that reads about as much wins (the first read its lines in the
     # wrong order); otherwise it must read more. Text really set vertically reads worse turned.
-    return best if _weight(best) > (0.9 if sideways else 1.0) * _weight(result) else result
+    if _weight(best) > (0.9 if sideways else 1.0) * _weight(result):
+        return best, turn
+    return result, 0
 
 
 def _rows(boxes: Any, spans: list[tuple[float, float]], usual: float) -> list[list[int]]:
@@ -251,16 +262,54 @@ def _grids(
     return out
 
 
-def read_pixels(pixels: Any) -> PageText:
-    """OCR one page given as an RGB ``numpy`` array. Lines are grouped into paragraphs where
-    the gap above a line is over half the usual line's height; a short line clearly taller
-    than the usual line is a heading (so it starts a chunk, as in a born-digital file)."""
-    result = _upright(pixels, _recognise(pixels))
-    texts = list(result.txts or ())
-    if not texts:
-        return PageText("", 0.0, 0)
-    scores = [float(s) for s in result.scores]
-    boxes = result.boxes  # (n, 4, 2): corners, top-left first
+def _red_ink(pixels: Any) -> Any:
+    """Where the page is red ink (a seal, a red letterhead), as a mask, or None for a page
+    with little or none. Looked for on every fourth pixel first, so a page without costs
+    next to nothing."""
+    import numpy as np
+
+    def red(p: Any) -> Any:
+        r = p[..., 0].astype(np.int16)
+        return (r > 120) & (r - np.maximum(p[..., 1], p[..., 2]) > 60)
+
+    if pixels.ndim != 3 or pixels.shape[2] < 3 or red(pixels[::4, ::4]).mean() < RED_SHARE:
+        return None
+    return red(pixels)
+
+
+def _level(boxes: Any, shape: tuple[int, ...]) -> Any:
+    """The boxes of a page that went through the feeder at an angle, turned level about the
+    page's middle, so lines sort and group as on a straight page. The angle is the median
+    slope of the long lines' top edges; under half a degree the boxes are left as they are.
+    (Recognition itself reads a slanted line well: the engine crops each box turned.)"""
+    import numpy as np
+
+    points = np.asarray(boxes, dtype=np.float64)
+    dx = points[:, 1, 0] - points[:, 0, 0]
+    dy = points[:, 1, 1] - points[:, 0, 1]
+    height = np.hypot(points[:, 3, 0] - points[:, 0, 0], points[:, 3, 1] - points[:, 0, 1])
+    long = np.hypot(dx, dy) > 3 * height
+    if not long.any():
+        return points
+    angle = float(np.median(np.arctan2(dy[long], dx[long])))
+    if abs(angle) < math.radians(0.5):
+        return points
+    cy, cx = shape[0] / 2, shape[1] / 2
+    cos, sin = math.cos(angle), math.sin(angle)
+    x, y = points[..., 0] - cx, points[..., 1] - cy
+    return np.stack((cx + x * cos + y * sin, cy - x * sin + y * cos), axis=-1)
+
+
+def _layout(texts: list[str], boxes: Any) -> str:
+    """Lines in reading order as text. Lines are grouped into paragraphs where the gap above a
+    line is over half the usual line's height; a short line clearly taller than the usual line
+    is a heading (so it starts a chunk, as in a born-digital file); three or more lines of
+    short cells on the same columns are a table, written as rows that name their columns."""
+    order = sorted(
+        range(len(texts)), key=lambda i: (float(boxes[i][:, 1].min()), float(boxes[i][:, 0].min()))
+    )
+    texts = [texts[i] for i in order]
+    boxes = [boxes[i] for i in order]
     spans = [(float(min(p[1] for p in b)), float(max(p[1] for p in b))) for b in boxes]
     sizes = [_glyph_size(box, text) for box, text in zip(boxes, texts, strict=True)]
     # The usual line: the height and glyph size of the lines long enough to be body text.
@@ -298,7 +347,46 @@ def read_pixels(pixels: Any) -> PageText:
                 out.append(glue(out[-1], line))  # a line wrapped mid-sentence
         out.append(f"## {line}" if heading else line)
         previous_bottom, was_heading = bottom, heading
-    return PageText("".join(out).strip(), round(statistics.fmean(scores), 4), len(texts))
+    return "".join(out).strip()
+
+
+def read_pixels(pixels: Any) -> PageText:
+    """OCR one page given as an RGB ``numpy`` array, turned upright (``_upright``), its lines
+    levelled (``_level``) and laid out (``_layout``).
+
+    A page with red ink on it is read as two: the page seen through its red channel, where red
+    is as light as paper (a seal over the text no longer joins the lines under it into one
+    box), then the red ink alone (a red letterhead, a seal's words). Red lines above the
+    page's first line come before its text, the rest after it, each as its own paragraph."""
+    import numpy as np
+
+    red = _red_ink(pixels)
+    plain = pixels if red is None else np.ascontiguousarray(np.repeat(pixels[..., :1], 3, axis=2))
+    result, turn = _upright(plain, _recognise(plain))
+    texts = [str(t) for t in result.txts or ()]
+    scores = [float(s) for s in result.scores or ()]
+    boxes = _level(result.boxes, np.rot90(plain, turn).shape) if texts else []
+    above = below = ""
+    if red is not None:
+        ink = np.where(np.rot90(red, turn), 0, 255).astype(np.uint8)
+        found = _recognise(np.ascontiguousarray(np.repeat(ink[..., None], 3, axis=2)))
+        words = [i for i, t in enumerate(found.txts or ()) if any(c.isalnum() for c in t)]
+        if words:  # (a seal's star or ring read as a mark is left out)
+            red_texts = [str(found.txts[i]) for i in words]
+            scores += [float(found.scores[i]) for i in words]
+            red_boxes = _level(found.boxes[words], ink.shape)
+            first = min((float(b[:, 1].min()) for b in boxes), default=math.inf)
+            high = [i for i, b in enumerate(red_boxes) if float(b[:, 1].max()) < first]
+            low = [i for i in range(len(red_texts)) if i not in high]
+            if high:
+                above = _layout([red_texts[i] for i in high], [red_boxes[i] for i in high])
+            if low:
+                below = _layout([red_texts[i] for i in low], [red_boxes[i] for i in low])
+    if not scores:
+        return PageText("", 0.0, 0)
+    text = _layout(texts, boxes) if texts else ""
+    joined = "\n\n".join(t for t in (above, text, below) if t)
+    return PageText(joined, round(statistics.fmean(scores), 4), len(scores))
 
 
 def ocr_part(page: PageText, number: int | None) -> Part:

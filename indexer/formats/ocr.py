@@ -368,13 +368,13 @@ def read_pixels(pixels: Any) -> PageText:
     boxes = _level(result.boxes, np.rot90(plain, turn).shape) if texts else []
     above = below = ""
     if red is not None:
-        ink = np.where(np.rot90(red, turn), 0, 255).astype(np.uint8)
+        ink = np.where(np.rot90(red, turn), np.uint8(0), np.uint8(255))  # (uint8 throughout)
         found = _recognise(np.ascontiguousarray(np.repeat(ink[..., None], 3, axis=2)))
         words = [i for i, t in enumerate(found.txts or ()) if any(c.isalnum() for c in t)]
         if words:  # (a seal's star or ring read as a mark is left out)
             red_texts = [str(found.txts[i]) for i in words]
             scores += [float(found.scores[i]) for i in words]
-            red_boxes = _level(found.boxes[words], ink.shape)
+            red_boxes = _level(np.asarray(found.boxes)[words], ink.shape)
             first = min((float(b[:, 1].min()) for b in boxes), default=math.inf)
             high = [i for i, b in enumerate(red_boxes) if float(b[:, 1].max()) < first]
             low = [i for i in range(len(red_texts)) if i not in high]

@@ -28,6 +28,12 @@ def squeeze(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
+def kept(source: str, read: str) -> float:
+    """The share of ``source``'s characters (whitespace aside) that ``read`` holds in order."""
+    matcher = difflib.SequenceMatcher(None, squeeze(source), squeeze(read), autojunk=False)
+    return sum(block.size for block in matcher.get_matching_blocks()) / len(squeeze(source))
+
+
 def test_xlsx_rows_name_their_columns_under_the_sheet_name() -> None:
     parsed = parse("设备台账.xlsx", render.xlsx(SECTIONS), TEXT_ONLY)
     lines = parsed.text.split("\n\n")
@@ -230,10 +236,8 @@ def test_a_scan_as_it_comes_is_read_in_order(kind: str) -> None:
     # third, its lines bottom first); each is now read turned, in reading order.
     suffix, renderer = render.RENDERERS[kind]
     (part,) = parse(f"scan{suffix}", renderer(SECTIONS[:2])).parts
-    source, read = squeeze("".join(h + t for h, t in SECTIONS[:2])), squeeze(part.text)
-    matcher = difflib.SequenceMatcher(None, source, read.replace("##", ""), autojunk=False)
-    kept = sum(block.size for block in matcher.get_matching_blocks()) / len(source)
-    assert kept >= 0.95, (kind, part.text)
+    source = "".join(h + t for h, t in SECTIONS[:2])
+    assert kept(source, part.text.replace("##", "")) >= 0.95, (kind, part.text)
 
 
 @pytest.mark.parametrize("degrees", [-3.0, 3.0, 5.0])
@@ -243,9 +247,7 @@ def test_a_skewed_page_is_read_line_after_line(degrees: float) -> None:
     # the boxes are levelled before the page is laid out.
     sections = [(h, t * 4) for h, t in SECTIONS]
     (part,) = parse("skewed.png", render.skewed(sections, degrees)).parts
-    source = squeeze("".join(h + t for h, t in sections))
-    matcher = difflib.SequenceMatcher(None, source, squeeze(part.text), autojunk=False)
-    assert sum(b.size for b in matcher.get_matching_blocks()) / len(source) >= 0.98, part.text
+    assert kept("".join(h + t for h, t in sections), part.text) >= 0.98, part.text
     assert re.findall(r"(?m)^## (.+)$", part.text) == [h for h, _ in SECTIONS]
 
 
@@ -266,9 +268,7 @@ def test_red_ink_is_read_apart_a_letterhead_first_and_a_seal_after_the_text() ->
     paragraphs = part.text.split("\n\n")
     assert squeeze(paragraphs[0]).lstrip("#") == "华信物业管理有限公司文件"
     assert squeeze(paragraphs[-1]) == "合同专用章"  # the seal's words, after the text
-    source = squeeze("".join(h + t for h, t in sections))
-    matcher = difflib.SequenceMatcher(None, source, squeeze(part.text), autojunk=False)
-    assert sum(b.size for b in matcher.get_matching_blocks()) / len(source) >= 0.98, part.text
+    assert kept("".join(h + t for h, t in sections), part.text) >= 0.98, part.text
 
 
 def test_a_pdf_of_text_and_scanned_pages_is_read_page_by_page() -> None:
@@ -330,10 +330,7 @@ def test_a_mail_is_read_with_its_attachments_and_their_tables_as_rows(kind: str)
     assert parsed.front_matter["mail_from"] == ["张伟 <zhang.wei@example.com>"]
     assert parsed.front_matter["mail_to"] == ["李娜 <li.na@example.com>"]
     assert parsed.front_matter["mail_date"].startswith("2026-03-02")
-    text = parsed.text
-    source = squeeze("".join(h + t for h, t in SECTIONS))
-    matcher = difflib.SequenceMatcher(None, source, squeeze(text), autojunk=False)
-    assert sum(b.size for b in matcher.get_matching_blocks()) / len(source) >= 0.99
+    assert kept("".join(h + t for h, t in SECTIONS), parsed.text) >= 0.99
     sheet = next(p for p in parsed.parts if p.marks.get("attachment") == "附件表格.xlsx")
     heading, text = SECTIONS[-1]
     assert f"标题: {heading} · 内容: {text}" in sheet.text  # a row that names its columns

@@ -248,6 +248,8 @@ class _IndexRun:
                 return outside_of(self.source, ref, options)
             except DocumentError as exc:
                 return str(exc)
+            except Exception as exc:  # (anything else from one object fails that object)
+                return f"{type(exc).__name__}: {exc}"
 
         if not options.roles_tag:  # (no I/O: the rules alone)
             return {ref.key: one(ref) for ref in refs}

@@ -32,20 +32,64 @@ import os
 import resource
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from indexer.budget import OCR_ADDRESS_SLACK_MB, Budget
 
-Job = tuple[Any, ...]  # the arguments of ``_JOB``, all picklable
+Job = tuple[Any, ...]  # the arguments of ``document_chunks``, all picklable
 Result = list[dict[str, Any]] | str  # the chunks, or why the document failed
 
 _CONTEXT = multiprocessing.get_context("spawn")
 READY = "ready"
 GRANT = "grant"
-RETIRING = "retiring"  # (RETIRING, result): the worker holds too much and now ends
 START_TIMEOUT_S = 300.0  # a worker's start (its imports) on a busy machine; never a document's
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A document read: its chunks."""
+
+    chunks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A document that cannot be indexed, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfMemory:
+    """A document that needed more than its memory."""
+
+
+Outcome = Parsed | Failed | OutOfMemory
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A worker's one answer for a document: its outcome, and whether the worker now ends
+    (it holds too much, or its heap may be in a poor state after running out of memory)."""
+
+    outcome: Outcome
+    retiring: bool = False
+
+
+def settle(answer: object, budget: Budget) -> tuple[Result, bool]:
+    """What a worker's answer means for its document, and whether the worker can take
+    another: the one place an answer is read, however it was wrapped."""
+    if not isinstance(answer, Answer):  # (never sent; a worker that did is not trusted again)
+        return f"the parser worker answered {type(answer).__name__}, not a document", False
+    outcome = answer.outcome
+    if isinstance(outcome, Parsed):
+        return outcome.chunks, not answer.retiring
+    if isinstance(outcome, Failed):
+        return outcome.reason, not answer.retiring
+    return str(budget.out_of_memory()), False
 
 
 # What a worker may keep past its start and stay: the OCR engine's kept reservation (measured:
@@ -112,25 +156,32 @@ def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
             job = conn.recv()
         except EOFError:
             return
-        result: Result | MemoryError
+        except MemoryError:  # (the document's bytes alone do not fit its budget)
+            conn.send(Answer(OutOfMemory(), retiring=True))
+            return
+        outcome: Outcome
         try:
-            result = chunks_of(*job)
+            outcome = Parsed(chunks_of(*job))
         except MemoryError:
-            result = MemoryError()
+            outcome = OutOfMemory()
         except DocumentError as exc:
-            result = str(exc)
+            outcome = Failed(str(exc))
         except Exception as exc:  # a parser's own failure: the reason, never a crash
-            result = f"{type(exc).__name__}: {exc}"
+            outcome = Failed(f"{type(exc).__name__}: {exc}")
+        del job  # (what it holds after a document is measured without the document)
         now = _address_space()
-        retiring = holds_too_much(now - start, _status("VmRSS") - start_resident)
+        retiring = isinstance(outcome, OutOfMemory) or holds_too_much(
+            now - start, _status("VmRSS") - start_resident
+        )
         if not retiring:
             _cap(max(now, start) + budget)  # (the next document: its whole budget)
         try:
-            conn.send((RETIRING, result) if retiring else result)
-        except MemoryError:
-            conn.send(MemoryError())
-        if retiring or isinstance(result, MemoryError):
-            return  # (its heap may be in a poor state: the parent starts a new one)
+            conn.send(Answer(outcome, retiring))
+        except MemoryError:  # (its chunks could not be pickled within the cap)
+            conn.send(Answer(OutOfMemory(), retiring=True))
+            return
+        if retiring:
+            return  # (the parent starts a new one)
 
 
 @contextlib.contextmanager
@@ -185,12 +236,10 @@ class _Worker:
                 deadline += float(answer[1])
         except (EOFError, OSError, BrokenPipeError):  # it died: killed for memory, or crashed
             return str(budget.out_of_memory()), False
-        if isinstance(answer, MemoryError):
-            return str(budget.out_of_memory()), False
-        if isinstance(answer, tuple) and answer[:1] == (RETIRING,):
-            self.retired = True  # by its own choice, not for its document
-            return answer[1], False
-        return answer, True
+        # Retired by its own choice (it holds too much), not replaced for its document.
+        self.retired = isinstance(answer, Answer) and answer.retiring
+        self.retired &= not isinstance(answer.outcome, OutOfMemory)
+        return settle(answer, budget)
 
     def stop(self) -> None:
         """End the process now, whatever it is doing."""
@@ -233,7 +282,7 @@ class ParserPool:
         self.budget = budget
         self.ocr = ocr  # whether each worker loads the OCR engine
         self._size = max(1, workers)
-        self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        self._idle: asyncio.Queue[_Worker | None] = asyncio.Queue()
         self._all: list[_Worker] = []
         self.replaced = 0  # workers stopped for their document (counted for the report)
         self.started = 0  # worker processes started, spares included
@@ -255,22 +304,39 @@ class ParserPool:
         self._all.clear()
 
     async def run(self, job: Job) -> Result:
-        """The chunks of one document, or why it failed."""
+        """The chunks of one document, or why it failed: whatever happens to its worker (it
+        dies, passes a limit, or a new one cannot be started), the answer is the document's,
+        and the pool keeps its size for the next."""
         worker = await self._idle.get()
         try:
+            if worker is None:  # (a worker that could not be started before: try again)
+                worker = await asyncio.to_thread(self._spare)
             result, reusable = await asyncio.to_thread(worker.run, job)
-        except BaseException:
-            await asyncio.to_thread(worker.stop)
-            self._all.remove(worker)
-            self._idle.put_nowait(self._spare())
+        except asyncio.CancelledError:
+            await self._replace(worker, start=False)
             raise
+        except Exception as exc:  # (a worker that did not start, a pipe that broke)
+            await self._replace(worker)
+            return f"{type(exc).__name__}: {exc}"
         if not reusable:
             self.replaced += 0 if worker.retired else 1
-            await asyncio.to_thread(worker.stop)
-            self._all.remove(worker)
-            worker = await asyncio.to_thread(self._spare)
-        self._idle.put_nowait(worker)
+            await self._replace(worker)
+        else:
+            self._idle.put_nowait(worker)
         return result
+
+    async def _replace(self, worker: _Worker | None, *, start: bool = True) -> None:
+        """Stop ``worker`` and put a new one in its place (or an empty place, started when a
+        document next needs it: when ``start`` is false, or a new one cannot start now)."""
+        if worker is not None:
+            await asyncio.to_thread(worker.stop)
+            with contextlib.suppress(ValueError):
+                self._all.remove(worker)
+        spare: _Worker | None = None
+        if start:
+            with contextlib.suppress(Exception):
+                spare = await asyncio.to_thread(self._spare)
+        self._idle.put_nowait(spare)
 
     def _spare(self) -> _Worker:
         worker = _Worker(self.budget, self.ocr)

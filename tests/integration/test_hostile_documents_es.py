@@ -46,6 +46,34 @@ def many_pages(path: Path, pages: int) -> None:
     pdf.save()
 
 
+def encrypted_pdf(path: Path) -> None:
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path), encrypt="secret")
+    pdf.drawString(72, 720, "机密")
+    pdf.save()
+
+
+def pixel_bomb(path: Path) -> None:
+    from PIL import Image
+
+    Image.new("1", (20_000, 20_000)).save(path, optimize=True)  # 400 million pixels, ~60 KB
+
+
+def hostile_mix(folder: Path) -> None:
+    """The ten documents of the report beside the good one: bombs of every kind, a document
+    that runs its worker out of memory while holding a large input, and plain bad files."""
+    alias_bomb(folder / "bomb.md")
+    zip_bomb(folder / "bomb.docx", unpacked_mib=600)
+    zip_bomb(folder / "bomb.xlsx", unpacked_mib=600)
+    pixel_bomb(folder / "bomb.png")
+    many_pages(folder / "pages.pdf", 300)
+    encrypted_pdf(folder / "secret.pdf")
+    (folder / "lie.pdf").write_text("这不是PDF，只是文本。", encoding="utf-8")
+    (folder / "nested.html").write_text("<div>" * 200_000 + "深" + "</div>" * 200_000)
+    (folder / "wide.txt").write_text("巡检" * 20_000_000, encoding="utf-8")  # 120 MB, one line
+
+
 def index(folder: Path, alias: str, *options: str) -> tuple[Measured, dict[str, Any]]:
     env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none"}
     argv = [*CLI, "index", str(folder), "--knowledge-id", "hostile", "--json", *options]
@@ -84,6 +112,35 @@ def test_every_hostile_document_is_reported_and_the_run_stays_bounded(
     assert "--doc-memory-mb" in why["fat.txt"]
     assert "--max-doc-bytes" in why["huge.txt"]
     assert "--max-pages" in why["pages.pdf"]
+    assert run.peak_bytes < BOUND, run.peak_bytes
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_worker_out_of_memory_that_also_retires_fails_its_document_only(
+    folder: Path, alias: str, workers: str
+) -> None:
+    # A worker whose document ran it out of memory while it held a large input both failed
+    # the document and retired; the parent took the error object for the chunks and the run
+    # died with a traceback. Now every answer is read in one place.
+    hostile_mix(folder)
+    run, report = index(folder, alias, "--workers", workers, "--max-pages", "100")
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    why = reasons(report)
+    # The deep HTML is read when its worker has the memory, and fails naming it when not.
+    deep = why.pop("nested.html", None)
+    assert deep is None or "--doc-memory-mb" in deep, deep
+    assert report["documents_seen"] == 10, report
+    assert report["documents_indexed"] == 1 + (deep is None), report
+    assert set(why) == {
+        "bomb.md", "bomb.docx", "bomb.xlsx", "bomb.png", "pages.pdf", "secret.pdf", "lie.pdf",
+        "wide.txt",
+    }, why  # fmt: skip
+    assert "YAML alias" in why["bomb.md"]
+    assert "--max-unpacked-bytes" in why["bomb.docx"] and "--max-unpacked-bytes" in why["bomb.xlsx"]
+    assert "--max-pixels" in why["bomb.png"]
+    assert "--max-pages" in why["pages.pdf"]
+    assert "--doc-memory-mb" in why["wide.txt"]
     assert run.peak_bytes < BOUND, run.peak_bytes
 
 

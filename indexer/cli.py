@@ -40,6 +40,7 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.report import Report
 from indexer.shards import Shard, from_environment
 from indexer.sources import ObjectStoreOptions, open_source
+from indexer.sources.local import refuse_links_inside
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
 from retrieval_svc.search.runs import last_runs
@@ -191,6 +192,15 @@ def index(
             "spaces). One request per object per run.",
         ),
     ] = None,
+    source_name: Annotated[
+        str | None,
+        typer.Option(
+            help="The name each document records of the source it came from (default: the "
+            "folder's absolute path, or the bucket URL). A run prunes only its own source's "
+            "documents; set it to keep a source's documents across a move of its folder.",
+            show_default=False,
+        ),
+    ] = None,
     chunk_size: Annotated[int, typer.Option(help="Most characters per chunk.")] = 600,
     chunk_overlap: Annotated[int, typer.Option(help="Characters repeated between chunks.")] = 0,
     prune: Annotated[
@@ -326,12 +336,15 @@ def index(
             acl_rules=rules,
             roles_tag=roles_tag,
             shard=part,
+            source_name=(source_name or "").strip(),
         )
         src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
+        refuse_links_inside(src, {"--acl-rules": acl_rules, "--manifest": manifest})
         if exclude:
             src.passed_over.excluding(exclude, "--exclude")
         if rules is not None and rules.exclude:
-            src.passed_over.excluding(list(rules.exclude), f"exclude of {Path(rules.path).name}")
+            origin = f"exclude of {Path(rules.path).name}"  # (compared as its rules are)
+            src.passed_over.excluding(list(rules.exclude), origin, rules.fold)
     except (ValueError, NotADirectoryError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -358,7 +371,7 @@ def index(
                     else None
                 )
                 last = (await last_runs(es, settings.index_alias, tenant, [run_id])).get(run_id, {})
-                decided, note = prune_decision(options, src, prune, last)
+                decided, note = prune_decision(options, src, prune)
                 report = await index_source(
                     es,
                     src,
@@ -367,7 +380,7 @@ def index(
                     embedder=None if dry_run else embedder,
                     embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
                 )
-                report.prune_note = note
+                report.prune_note = report.prune_note or note
                 if not dry_run:
                     await keep_run(es, settings.index_alias, tenant, report, rules, part)
                     if warning := rules_changed_event(settings, tenant, report, rules, last):

@@ -209,6 +209,9 @@ def show(
     docs = out["documents"]
     more = f" (the first {len(docs)} shown)" if out["more"] else ""
     typer.echo(f"{tenant}/{knowledge_id}: {out['total']} documents{more}")
+    for source in out.get("sources", []):
+        name = source["source"] or "(written before sources were recorded)"
+        typer.echo(f"  from {name}: {source['documents']} documents")
     for d in docs:
         pages = f", {d['pages']} page{'s' * (d['pages'] != 1)}" if d["pages"] else ""
         ocr = f", {d['ocr_pages']} by OCR" if d["ocr_pages"] else ""

@@ -20,33 +20,19 @@ from retrieval_svc.search.runs import COUNTS, record_run, run_record
 from retrieval_svc.settings import IndexSettings
 
 
-def prune_decision(
-    options: IndexOptions, source: Source, asked: bool | None, last: dict[str, Any]
-) -> tuple[bool, str]:
-    """Whether this run prunes, and the summary's sentence why. A run prunes by default when
-    the knowledge base's ``last`` run read this same source: a knowledge base holds what its
-    source holds, so a moved or deleted object must leave. It does not when asked not to, on
-    a dry run, when the last run read another source (this one may be a part of it), or when
-    no earlier run recorded its source (a knowledge base loaded another way, or before
-    sources were recorded: pruning it by one folder could empty it) — this run records its
-    source, so the next run of the same command prunes."""
-    kb, here = options.knowledge_id, source.description
+def prune_decision(options: IndexOptions, source: Source, asked: bool | None) -> tuple[bool, str]:
+    """Whether this run prunes, and the summary's sentence why. A run prunes by default: a
+    knowledge base holds what its sources hold, so a moved or deleted object must leave. It
+    prunes only what its own source wrote (each document records its source; documents
+    written before sources were recorded count as this source's where their address lies in
+    it), so one folder indexed into a knowledge base fed by several never empties the rest.
+    It does not when asked not to, or on a dry run."""
+    here = options.source_name or source.description
     if options.dry_run:
         return False, "not pruned: a dry run"
     if asked is not None:
         return asked, "pruned as asked (--prune)" if asked else "not pruned (--no-prune)"
-    before = last.get("source")
-    if before is None:
-        return False, (
-            f"not pruned: no earlier run of {kb} recorded its source; this one records {here}, "
-            "and the next run of this command prunes what it no longer holds (--prune: now)"
-        )
-    if before != here:
-        return False, (
-            f"not pruned: the last run of {kb} read {before}, this one {here} (another "
-            "source, or a part of it); pass --prune to remove what this source does not hold"
-        )
-    return True, f"pruned what {here} no longer holds"
+    return True, f"pruned what {here} no longer holds (its own documents: other sources' stay)"
 
 
 async def keep_run(

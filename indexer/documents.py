@@ -218,8 +218,11 @@ def build_chunks(
     now: datetime | None = None,
     tz: tzinfo = UTC,
     tenant: str = DEFAULT_TENANT,
+    source: str = "",
 ) -> list[dict[str, Any]]:
-    """The chunk documents of one object. Raises DocumentError when it cannot be indexed."""
+    """The chunk documents of one object (``source``: the name of the source it came from, so
+    a run prunes only its own source's documents). Raises DocumentError when it cannot be
+    indexed."""
     body = obj.text
     layers = named_layers(obj)
     meta = merge_metadata(tuple(layer for _, layer in layers))
@@ -274,6 +277,8 @@ def build_chunks(
         }
         if roles:
             doc["access_roles"] = roles
+        if source:
+            doc["source_name"] = source
         if obj.outside.version:
             doc["permissions_version"] = obj.outside.version
         docs.append(doc)

@@ -49,6 +49,9 @@ class IndexOptions:
     workers: int = 0
     acl_rules: AclRules | None = None  # folder rules (--acl-rules)
     roles_tag: str | None = None  # the object tag that holds roles (--roles-tag)
+    # The name each document records of the source it came from (--source-name; the run
+    # takes the source's own description when empty): a run prunes only its source's.
+    source_name: str = ""
 
     def __post_init__(self) -> None:
         if self.url_template is not None:
@@ -77,6 +80,7 @@ def chunk_settings(options: IndexOptions) -> ChunkSettings:
         tenant=options.tenant,
         budget=options.budget,
         ocr=options.ocr,
+        source=options.source_name,
     )
 
 

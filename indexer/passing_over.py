@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from wcmatch import glob as wcglob
@@ -53,6 +54,10 @@ def odd_key(key: str) -> str | None:
     return None
 
 
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
 class PassedOver:
     """What a listing passed over, by reason (``unsupported .vsdx``, ``not a regular file``),
     with the first few names of each: never a silent skip (issue #34 §1, #37 §3)."""
@@ -62,21 +67,24 @@ class PassedOver:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.examples: dict[str, list[str]] = {}
-        self._exclude: list[tuple[re.Pattern[str], str]] = []
+        self._exclude: list[tuple[re.Pattern[str], str, Callable[[str], str]]] = []
 
-    def excluding(self, patterns: list[str], origin: str) -> None:
+    def excluding(
+        self, patterns: list[str], origin: str, fold: Callable[[str], str] | None = None
+    ) -> None:
         """Pass over the keys ``patterns`` match (globs as in a rules file: ``**``, ``*``,
-        ``{a,b}``; compared in NFC), counted as excluded by ``origin``."""
+        ``{a,b}``; compared in NFC, or as ``fold`` makes keys and globs — a rules file's
+        own comparison, case-folded under ``case: insensitive``), counted as excluded by
+        ``origin``."""
+        fold = fold or _nfc
         for pattern in patterns:
             if not pattern.strip() or pattern.startswith("/"):
                 raise ValueError(
                     f"{origin}: {pattern!r} is empty or starts with '/' (globs match keys "
                     "below the source: write archive/** for SOURCE/archive/…)"
                 )
-            included, _ = wcglob.translate(
-                [unicodedata.normalize("NFC", pattern)], flags=GLOB_FLAGS
-            )
-            self._exclude.append((re.compile("|".join(included)), f"excluded ({origin})"))
+            included, _ = wcglob.translate([fold(pattern)], flags=GLOB_FLAGS)
+            self._exclude.append((re.compile("|".join(included)), f"excluded ({origin})", fold))
 
     def unwanted(self, key: str) -> bool:
         """Count ``key`` if it is a lock, temporary or system file, or excluded; whether it
@@ -84,12 +92,10 @@ class PassedOver:
         if scratch(key):
             self.add(key, SCRATCH_REASON)
             return True
-        if self._exclude:
-            normal = unicodedata.normalize("NFC", key)
-            for regex, reason in self._exclude:
-                if regex.match(normal):
-                    self.add(key, reason)
-                    return True
+        for regex, reason, fold in self._exclude:
+            if regex.match(fold(key)):
+                self.add(key, reason)
+                return True
         return False
 
     def add(self, key: str, reason: str) -> None:

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -51,6 +52,7 @@ from indexer.store import (
     refresh,
     withdraw,
 )
+from indexer.unlisted import another_source, what_was_not_listed
 from indexer.workers import InFlight, ParserPool
 from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
 from retrieval_svc.embedding import Embedder
@@ -97,6 +99,8 @@ class _IndexRun:
         embedder: Embedder | None,
         embed_progress: EmbedProgress | None,
     ) -> None:
+        if not options.source_name:  # (each document records the source it came from)
+            options = replace(options, source_name=source.description)
         self.es, self.source, self.options = es, source, options
         self.progress = progress or (lambda _key: None)
         self.embedder, self.embed_progress = embedder, embed_progress
@@ -116,7 +120,7 @@ class _IndexRun:
 
     async def run(self) -> Report:
         started = time.perf_counter()
-        options, report = self.options, self.report
+        es, source, options, report = self.es, self.source, self.options, self.report
         kb, alias, tenant = options.knowledge_id, options.alias, options.tenant
         # A first load into an empty knowledge base has no versions to compare with (nor does
         # a dry run for a tenant whose index does not exist yet).
@@ -133,12 +137,25 @@ class _IndexRun:
             report.parser_workers_started = self.pool.started if self.pool is not None else 0
         report.passed_over = dict(self.source.passed_over.counts)
         report.passed_over_examples = dict(self.source.passed_over.examples)
+        unlisted = await what_was_not_listed(es, source, options, report, has_chunks)
         if report.withdraw_ids and not options.dry_run:
             await withdraw(self.es, alias, tenant, kb, sorted(report.withdraw_ids))
         report.documents_withdrawn = len(report.withdraw_ids)
-        if options.prune and not options.dry_run:
+        incomplete = any(f.scope == "rest" for f in source.failures)
+        if incomplete and options.prune:
+            report.prune_note = (
+                "not pruned: the listing did not complete (what it did not reach is unknown, "
+                "not gone)"
+            )
+        elif options.prune and not options.dry_run:
             report.documents_pruned = await prune(
-                self.es, alias, tenant, kb, self.seen, options.shard
+                self.es,
+                alias,
+                tenant,
+                kb,
+                self.seen | unlisted,
+                options.shard,
+                (options.source_name, self.source.location),
             )
         if not options.dry_run:
             await refresh(self.es, alias)
@@ -171,7 +188,7 @@ class _IndexRun:
     async def read(self, has_chunks: bool) -> None:
         """Stage 1: batches of changed documents, parsed, onto the next stage's queue."""
         options, report = self.options, self.report
-        kb, tenant = options.knowledge_id, options.tenant
+        kb, tenant, name = options.knowledge_id, options.tenant, options.source_name
         try:
             while batch := await asyncio.to_thread(self._next_refs):
                 ids = {ref.key: document_id(kb, ref.identity, tenant) for ref in batch}
@@ -192,6 +209,10 @@ class _IndexRun:
                         self._fail(ref.key, ids[ref.key], here, ids[ref.key] in versions)
                         continue
                     stored = versions.get(ids[ref.key])
+                    if stored is not None and (other := stored.written_by_another(name)):
+                        self.progress(ref.key)
+                        self.report.fail(ref.key, another_source(other, name))
+                        continue
                     if (
                         stored is not None
                         and not options.force

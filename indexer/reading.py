@@ -29,6 +29,7 @@ class ChunkSettings:
     tenant: str = DEFAULT_TENANT
     budget: Budget = field(default_factory=Budget)
     ocr: OcrMode = "auto"
+    source: str = ""  # the name of the source the run reads (stored on every chunk)
 
 
 def document_chunks(
@@ -71,4 +72,5 @@ def document_chunks(
         options=settings.chunk,
         tz=settings.tz,
         tenant=settings.tenant,
+        source=settings.source,
     )

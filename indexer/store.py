@@ -36,6 +36,14 @@ class Stored:
     # The document's own chunk count, as each chunk carries it (lowest and highest seen;
     # None: written before chunks carried it).
     counts: tuple[int, int] | None = None
+    # The sources its chunks were written from ("" for chunks written before sources were
+    # recorded: any source of the knowledge base may take those over).
+    sources: frozenset[str] = frozenset()
+
+    def written_by_another(self, source: str) -> str | None:
+        """The other source this document was written from, if not ``source``."""
+        others = sorted(self.sources - {source, ""})
+        return others[0] if others else None
 
     @property
     def complete(self) -> bool:
@@ -69,6 +77,7 @@ async def current_versions(
                     "last": {"max": {"field": "segment_position"}},
                     "count_low": {"min": {"field": "segment_count"}},
                     "count_high": {"max": {"field": "segment_count"}},
+                    "sources": keys("source_name"),
                 },
             }
         },
@@ -80,6 +89,7 @@ async def current_versions(
             chunks=int(bucket["doc_count"]),
             last=int(bucket["last"]["value"] or 0),
             counts=_counts(bucket),
+            sources=frozenset(v["key"] for v in bucket["sources"]["buckets"]),
         )
         for bucket in response["aggregations"]["docs"]["buckets"]
     }
@@ -144,6 +154,67 @@ async def withdraw(
         )
 
 
+def of_source(source: str, location: str) -> dict[str, Any]:
+    """The chunks written from ``source``, and those written before chunks recorded their
+    source whose address lies in the source's ``location``."""
+    legacy = {
+        "bool": {
+            "must_not": {"exists": {"field": "source_name"}},
+            "filter": {"prefix": {"source_file_url": location}},
+        }
+    }
+    return {
+        "bool": {
+            "should": [{"term": {"source_name": source}}, legacy],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+async def documents_below(
+    es: AsyncElasticsearch,
+    alias: str,
+    tenant: str,
+    knowledge_id: str,
+    source: tuple[str, str],
+    names: list[dict[str, Any]],
+) -> dict[str, str]:
+    """The documents of ``source`` (its name and location) whose names match any of
+    ``names`` (term or prefix clauses on ``document_name``): document id → name."""
+    found: dict[str, str] = {}
+    query = kb_query(
+        tenant,
+        knowledge_id,
+        of_source(*source),
+        {"bool": {"should": names, "minimum_should_match": 1}},
+    )
+    async for hit in async_scan(
+        es, index=alias, query={"query": query}, _source=["document_id", "document_name"]
+    ):
+        found[hit["_source"]["document_id"]] = hit["_source"].get("document_name", "")
+    return found
+
+
+async def sources_of(
+    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str
+) -> dict[str, int]:
+    """The sources a knowledge base's documents were written from, with their document
+    counts ("" for documents written before sources were recorded)."""
+    response = await es.options(ignore_status=404).search(
+        index=alias,
+        size=0,
+        query=kb_query(tenant, knowledge_id),
+        aggs={
+            "sources": {
+                "terms": {"field": "source_name", "size": 100, "missing": ""},
+                "aggs": {"documents": {"cardinality": {"field": "document_id"}}},
+            }
+        },
+    )
+    buckets = response.get("aggregations", {}).get("sources", {}).get("buckets", [])
+    return {b["key"]: int(b["documents"]["value"]) for b in buckets}
+
+
 async def prune(
     es: AsyncElasticsearch,
     alias: str,
@@ -151,9 +222,11 @@ async def prune(
     knowledge_id: str,
     keep: set[str],
     shard: Shard | None = None,
+    source: tuple[str, str] | None = None,
 ) -> int:
     """Delete the documents of ``tenant``'s ``knowledge_id`` not in ``keep`` (of ``shard``
-    only: a shard never prunes another's documents); how many."""
+    only: a shard never prunes another's documents; of ``source`` — its name and location —
+    only: a source never prunes another's); how many."""
     gone: list[str] = []
     after: dict[str, Any] | None = None
     while True:
@@ -163,10 +236,11 @@ async def prune(
         }
         if after:
             composite["after"] = after
+        mine = [of_source(*source)] if source is not None else []
         response = await es.search(
             index=alias,
             size=0,
-            query=kb_query(tenant, knowledge_id),
+            query=kb_query(tenant, knowledge_id, *mine),
             aggs={"docs": {"composite": composite}},
         )
         agg = response["aggregations"]["docs"]

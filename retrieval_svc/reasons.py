@@ -70,6 +70,27 @@ FAILURES: tuple[Reason, ...] = (
         r"^parsing needed more than (?P<mb>\d+) MB \(--doc-memory-mb\)",
         "解析所需内存超过 {mb} MB（--doc-memory-mb），工作进程已替换：调大 --doc-memory-mb 或 --memory-mb",
     ),
+    # Reading the source.
+    _r(
+        "link",
+        r"^(?:sidecar )?(?P<name>.+?) is a symbolic link: links are never followed",
+        "{name} 是符号链接：符号链接一律不跟随（链接目标在其所在位置、按其自身权限索引）；附属文件是链接时，文档不予索引",
+    ),
+    _r(
+        "not_a_file",
+        r"^(?P<name>.+) is not a regular file$",
+        "{name} 不是普通文件（可能在列出后被替换为 FIFO、设备或套接字）",
+    ),
+    _r(
+        "listing_failed",
+        r"^(?:(?P<place>.+?) )?cannot be listed: (?P<detail>.+)$",
+        "无法列出{place}（{detail}）：检查索引程序对它的读取权限；其下已索引的文档已撤下，而不是当作已删除清理，本次运行以失败结束",
+    ),
+    _r(
+        "another_source",
+        r"^already indexed from another source of this knowledge base \((?P<other>.+?)\): ",
+        "已由本知识库的另一个数据源（{other}）索引：两个数据源会写入同一个文档。请把其中一个索引到另一个知识库；若 {other} 就是本数据源的旧名称，加 --source-name 指定它",
+    ),
     # Reading the file.
     _r(
         "unsupported",
@@ -181,7 +202,7 @@ PASSED_OVER: tuple[Reason, ...] = (
         r"^an empty, '\.' or '\.\.' folder in the key",
         "路径中有空的、“.”或“..”文件夹（如 docs//a.md）：重命名该对象",
     ),
-    _r("link", r"^a link (?:to a folder|out of the folder): not followed$", "符号链接，未跟随"),
+    _r("link", r"^a symbolic link: not followed$", "符号链接：一律不跟随（其目标在所在位置索引）"),
     _r("name_encoding", r"^the name is not valid UTF-8$", "文件名不是有效的 UTF-8"),
     _r("unreadable", r"^cannot be read: (?P<detail>.+)$", "无法读取：{detail}"),
     _r("not_a_file", r"^not a regular file", "不是普通文件（FIFO、设备或套接字）"),

@@ -140,7 +140,7 @@ class AclRules:
         by_folder: dict[str, list[int]] = {}
         anywhere: list[int] = []
         for i, rule in enumerate(self.rules):
-            patterns = [self._fold(p) for p in rule.patterns]
+            patterns = [self.fold(p) for p in rule.patterns]
             included, _ = glob.translate(patterns, flags=GLOB_FLAGS)
             self._regexes.append(re.compile("|".join(included)))
             self._needles.append(tuple(_needle(p) for p in patterns))
@@ -154,7 +154,7 @@ class AclRules:
         self._any_folder = tuple(anywhere)
         self.matched = [0] * len(self.rules)
 
-    def _fold(self, text: str) -> str:
+    def fold(self, text: str) -> str:
         """``text`` as keys and globs are compared: NFC, and case-folded for a rules file
         that says ``case: insensitive``."""
         text = unicodedata.normalize("NFC", text)
@@ -171,7 +171,7 @@ class AclRules:
     def match(self, key: str) -> Rule | None:
         """The first rule whose glob matches ``key`` (counted), or None. Keys are compared
         in NFC, as the globs are (and case-folded with ``case: insensitive``)."""
-        key = self._fold(key)
+        key = self.fold(key)
         for i in self._rules_for(key.split("/", 1)[0]):
             # (a substring every match must hold, checked in C before the regex's backtracking)
             if any(n in key for n in self._needles[i]) and self._regexes[i].match(key):

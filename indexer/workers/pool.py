@@ -30,11 +30,14 @@ import functools
 import multiprocessing
 import os
 import resource
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any
 
 from indexer.budget import OCR_ADDRESS_SLACK_MB, Budget
@@ -46,6 +49,7 @@ _CONTEXT = multiprocessing.get_context("spawn")
 READY = "ready"
 GRANT = "grant"
 START_TIMEOUT_S = 300.0  # a worker's start (its imports) on a busy machine; never a document's
+SCRATCH_PREFIX = "rsvc-worker-"  # + the indexer's pid: a worker's temporary folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +132,13 @@ def _cap(address_space: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, resource.RLIM_INFINITY))
 
 
-def _serve(conn: Connection, memory_mb: int, ocr: bool) -> None:
-    """A worker: cap its memory, then answer jobs until its pipe closes."""
+def _serve(conn: Connection, memory_mb: int, ocr: bool, scratch: str) -> None:
+    """A worker: cap its memory, then answer jobs until its pipe closes. Every temporary file
+    it or a converter it starts makes goes into ``scratch``, which the parent removes when the
+    worker ends, however it ends."""
+    import tempfile
+
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch  # (LibreOffice's profile and files too)
     from indexer.documents import DocumentError
     from indexer.formats import ocr as ocr_engine
     from indexer.parsers import preload
@@ -203,9 +212,10 @@ class _Worker:
     def __init__(self, budget: Budget, ocr: bool = False) -> None:
         self.budget = budget
         self.retired = False
+        self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
         self.conn, child = _CONTEXT.Pipe()
         self.process: BaseProcess = _CONTEXT.Process(
-            target=_serve, args=(child, budget.memory_mb, ocr), daemon=True
+            target=_serve, args=(child, budget.memory_mb, ocr, self.scratch), daemon=True
         )
         with _few_arenas():
             self.process.start()
@@ -242,12 +252,25 @@ class _Worker:
         return settle(answer, budget)
 
     def stop(self) -> None:
-        """End the process now, whatever it is doing."""
+        """End the process now, whatever it is doing, and remove its temporary files."""
         with contextlib.suppress(OSError):
             self.conn.close()
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=10)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def sweep_scratch(folder: str | None = None) -> int:
+    """Remove the temporary folders of workers whose indexer is gone (one killed outright
+    leaves them: nothing ran to remove them); how many."""
+    removed = 0
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        owner = path.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 class InFlight:
@@ -288,6 +311,7 @@ class ParserPool:
         self.started = 0  # worker processes started, spares included
 
     async def __aenter__(self) -> ParserPool:
+        await asyncio.to_thread(sweep_scratch)
         for _ in range(self._size):
             worker = await asyncio.to_thread(_Worker, self.budget, self.ocr)
             self.started += 1

@@ -115,6 +115,8 @@ WORDS: dict[str, dict[str, str]] = {
         "access": "access_roles",
         "ocr_mark": "OCR, confidence",
         "more_documents": "documents in all; the first shown",
+        "sources": "Sources",
+        "source_legacy": "(written before sources were recorded)",
         "no_document": "No such document in this knowledge base.",
     },
     "zh": {
@@ -229,6 +231,8 @@ WORDS: dict[str, dict[str, str]] = {
         "access": "access_roles",
         "ocr_mark": "OCR，置信度",
         "more_documents": "个文档；仅显示前面部分",
+        "sources": "数据源",
+        "source_legacy": "（记录数据源之前写入）",
         "no_document": "此知识库中没有该文档。",
     },
 }

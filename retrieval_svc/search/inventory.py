@@ -42,7 +42,8 @@ async def documents_of(
     es: AsyncElasticsearch, index: str, tenant: str, knowledge_id: str
 ) -> dict[str, Any]:
     """The knowledge base's documents (title, file, format, pages, pages read by OCR, chunks,
-    whether restricted), by file name; ``more`` when there are over ``MAX_DOCUMENTS``."""
+    whether restricted), by file name; ``more`` when there are over ``MAX_DOCUMENTS``; and the
+    sources they came from, with their document counts."""
     response = await es.options(ignore_status=404).search(
         index=index,
         size=0,
@@ -62,14 +63,24 @@ async def documents_of(
                     "restricted": {"filter": {"exists": {"field": "access_roles"}}},
                 },
             },
+            # Where its documents came from: a knowledge base may be fed by several sources,
+            # each pruning only its own ("" for documents written before sources were kept).
+            "sources": {
+                "terms": {"field": "source_name", "size": 100, "missing": ""},
+                "aggs": {"documents": {"cardinality": {"field": "document_id"}}},
+            },
         },
     )
     aggs = response.body.get("aggregations") if isinstance(response.body, dict) else None
     if not aggs:
-        return {"documents": [], "total": 0, "more": False}
+        return {"documents": [], "total": 0, "more": False, "sources": []}
     rows = sorted((_document_row(b) for b in aggs["d"]["buckets"]), key=lambda r: r["name"])
     total = int(aggs["count"]["value"])
-    return {"documents": rows, "total": total, "more": total > len(rows)}
+    sources = [
+        {"source": b["key"], "documents": int(b["documents"]["value"])}
+        for b in aggs["sources"]["buckets"]
+    ]
+    return {"documents": rows, "total": total, "more": total > len(rows), "sources": sources}
 
 
 async def chunks_of(

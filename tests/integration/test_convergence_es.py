@@ -111,10 +111,10 @@ def test_a_document_moved_into_a_restricted_folder_leaves_its_public_place(share
     again = share.index()  # the same command
     assert again["documents_pruned"] == 1 and again["prune_note"].startswith("pruned")
     assert stored(share.alias, share.kb) == {"人事/员工手册.md": {("人事",)}}
-    # A run over a part of the source does not prune the rest, and says why.
+    # A run over a part of the source is a source of its own: it prunes only what it wrote.
     share.write("公共/通知.md", "# 通知\n\n停水。")
     part = share.index(source=share.root / "公共")
-    assert part["documents_pruned"] == 0 and "not pruned: the last run" in part["prune_note"]
+    assert part["documents_pruned"] == 0 and "other sources' stay" in part["prune_note"]
     assert "人事/员工手册.md" in stored(share.alias, share.kb)
 
 

@@ -19,6 +19,8 @@ from indexer.formats.sniff import OLE
 from indexer.parsers import parse
 from indexer.passing_over import SCRATCH_REASON, PassedOver, odd_key
 from indexer.report import Report
+from indexer.sources import LINK_REASON, LocalSource, ObjectRef
+from indexer.unlisted import another_source
 from retrieval_svc import reasons
 
 SECTIONS = [("变压器巡检", "干式变压器T-02的型号为SCB13-800，额定容量800 kVA。")]
@@ -73,7 +75,29 @@ def indexer_failures(tmp_path: Path) -> list[str]:
         out.append(failed(parse, "a.wps", OLE + b"\0" * 512))
     finally:
         convert.soffice = real  # type: ignore[assignment]
-    return out
+    return out + source_failures(tmp_path)
+
+
+def source_failures(tmp_path: Path) -> list[str]:
+    """What reading a folder gives: a link where a file was listed, a sidecar that is a link,
+    a folder that cannot be listed, a document another source wrote."""
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    (root / "人事.md").write_text("机密", encoding="utf-8")
+    (root / "公共" / "a.md").symlink_to(root / "人事.md")
+    (root / "公共" / "b.md").write_text("公开", encoding="utf-8")
+    (root / "公共" / "b.md.meta.json").symlink_to(root / "人事.md")
+    source = LocalSource(root)
+    a = ObjectRef("公共/a.md", "", "", 0, "local:公共/a.md")
+    b = ObjectRef("公共/b.md", "", "", 0, "local:公共/b.md")
+    unlisted = OSError(13, "Permission denied", str(root / "法务"))
+    return [
+        failed(source.read, a),
+        failed(source.sidecar, b),
+        source._why(unlisted),  # (the folder's own failure; its documents' below)
+        f"法务/ {source._why(unlisted)}",
+        another_source("/srv/old-share", str(root)),
+    ]
 
 
 def test_every_failure_the_indexer_gives_has_a_code_and_a_chinese_sentence(
@@ -105,7 +129,7 @@ def test_what_the_listing_passes_over_has_a_code_and_a_chinese_name() -> None:
         "unsupported .vsdx",
         "unsupported (no suffix)",
         str(odd_key("docs//a.md")),
-        "a link out of the folder: not followed",
+        LINK_REASON,
         "not a regular file (a FIFO, device or socket)",
     ]
     listing.unwanted("archive/old.md")

@@ -1,169 +1,28 @@
-"""Where documents come from: local folders, S3 and Alibaba Cloud OSS (S3-compatible API).
+"""S3 and Alibaba Cloud OSS (its S3-compatible API) as a source.
 
 Listing is paginated and streamed (one page in memory at a time); objects are read one by
 one, so memory does not grow with the bucket. Sidecar metadata ``<key>.meta.json`` travels
-with its object and is never indexed as a document.
+with its object and is never indexed as a document. A page that still fails after the
+client's retries ends the listing as a failure (``ListingFailure``, scope ``rest``): the run
+fails and prunes nothing, since what the listing did not reach is unknown, not gone.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
-import stat
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from indexer.documents import DocumentError
-from indexer.metadata_limits import MAX_SIDECAR_BYTES, MetadataLimitError, check_bytes
-from indexer.passing_over import (
-    SIDECAR_SUFFIX,
-    PassedOver,
-    by_design,
-    odd_key,
-)
+from indexer.metadata_limits import MAX_SIDECAR_BYTES
+from indexer.passing_over import SIDECAR_SUFFIX, PassedOver, by_design, odd_key
+from indexer.sources.base import ListingFailure, ObjectRef, parse_sidecar
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
-    """A listed object: its key under the source, where it is, its version, and what makes
-    it the same document across runs."""
-
-    key: str
-    uri: str
-    etag: str
-    size: int
-    identity: str
-    # The version of its ``.meta.json`` sidecar as the listing saw it ("" for none), so a
-    # sidecar edited with the document untouched is seen as a change of its roles.
-    sidecar: str = ""
-
-
-class Source(Protocol):
-    """Something that lists and reads objects."""
-
-    description: str
-    passed_over: PassedOver  # what ``list`` passed over so far, by reason
-
-    def list(self) -> Iterator[ObjectRef]:
-        """Every indexable object, streamed."""
-        ...
-
-    def read(self, ref: ObjectRef) -> bytes:
-        """The object's bytes."""
-        ...
-
-    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
-        """The object's ``.meta.json`` sidecar, or ``{}``."""
-        ...
-
-    def tags(self, ref: ObjectRef) -> dict[str, str]:
-        """The object's tags (an object store's; a folder has none)."""
-        ...
-
-
-def _parse_sidecar(data: bytes, name: str) -> dict[str, Any]:
-    try:
-        check_bytes(len(data), MAX_SIDECAR_BYTES, f"sidecar {name}")
-    except MetadataLimitError as exc:
-        raise DocumentError(str(exc)) from None
-    try:
-        parsed = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DocumentError(f"sidecar {name} is not valid JSON: {exc}") from exc
-    if not isinstance(parsed, dict):
-        raise DocumentError(f"sidecar {name} must hold a JSON object")
-    return parsed
-
-
-def _stamp(path: Path) -> str:
-    """A file's modification time and size ("" when there is none)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return ""
-    return f"{st.st_mtime_ns:x}-{st.st_size:x}"
-
-
-class LocalSource:
-    """A folder on disk; the version (ETag) of a file is its modification time and size."""
-
-    def __init__(self, root: Path) -> None:
-        if not root.is_dir():
-            raise NotADirectoryError(f"{root} is not a folder")
-        self.root = root.resolve()
-        self.description = str(self.root)
-        self.passed_over = PassedOver()
-
-    def list(self) -> Iterator[ObjectRef]:
-        """The folder's documents, streamed folder by folder (memory flat however many
-        files), in name order. Links to folders are not followed (a loop, or a way out); a
-        link to a file is followed only inside the folder; FIFOs, devices, sockets, names
-        that are not UTF-8 and files that vanish are passed over with their reason."""
-        for folder, subfolders, files in os.walk(self.root, followlinks=False):
-            here = Path(folder)
-            for name in list(subfolders):
-                if (here / name).is_symlink():
-                    self.passed_over.add(self._key(here / name), "a link to a folder: not followed")
-            subfolders.sort()
-            for name in sorted(files):
-                if (ref := self._ref(here / name)) is not None:
-                    yield ref
-
-    def _key(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
-
-    def _ref(self, path: Path) -> ObjectRef | None:
-        key = self._key(path)
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = key.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
-            self.passed_over.add(shown, "the name is not valid UTF-8")
-            return None
-        if self.passed_over.unwanted(key) or by_design(key) or self.passed_over.unsupported(key):
-            return None
-        try:
-            if path.is_symlink() and not path.resolve().is_relative_to(self.root):
-                self.passed_over.add(key, "a link out of the folder: not followed")
-                return None
-            st = path.stat()
-        except (OSError, RuntimeError) as exc:  # vanished, unreadable, a link loop
-            self.passed_over.add(key, f"cannot be read: {type(exc).__name__}")
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            self.passed_over.add(key, "not a regular file (a FIFO, device or socket)")
-            return None
-        return ObjectRef(
-            key=key,
-            uri=path.as_uri(),
-            # Modification time and size, as rsync compares: listing never reads the files,
-            # and each is read once, when it has changed.
-            etag=f"{st.st_mtime_ns:x}-{st.st_size:x}",
-            size=st.st_size,
-            identity=f"local:{key}",  # moving the folder keeps document ids
-            sidecar=_stamp(path.with_name(path.name + SIDECAR_SUFFIX)),
-        )
-
-    def read(self, ref: ObjectRef) -> bytes:
-        return (self.root / ref.key).read_bytes()
-
-    def tags(self, ref: ObjectRef) -> dict[str, str]:  # noqa: ARG002
-        return {}  # (files have no tags: the CLI refuses --roles-tag for a folder)
-
-    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
-        path = self.root / (ref.key + SIDECAR_SUFFIX)
-        if not path.is_file():
-            return {}
-        with path.open("rb") as f:  # at most one byte past the bound is read
-            return _parse_sidecar(f.read(MAX_SIDECAR_BYTES + 1), path.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +111,11 @@ class ObjectStoreSource:
         prefix = parsed.path.lstrip("/")
         self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
         self.description = url
+        self.location = f"{self.scheme}://{self.bucket}/{self.prefix}"
         self.page_size = page_size
         self._client = s3_client(self.scheme, options or ObjectStoreOptions())
         self.passed_over = PassedOver()
+        self.failures: list[ListingFailure] = []
 
     def _key(self, full_key: str) -> str:
         return full_key[len(self.prefix) :]
@@ -270,7 +131,7 @@ class ObjectStoreSource:
         )
         sidecars: dict[str, str] = {}  # full key of a document → its sidecar's ETag
         held: deque[tuple[bytes, ObjectRef]] = deque()  # (where its sidecar would list, ref)
-        for page in pages:
+        for page in self._pages(pages):
             for item in page.get("Contents", []):
                 full_key = item["Key"]
                 here = full_key.encode("utf-8")
@@ -300,6 +161,26 @@ class ObjectStoreSource:
         while held:
             yield self._with_sidecar(held.popleft()[1], sidecars)
 
+    def _pages(self, pages: Any) -> Iterator[dict[str, Any]]:
+        """The listing's pages until one fails after the client's retries (then a listing
+        failure after the last key of the last page: everything after it is unknown)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        iterator = iter(pages)
+        last = ""
+        while True:
+            try:
+                page = next(iterator)
+            except StopIteration:
+                return
+            except (BotoCoreError, ClientError) as exc:
+                reason = f"cannot be listed: {type(exc).__name__}: {exc}"
+                self.failures.append(ListingFailure(last, reason, "rest"))
+                return
+            if contents := page.get("Contents"):
+                last = self._key(contents[-1]["Key"])
+            yield page
+
     def _with_sidecar(self, ref: ObjectRef, sidecars: dict[str, str]) -> ObjectRef:
         found = sidecars.pop(self._full_key(ref.key), "")
         return replace(ref, sidecar=found) if found else ref
@@ -324,16 +205,4 @@ class ObjectStoreSource:
             response = self._client.get_object(Bucket=self.bucket, Key=key)
         except self._client.exceptions.NoSuchKey:
             return {}
-        return _parse_sidecar(response["Body"].read(MAX_SIDECAR_BYTES + 1), key)
-
-
-def open_source(spec: str, options: ObjectStoreOptions | None = None) -> Source:
-    """A source from ``oss://…``, ``s3://…``, ``file://…`` or a local path."""
-    parsed = urlparse(spec)
-    if parsed.scheme in ("s3", "oss"):
-        return ObjectStoreSource(spec, options)
-    if parsed.scheme == "file":
-        return LocalSource(Path(parsed.path))
-    if parsed.scheme and len(parsed.scheme) > 1:
-        raise ValueError(f"unsupported source {spec!r}: use oss://, s3://, file:// or a folder")
-    return LocalSource(Path(spec))
+        return parse_sidecar(response["Body"].read(MAX_SIDECAR_BYTES + 1), key)

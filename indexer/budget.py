@@ -9,7 +9,8 @@ option; the run goes on.
 | time | ``--doc-timeout`` | 300 s | parse and chunk, in a worker killed when it passes it |
 | memory | ``--doc-memory-mb`` | from ``--memory-mb`` | a worker's address space past its start |
 | bytes | ``--max-doc-bytes`` | 128 MiB | the object's listed size, before it is read |
-| unpacked | ``--max-unpacked-bytes`` | 512 MiB | an Office (zip) file's members, before one opens |
+| unpacked | ``--max-unpacked-bytes`` | 512 MiB | an archive's members, before any reader sees one |
+| entries | (fixed) | 50,000 | an archive's members, counted with the unpacked bytes |
 | text | ``--max-chars`` | 50,000,000 | characters of the parsed text |
 | pages | ``--max-pages`` | 10,000 | pages of a PDF or TIFF, a deck's slides, a book's sheets |
 | pixels | ``--max-pixels`` | 120,000,000 | an image (or a scanned page) before it is decoded |
@@ -77,6 +78,7 @@ class Budget:
     memory_mb: int = 256
     max_bytes: int = 128 * MIB
     max_unpacked_bytes: int = 512 * MIB
+    max_entries: int = 50_000  # an archive's members (a real Office file has hundreds)
     max_chars: int = 50_000_000
     max_pages: int = 10_000
     max_pixels: int = 120_000_000
@@ -114,8 +116,13 @@ class Budget:
                 f"{self.max_pixels:,} (--max-pixels)"
             )
 
-    def check_unpacked(self, unpacked: int) -> None:
-        """Refuse a zip container whose members unpack to ``unpacked`` bytes."""
+    def check_unpacked(self, unpacked: int, entries: int = 0) -> None:
+        """Refuse a zip container whose ``entries`` members unpack to ``unpacked`` bytes."""
+        if entries > self.max_entries:
+            raise BudgetError(
+                f"the file unpacks to {entries:,} entries, over the limit of "
+                f"{self.max_entries:,} (a zip bomb of many small members)"
+            )
         if unpacked > self.max_unpacked_bytes:
             raise BudgetError(
                 f"the file unpacks to {unpacked:,} bytes, over the limit of "

@@ -318,6 +318,7 @@ def index(
             url_template=url_template,
             manifest=load_manifest(manifest),
             prune=bool(prune),
+            sole=prune is True,
             force=force,
             dry_run=dry_run,
             concurrency=concurrency,

@@ -30,8 +30,13 @@ def prune_decision(options: IndexOptions, source: Source, asked: bool | None) ->
     here = options.source_name or source.description
     if options.dry_run:
         return False, "not pruned: a dry run"
-    if asked is not None:
-        return asked, "pruned as asked (--prune)" if asked else "not pruned (--no-prune)"
+    if asked is not None:  # (--prune: this source is the knowledge base's only one)
+        return asked, (
+            f"pruned as asked (--prune): the knowledge base holds what {here} holds, whichever "
+            "source wrote the rest"
+            if asked
+            else "not pruned (--no-prune)"
+        )
     return True, f"pruned what {here} no longer holds (its own documents: other sources' stay)"
 
 

@@ -35,6 +35,9 @@ class IndexOptions:
     url_template: str | None = None
     manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
     prune: bool = False
+    # This source is the knowledge base's only one (``--prune`` given): it prunes whatever it
+    # does not hold, and takes over documents another source wrote.
+    sole: bool = False
     shard: Shard | None = None  # only the objects of this shard (--shard I/N)
     force: bool = False
     dry_run: bool = False

@@ -34,7 +34,7 @@ from indexer.formats import convert, sniff
 from indexer.formats.base import OcrMode, Parsed, Part, Reading
 from indexer.formats.mail import parse_eml, parse_epub, parse_msg
 from indexer.formats.ocr import parse_image
-from indexer.formats.office import parse_docx, parse_pptx
+from indexer.formats.office import parse_docx, parse_pptx, unpacked_size
 from indexer.formats.pdf import parse_pdf
 from indexer.formats.sheets import parse_csv, parse_tsv, parse_xls, parse_xlsx
 from indexer.formats.text import decode_text, parse_html, parse_markdown, parse_text
@@ -68,6 +68,8 @@ def _converted(suffix: str) -> Reader:
     target = convert.TARGETS[suffix]
 
     def read(data: bytes, reading: Reading) -> Parsed:
+        if data.startswith(b"PK\x03\x04"):  # (an archive: its limits before LibreOffice's)
+            unpacked_size(data, reading, convert.NAMES.get(suffix, suffix))
         modern = convert.convert(data, suffix, target, reading.budget.seconds)
         parsed = _MODERN[target](modern, reading)
         info = {**parsed.info, "format": suffix[1:], "converted_by": "LibreOffice"}

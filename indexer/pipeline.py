@@ -155,7 +155,7 @@ class _IndexRun:
                 kb,
                 self.seen | unlisted,
                 options.shard,
-                (options.source_name, self.source.location),
+                None if options.sole else (options.source_name, source.location),
             )
         if not options.dry_run:
             await refresh(self.es, alias)
@@ -209,7 +209,8 @@ class _IndexRun:
                         self._fail(ref.key, ids[ref.key], here, ids[ref.key] in versions)
                         continue
                     stored = versions.get(ids[ref.key])
-                    if stored is not None and (other := stored.written_by_another(name)):
+                    other = None if stored is None else stored.written_by_another(name)
+                    if other and not options.sole:
                         self.progress(ref.key)
                         self.report.fail(ref.key, another_source(other, name))
                         continue

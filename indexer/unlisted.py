@@ -21,7 +21,8 @@ def another_source(other: str, this: str) -> str:
     return (
         f"already indexed from another source of this knowledge base ({other}): two sources "
         f"would write one document; index one into another knowledge base, or, if {other} is "
-        f"this source ({this}) under its old name, run with --source-name '{other}'"
+        f"this source ({this}) under its old name, run with --source-name '{other}' (or once "
+        "with --prune, which makes this source the knowledge base's only one)"
     )
 
 

@@ -61,6 +61,11 @@ FAILURES: tuple[Reason, ...] = (
         "文件解压后有 {size} 字节，超过上限 {limit}（--max-unpacked-bytes）：可能是压缩炸弹；确属正常文件则调大该参数",
     ),
     _r(
+        "limit_entries",
+        rf"^the file unpacks to {_N.format('size')} entries, over the limit of {_N.format('limit')}",
+        "文件解压后有 {size} 个条目，超过上限 {limit}：可能是压缩炸弹（大量小文件）；确属正常文件请联系管理员",
+    ),
+    _r(
         "limit_time",
         r"^parsing took longer than (?P<seconds>[\d.]+) s \(--doc-timeout\)",
         "解析超过 {seconds} 秒（--doc-timeout），工作进程已停止：调大 --doc-timeout（扫描件可调大 --ocr-page-seconds）",

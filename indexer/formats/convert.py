@@ -10,7 +10,16 @@ table in a ``.doc`` becomes rows that name their columns, as in a ``.docx``.
 The conversion runs inside the document's worker: ``soffice`` inherits the worker's memory cap
 (``RLIMIT_AS``), gets the document's remaining time as its timeout, and dies with the worker
 (Linux's parent-death signal). Each worker keeps one LibreOffice profile for its lifetime: the
-first conversion creates it (about 1.5 s here), the next ones take about 0.6 s.
+first conversion creates it (about 1.5 s here), the next ones take about 0.6 s. The profile
+lives in the worker's temporary folder, which the worker's parent removes when it ends.
+
+LibreOffice stays in a box. A document can link a picture at any address (a cloud's metadata
+service included) or a file anywhere on the host; LibreOffice would fetch or read it while it
+converts. Its profile therefore blocks every link from a document (``BlockUntrustedRefererLinks``,
+active content off, links never updated), and, where the host allows a process its own network
+namespace (root, or unprivileged user namespaces), ``soffice`` runs in an empty one: no route
+anywhere, loopback included. An archive (OpenDocument, an Office Open XML file given another
+name) passes the readers' unpacked-size and entry-count limits before LibreOffice sees it.
 
 Without LibreOffice installed such a file is a failed document whose reason says how to
 install it.
@@ -57,7 +66,35 @@ INSTALL = (
     "-calc-nogui and -impress-nogui; scripts/libreoffice.sh does it; the Docker image has it)"
 )
 PR_SET_PDEATHSIG = 1
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 _profile: Path | None = None  # this process's LibreOffice profile, made on first use
+# A profile that never follows what a document links: no linked picture, file or data source
+# is fetched or read, no macro or active content runs, no link is updated on load.
+_SECURITY = "/org.openoffice.Office.Common/Security/Scripting"
+_LOCKED_DOWN = (
+    (_SECURITY, "BlockUntrustedRefererLinks", "true"),
+    (_SECURITY, "DisableActiveContent", "true"),
+    (_SECURITY, "MacroSecurityLevel", "3"),
+    ("/org.openoffice.Office.Writer/Content/Update", "Link", "0"),  # never
+    ("/org.openoffice.Office.Calc/Content/Update", "Link", "1"),  # never
+    ("/org.openoffice.Office.Common/Misc", "UseLocking", "false"),
+)
+
+
+def _registry() -> str:
+    """The profile's settings file (``registrymodifications.xcu``) of ``_LOCKED_DOWN``."""
+    items = "".join(
+        f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse">'
+        f"<value>{value}</value></prop></item>\n"
+        for path, name, value in _LOCKED_DOWN
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+        'xmlns:xs="http://www.w3.org/2001/XMLSchema" '
+        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+        f"{items}</oor:items>\n"
+    )
 
 
 def soffice() -> str | None:
@@ -65,15 +102,24 @@ def soffice() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
 
 
-def _die_with_parent() -> None:  # (in the child, before exec)
-    if sys.platform == "linux":
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def _boxed() -> None:  # (in the child, before exec)
+    """Die with the worker, and leave the network where the host allows it: a network
+    namespace of its own (as root), else a user namespace with one (unprivileged), else
+    the profile's blocks alone."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
 
 
 def _profile_dir() -> Path:
     global _profile
     if _profile is None or not _profile.is_dir():
         _profile = Path(tempfile.mkdtemp(prefix=f"rsvc-lo-{os.getpid()}-"))
+        (_profile / "user").mkdir()
+        (_profile / "user" / "registrymodifications.xcu").write_text(_registry())
     return _profile
 
 
@@ -105,7 +151,7 @@ def convert(data: bytes, suffix: str, target: str, timeout_s: float) -> bytes:
                 command,
                 capture_output=True,
                 timeout=max(1.0, timeout_s),
-                preexec_fn=_die_with_parent,
+                preexec_fn=_boxed,
                 env={**os.environ, "HOME": work, "SAL_USE_VCLPLUGIN": "svp"},
                 check=False,
             )

@@ -28,10 +28,11 @@ def unpacked_size(data: bytes, reading: Reading, what: str) -> None:
     ``zipfile`` when read (it checks the CRC and stops at the declared size)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            total = sum(member.file_size for member in archive.infolist())
+            members = archive.infolist()
+            total = sum(member.file_size for member in members)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise DocumentError(f"{what} cannot be read: {type(exc).__name__}") from exc
-    reading.budget.check_unpacked(total)
+    reading.budget.check_unpacked(total, len(members))
 
 
 def _table_rows(table: Any) -> list[list[str]]:

@@ -86,7 +86,9 @@ def test_no_link_publishes_what_it_points_at(share: Share, tmp_path: Path) -> No
         "hr/salaries.md": {("hr",)},
         "public/real.md": {()},
     }, first["failures"]
-    assert "sidecar public/notes.md.meta.json is a symbolic link" in failures(first)["public/notes.md"]
+    assert (
+        "sidecar public/notes.md.meta.json is a symbolic link" in failures(first)["public/notes.md"]
+    )
     assert "private_key" not in all_metadata(share.alias, share.kb)
     assert first["passed_over"] == {"a symbolic link: not followed": 5}, first["passed_over"]
     # A link that changes its target, and a file replaced by a link, between runs.
@@ -195,7 +197,7 @@ def test_two_sources_of_one_knowledge_base_prune_only_their_own(share: Share) ->
     assert not clash["ok"]
     assert "already indexed from another source" in failures(clash)["handbook.md"]
     assert str(hr) in failures(clash)["handbook.md"]
-    assert {r for r in stored(share.alias, share.kb)["handbook.md"]} == {("staff",)}
+    assert stored(share.alias, share.kb)["handbook.md"] == {("staff",)}
     shown = CliRunner().invoke(
         indexer_cli,
         ["show", "--knowledge-id", share.kb, "--tenant", TENANT, "--json"],
@@ -212,3 +214,34 @@ def test_exclude_follows_the_rules_file_s_case_setting(share: Share) -> None:
     report = share.index()
     assert set(stored(share.alias, share.kb)) == {"public/a.md"}, report["failures"]
     assert report["passed_over"] == {"excluded (exclude of acl-rules.yaml)": 1}, report
+
+
+def test_a_worker_s_temporary_files_leave_with_it_however_it_ends(
+    share: Share, tmp_path: Path
+) -> None:
+    from tests.integration.test_hostile_documents_es import many_pages
+    from tests.unit.test_office_conversion import docx_bytes, made_by_libreoffice
+
+    odt = made_by_libreoffice(docx_bytes(), ".docx", "odt")
+    for i in range(3):
+        (share.root / "public").mkdir(exist_ok=True)
+        (share.root / "public" / f"手册{i}.odt").write_bytes(odt)  # (LibreOffice profiles)
+    many_pages(share.root / "public" / "slow.pdf", 5000)  # (its worker is killed at 1 s)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    argv = [
+        sys.executable, "-c", "from indexer.cli import app; app()",
+        "index", str(share.root), "--knowledge-id", share.kb, "--json", "--tenant", TENANT,
+        "--acl-rules", str(share.rules), "--workers", "2", "--doc-timeout", "1",
+    ]  # fmt: skip
+    done = subprocess.run(
+        argv,
+        env={**os.environ, **env(share.alias), "TMPDIR": str(scratch)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = json.loads(done.stdout)
+    assert "--doc-timeout" in failures(report)["public/slow.pdf"], report["failures"]
+    assert report["documents_indexed"] >= 1, report["failures"]
+    assert list(scratch.iterdir()) == [], list(scratch.iterdir())

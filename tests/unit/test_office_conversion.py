@@ -154,3 +154,108 @@ def test_without_libreoffice_the_reason_says_how_to_install_it(
 def test_a_damaged_file_is_a_failure_that_says_so() -> None:
     with pytest.raises(DocumentError, match="LibreOffice could not read this WPS Writer file"):
         parse("坏的.wps", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(2048))
+
+
+def linking_odt(url: str, local: Path) -> bytes:
+    """An OpenDocument text whose two pictures are links: one at ``url``, one a file on the
+    host — what a document's author may point LibreOffice at."""
+    import zipfile
+
+    frame = (
+        '<text:p><draw:frame draw:name="{n}" svg:width="2cm" svg:height="2cm"><draw:image '
+        'xlink:href="{href}" xlink:type="simple" xlink:show="embed" xlink:actuate="onLoad"/>'
+        "</draw:frame></text:p>"
+    )
+    content = (
+        '<?xml version="1.0" encoding="UTF-8"?><office:document-content '
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+        'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+        'xmlns:xlink="http://www.w3.org/1999/xlink" '
+        'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+        'office:version="1.2"><office:body><office:text>'
+        f"<text:p>{PARAGRAPHS[0]}</text:p>"
+        + frame.format(n="a", href=url)
+        + frame.format(n="b", href=local.as_uri())
+        + "</office:text></office:body></office:document-content>"
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as odt:
+        odt.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        odt.writestr("content.xml", content, zipfile.ZIP_DEFLATED)
+        odt.writestr(
+            "META-INF/manifest.xml",
+            '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest='
+            '"urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
+            '<manifest:file-entry manifest:full-path="/" manifest:media-type='
+            '"application/vnd.oasis.opendocument.text"/><manifest:file-entry '
+            'manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
+            "</manifest:manifest>",
+        )
+    return out.getvalue()
+
+
+def test_libreoffice_reaches_no_address_and_no_file_a_document_links(tmp_path: Path) -> None:
+    import http.server
+    import os
+    import threading
+    import time
+
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def setup(self) -> None:
+            asked.append("connected")
+            super().setup()
+
+        def do_GET(self) -> None:
+            asked.append(self.requestline)
+            self.send_response(404)
+            self.end_headers()
+
+        do_HEAD = do_OPTIONS = do_GET
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(docx_bytes())  # (any bytes: what matters is whether it is opened)
+    day_ago = time.time() - 3 * 86400
+    os.utime(secret, (day_ago, day_ago))  # (relatime updates an access time this old)
+    url = f"http://127.0.0.1:{server.server_address[1]}/picture.png"
+    try:
+        parsed = parse("linked.odt", linking_odt(url, secret))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert PARAGRAPHS[0] in parsed.text
+    assert asked == [], asked  # no OPTIONS, HEAD or GET: not even a connection
+    assert secret.stat().st_atime < day_ago + 60, "LibreOffice read the linked file"
+
+
+def test_an_archive_bomb_is_refused_before_libreoffice_sees_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import zipfile
+
+    from indexer.budget import Budget
+    from indexer.formats.base import Reading
+
+    started: list[str] = []
+    monkeypatch.setattr(convert, "convert", lambda *_: started.append("soffice") or b"")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as odt:
+        odt.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        odt.writestr("content.xml", "<x>" + "巡检" * 2_000_000 + "</x>")  # 12 MB of text
+    small = Reading(Budget(max_unpacked_bytes=10 * 1024 * 1024))
+    with pytest.raises(DocumentError, match="--max-unpacked-bytes"):
+        parse("bomb.odt", out.getvalue(), small)
+    many = io.BytesIO()
+    with zipfile.ZipFile(many, "w") as odt:
+        for i in range(60):
+            odt.writestr(f"Pictures/{i}.png", b"")
+    with pytest.raises(DocumentError, match="entries"):
+        parse("many.odt", many.getvalue(), Reading(Budget(max_entries=50)))
+    assert started == []

@@ -43,6 +43,7 @@ def indexer_failures(tmp_path: Path) -> list[str]:
         failed(budget.check_pages, 3, "the deck has", "slides"),
         failed(budget.check_pixels, 30_000, 30_000),
         failed(budget.check_unpacked, 11),
+        failed(Budget(max_entries=2).check_unpacked, 0, 3),
         str(budget.timed_out()),
         str(budget.timed_out(120)),
         str(budget.out_of_memory()),

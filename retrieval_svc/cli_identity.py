@@ -4,6 +4,7 @@ directory holds (a Dify web app's end-user UUIDs), and what an id resolves to.""
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Annotated
 
@@ -29,25 +30,34 @@ identity_app.add_typer(map_app, name="map")
 MAX_MAP_ROWS = 200_000
 
 
-def _pairs(file: Path) -> list[tuple[str, str]]:
-    """``id,person`` pairs of a CSV file (a header ``id,person`` and ``#`` lines skipped)."""
+def _lines(file: Path) -> list[tuple[int, str, str]]:
+    """The ``id,person`` lines of a CSV file with their line numbers as an editor shows them
+    (a header ``id,person``, blank lines and ``#`` lines skipped); a line that is not two
+    columns is a PolicyError naming it."""
     try:
         text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"cannot read {file}: {exc}") from None
-    pairs = []
-    for number, row in enumerate(csv.reader(text.splitlines()), start=1):
+    lines: list[tuple[int, str, str]] = []
+    problems: list[str] = []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1
+    for row in reader:
+        number, start = start, reader.line_num + 1  # (a quoted cell may span lines)
         cells = [c.strip() for c in row]
-        if not cells or not cells[0] or cells[0].startswith("#"):
+        if not any(cells) or cells[0].startswith("#"):
             continue
-        if number == 1 and [c.lower() for c in cells] == ["id", "person"]:
+        if not lines and not problems and [c.lower() for c in cells] == ["id", "person"]:
             continue
         if len(cells) != 2:
-            raise PolicyError(f"{file.name} line {number}: expected id,person")
-        pairs.append((cells[0], cells[1]))
-        if len(pairs) > MAX_MAP_ROWS:
+            problems.append(f"{file.name} line {number}: expected id,person ({len(cells)} columns)")
+            continue
+        lines.append((number, cells[0], cells[1]))
+        if len(lines) > MAX_MAP_ROWS:
             raise PolicyError(f"{file.name}: more than {MAX_MAP_ROWS:,} ids")
-    return pairs
+    if problems:
+        raise PolicyError("; ".join(problems[:20]))
+    return lines
 
 
 @map_app.command("import")
@@ -61,7 +71,7 @@ def import_map(
     permission history with every change."""
     admin = _admin(ctx)
     try:
-        added, removed = admin.replace_map(tenant, _pairs(file), file.name)
+        added, removed = admin.replace_map(tenant, _lines(file), file.name)
     except PolicyError as exc:
         typer.echo(f"error: {exc}; the map is unchanged", err=True)
         raise typer.Exit(2) from None
@@ -70,13 +80,18 @@ def import_map(
 
 @map_app.command("list")
 def list_map(ctx: typer.Context, tenant: TenantOption = DEFAULT_TENANT) -> None:
-    """The tenant's map as CSV (id as compared: case-folded), person."""
+    """The tenant's map as the CSV ``import`` reads (a header, then id,person; ids are
+    compared exactly, so they read back as imported)."""
     from retrieval_svc.acl import identities
 
     admin = _admin(ctx)
     with admin.store.engine().connect() as conn:
-        for alias, person in identities.map_of(conn, tenant):
-            typer.echo(f"{alias},{person}")
+        pairs = identities.map_of(conn, tenant)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "person"])
+    writer.writerows(pairs)
+    typer.echo(out.getvalue(), nl=False)
 
 
 @identity_app.command("resolve")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from retrieval_svc.acl import history, identities, owned, tables
 from retrieval_svc.acl.history import Actor
+from retrieval_svc.acl.id_forms import MAX_COMPARED, compared
 from retrieval_svc.acl.identities import Alias
 from retrieval_svc.acl.policy_store import (
     ANYONE,
@@ -182,20 +183,31 @@ class PolicyAdmin:
             raise self.store._failure(exc) from exc
 
     def replace_map(
-        self, tenant: str, pairs: list[tuple[str, str]], origin: str
+        self, tenant: str, lines: list[tuple[int, str, str]], origin: str
     ) -> tuple[int, int]:
-        """Make the tenant's explicit identity map exactly ``pairs`` (id → the person's
-        directory id), recorded in the history with every change; the rows added and
-        removed. Every id and person is checked first: one bad pair changes nothing."""
+        """Make the tenant's explicit identity map exactly ``lines`` ((line number, id, the
+        person's directory id)), recorded in the history with every change; the rows added
+        and removed. Every line is checked first — an empty, too long or repeated id, an
+        empty or unusable person — and any problem changes nothing (PolicyError naming every
+        line, as an editor numbers them)."""
         tenant = _tenant(tenant)
         rows: set[Alias] = set()
-        for n, (alias, person) in enumerate(pairs, start=1):
+        problems: list[str] = []
+        first: dict[str, int] = {}
+        for number, alias, person in lines:
             try:
-                rows.add(
-                    Alias(tenant, identities.fold(_name("id", alias)), _user(person), "map", "map")
-                )
+                mapped = compared("exact", _name("id", alias))
+                if len(mapped) > MAX_COMPARED:
+                    raise PolicyError(f"id is {len(mapped)} characters, over {MAX_COMPARED}")
+                if mapped in first:
+                    raise PolicyError(f"id {alias!r} is mapped on line {first[mapped]} too")
+                first[mapped] = number
+                rows.add(Alias(tenant, mapped, _user(person), "map", "map"))
             except PolicyError as exc:
-                raise PolicyError(f"{origin} line {n}: {exc}") from None
+                problems.append(f"{origin} line {number}: {exc}")
+        if problems:
+            more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
+            raise PolicyError("; ".join(problems[:20]) + more)
         try:
             with self.store.engine().begin() as conn:
                 before = {(a, p) for a, p in identities.map_of(conn, tenant)}

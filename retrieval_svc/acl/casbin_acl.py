@@ -41,6 +41,7 @@ from retrieval_svc.acl.policy_store import (
     Skipped,
     user_subject,
 )
+from retrieval_svc.tenancy import EVERY_TENANT
 
 log = logging.getLogger(__name__)
 # pycasbin logs its model and every policy line (user ids and their roles) at INFO while it
@@ -260,9 +261,11 @@ class AccessControl:
         (``retrieval_svc.acl.identities``) — or unknown, or ambiguous."""
         loaded = self._loaded
         granted = False
-        if user_id is not None:
+        if user_id is not None:  # (only the key's tenant's policy makes an id known)
             subject = user_subject(user_id)
-            granted = subject in loaded.parents.get(tenant, {}) or subject in loaded.grants
+            granted = subject in loaded.parents.get(tenant, {}) or any(
+                dom in (tenant, EVERY_TENANT) for dom, _, _ in loaded.grants.get(subject, ())
+            )
         return loaded.directory.resolve(user_id, tenant, granted=granted)
 
     def user_roles(self, user_id: str, tenant: str) -> frozenset[str]:

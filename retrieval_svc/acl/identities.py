@@ -12,9 +12,12 @@ service API whatever the calling backend put in ``user`` (often an e-mail), an O
 * **an explicit map** (``retrieval-svc identity map import FILE``) names ids no directory
   holds (a Dify web app's end-user UUIDs).
 
-Aliases are compared case-folded in NFC (e-mail addresses and Active Directory names are
-case-insensitive; ``Wang@Corp.example`` is ``wang@corp.example``). An alias two people share
-resolves to nobody. A person's own id (the one grants name) wins over another's alias.
+Ids are compared as the system that issued them compares them (``id_forms``): an e-mail
+address's local part but for ASCII case and its domain as IDNA2008 (``Wang@Corp.example`` is
+``wang@corp.example``, ``faß.example`` is not ``fass.example``), a directory's attributes under
+its ``caseIgnoreMatch``, SCIM's ``userName`` case-insensitively, mapped ids and ``externalId``
+exactly. An alias two people share resolves to nobody. A person's own id (the one grants name
+in the key's tenant) wins over another's alias. Everything is decided within one tenant.
 
 The table lives in the policy database beside the rules (``identity_alias``) and is read with
 them, so a change reaches retrieval at the next policy check, like a grant.
@@ -24,10 +27,11 @@ from __future__ import annotations
 
 import functools
 import time
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from retrieval_svc.acl.id_forms import MAX_COMPARED, Kind, compared, kind_of
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -37,11 +41,6 @@ TABLE = "identity_alias"
 PERSON = "id"  # the attribute of a row that names the person themself
 
 Status = Literal["none", "known", "alias", "unknown", "ambiguous"]
-
-
-def fold(value: str) -> str:
-    """An id as aliases are compared: NFC, case-folded, stripped."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", value).casefold()).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +67,8 @@ NO_ONE = Identity(None, None, "none")
 
 @dataclass(frozen=True, slots=True)
 class Alias:
-    """One stored row: ``alias`` (folded) names ``person`` in ``tenant``, said by ``source``
-    through ``attribute``."""
+    """One stored row: ``alias`` (in its kind's compared form) names ``person`` in ``tenant``,
+    said by ``source`` through ``attribute``."""
 
     tenant: str
     alias: str
@@ -77,47 +76,61 @@ class Alias:
     source: str
     attribute: str
 
+    @property
+    def kind(self) -> Kind:
+        """How the id is compared (``id_forms``)."""
+        return kind_of(self.source, self.attribute)
+
 
 @dataclass(slots=True)
 class Directory:
-    """The aliases of every tenant, indexed for requests: tenant → folded alias → (person,
-    how), person None when people share it; and tenant → the people themselves."""
+    """The aliases of every tenant, indexed for requests: tenant → kind → compared alias →
+    (person, how), person None when people share it; and tenant → the people themselves."""
 
-    aliases: dict[str, dict[str, tuple[str | None, str]]]
+    aliases: dict[str, dict[Kind, dict[str, tuple[str | None, str]]]]
     people: dict[str, frozenset[str]]
 
     @classmethod
     def of(cls, rows: Iterable[Alias]) -> Directory:
-        found: dict[str, dict[str, dict[str, str]]] = {}
+        found: dict[str, dict[Kind, dict[str, dict[str, str]]]] = {}
         people: dict[str, set[str]] = {}
         for row in rows:
             people.setdefault(row.tenant, set()).add(row.person)
             how = f"{row.attribute} ({row.source})"
-            found.setdefault(row.tenant, {}).setdefault(row.alias, {}).setdefault(row.person, how)
-        aliases: dict[str, dict[str, tuple[str | None, str]]] = {}
-        for tenant, names in found.items():
-            index: dict[str, tuple[str | None, str]] = {}
-            for alias, whose in names.items():
-                if len(whose) == 1:
-                    ((person, how),) = whose.items()
-                    index[alias] = (person, how)
-                else:
-                    index[alias] = (None, ", ".join(sorted(whose))[:300])
-            aliases[tenant] = index
+            names = found.setdefault(row.tenant, {}).setdefault(row.kind, {})
+            names.setdefault(row.alias, {}).setdefault(row.person, how)
+        aliases: dict[str, dict[Kind, dict[str, tuple[str | None, str]]]] = {}
+        for tenant, kinds in found.items():
+            for kind, names in kinds.items():
+                index: dict[str, tuple[str | None, str]] = {}
+                for alias, whose in names.items():
+                    if len(whose) == 1:
+                        ((person, how),) = whose.items()
+                        index[alias] = (person, how)
+                    else:
+                        index[alias] = (None, ", ".join(sorted(whose))[:300])
+                aliases.setdefault(tenant, {})[kind] = index
         return cls(aliases, {t: frozenset(p) for t, p in people.items()})
 
     def resolve(self, user_id: str | None, tenant: str, *, granted: bool) -> Identity:
-        """``user_id`` in ``tenant``; ``granted``: the policy names the id itself."""
+        """``user_id`` in ``tenant``; ``granted``: the tenant's policy names the id itself.
+        The id is looked up as each kind of id compares (``id_forms``); ids of two kinds that
+        name two people resolve to nobody."""
         if user_id is None:
             return NO_ONE
         if granted or user_id in self.people.get(tenant, ()):
             return Identity(user_id, user_id, "known")
-        hit = self.aliases.get(tenant, {}).get(fold(user_id))
-        if hit is None:
+        hits: dict[str | None, str] = {}
+        for kind, index in self.aliases.get(tenant, {}).items():
+            hit = index.get(compared(kind, user_id))
+            if hit is not None:
+                hits.setdefault(hit[0], hit[1])
+        if not hits:
             return Identity(user_id, None, "unknown")
-        person, how = hit
-        if person is None:
-            return Identity(user_id, None, "ambiguous", how)
+        if None in hits or len(hits) > 1:
+            return Identity(user_id, None, "ambiguous", ", ".join(sorted(hits.values()))[:300])
+        ((person, how),) = hits.items()
+        assert person is not None
         if person == user_id:
             return Identity(user_id, person, "known")
         return Identity(user_id, person, "alias", how)
@@ -213,15 +226,26 @@ def stamp_in(conn: Connection) -> tuple[Any, ...]:
 
 def entries_of(
     tenant: str, source: str, person: str, ids: Mapping[str, Iterable[str]]
-) -> set[Alias]:
+) -> tuple[set[Alias], list[str]]:
     """The rows that make ``person`` known in ``tenant`` by ``source``: the person's own id,
-    and each value of ``ids`` (attribute → values), folded; empty values left out."""
-    rows = {Alias(tenant, fold(person), person, source, PERSON)}
-    for attribute, values in ids.items():
+    and each value of ``ids`` (attribute → values), each in its kind's compared form; empty
+    values left out. And why any other could not be stored: its compared form (``ß`` may
+    become ``ss``) is longer than the store holds — skipped, reported, never the whole sync."""
+    rows: set[Alias] = set()
+    problems: list[str] = []
+    for attribute, values in {PERSON: [person], **ids}.items():
         for value in values:
-            if value and value.strip() and len(value) <= 255:
-                rows.add(Alias(tenant, fold(value), person, source, attribute))
-    return rows
+            if not value or not value.strip():
+                continue
+            alias = compared(kind_of(source, attribute), value)
+            if len(alias) > MAX_COMPARED:
+                problems.append(
+                    f"{person[:80]}: {attribute} is {len(alias)} characters as compared (over "
+                    f"{MAX_COMPARED}); that id is not stored, the rest of the entry is"
+                )
+                continue
+            rows.add(Alias(tenant, alias, person, source, attribute))
+    return rows, problems
 
 
 def replace_in(
@@ -276,7 +300,8 @@ def replace_people_in(
 
 
 def map_of(conn: Connection, tenant: str) -> list[tuple[str, str]]:
-    """The tenant's explicit map: (id as compared, person), in id order."""
+    """The tenant's explicit map: (id, person), in id order (mapped ids are compared exactly:
+    the id as it was imported, in NFC)."""
     import sqlalchemy as sa
 
     _, table = _table()

@@ -217,7 +217,9 @@ def plan(
     changes += [Change("add", "g", g) for g in sorted(wanted - now)]
     known: set[Alias] = set()
     for dn, user in users.items():
-        known |= entries_of(tenant, source, user, directory.aliases.get(dn, {}))
+        rows, problems = entries_of(tenant, source, user, directory.aliases.get(dn, {}))
+        known |= rows
+        skipped += [f"{dn}: {problem}" for problem in problems]
     return Plan(
         changes,
         len(directory.users),

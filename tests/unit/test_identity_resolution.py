@@ -1,5 +1,5 @@
-"""Who a user id is (design.md §17): the person's own id, any of their other ids compared
-case-folded in NFC, an id two people share resolving to nobody."""
+"""Who a user id is (design.md §17): the person's own id, any of their other ids compared as
+their issuer compares them (``id_forms``), an id two people share resolving to nobody."""
 
 from __future__ import annotations
 
@@ -7,16 +7,24 @@ import unicodedata
 
 import pytest
 
-from retrieval_svc.acl.identities import Alias, Directory, Unresolved, entries_of, fold
+from retrieval_svc.acl.id_forms import compared
+from retrieval_svc.acl.identities import Alias, Directory, Unresolved, entries_of
+
+
+def rows_of(tenant: str, source: str, person: str, ids: dict[str, list[str]]) -> set[Alias]:
+    rows, problems = entries_of(tenant, source, person, ids)
+    assert problems == []
+    return rows
+
 
 ROWS = [
-    *entries_of(
+    *rows_of(
         "acme", "ldap:hq", "wang", {"mail": ["Wang.Li@Corp.example"], "upn": ["wang@ad.corp"]}
     ),
-    *entries_of("acme", "ldap:hq", "li", {"mail": ["shared@corp.example"]}),
-    *entries_of("acme", "ldap:hq", "zhao", {"mail": ["shared@corp.example", "Zhào@corp.example"]}),
-    Alias("acme", fold("0b6e-uuid"), "wang", "map", "map"),
-    *entries_of("globex", "scim", "wang@globex", {"emails": ["wang@globex.example"]}),
+    *rows_of("acme", "ldap:hq", "li", {"mail": ["shared@corp.example"]}),
+    *rows_of("acme", "ldap:hq", "zhao", {"mail": ["shared@corp.example", "Zhào@corp.example"]}),
+    Alias("acme", compared("exact", "0b6e-uuid"), "wang", "map", "map"),
+    *rows_of("globex", "scim", "wang@globex", {"emails": ["wang@globex.example"]}),
 ]
 
 
@@ -26,7 +34,8 @@ ROWS = [
         pytest.param("wang", "acme", "known", "wang", id="own-id"),
         pytest.param("WANG.LI@corp.EXAMPLE", "acme", "alias", "wang", id="mail-any-case"),
         pytest.param("wang@ad.corp", "acme", "alias", "wang", id="upn"),
-        pytest.param("0B6E-UUID", "acme", "alias", "wang", id="mapped-dify-id"),
+        pytest.param("0b6e-uuid", "acme", "alias", "wang", id="mapped-dify-id"),
+        pytest.param("0B6E-UUID", "acme", "unknown", None, id="mapped-ids-are-exact"),
         pytest.param(
             unicodedata.normalize("NFD", "zhào@corp.example"), "acme", "alias", "zhao", id="nfd"
         ),
@@ -45,7 +54,7 @@ def test_an_id_resolves_to_its_person(
 
 
 def test_a_persons_own_id_wins_over_another_persons_alias() -> None:
-    rows = [*entries_of("acme", "map", "bob", {}), Alias("acme", "li", "bob", "map", "map")]
+    rows = [*rows_of("acme", "map", "bob", {}), Alias("acme", "li", "bob", "map", "map")]
     directory = Directory.of(rows)
     assert directory.resolve("li", "acme", granted=True).person == "li"  # li is in the policy
     assert directory.resolve("li", "acme", granted=False).person == "bob"

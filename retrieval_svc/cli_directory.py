@@ -145,9 +145,14 @@ def _sync_once(
     limits = Limits(share, sync.removal_floor, force)
     read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
     try:
-        grouping = admin.store.rules().grouping
+        # What this sync gave before, and the grants no source is recorded for (made before
+        # grants knew their source): never another source's.
+        held, sourced = admin.held(sync.tenant, f"ldap:{sync.name}")
+        unsourced = [g for g in admin.store.rules().grouping if tuple(g) not in sourced]
         before = admin.owned_roles(sync.tenant, sync.name)
-        changes = plan(directory, roles, sync.tenant, grouping, owned_before=before, limits=limits)
+        changes = plan(
+            directory, roles, sync.tenant, unsourced, owned_before=before, limits=limits, held=held
+        )
     except RemovalLimit as exc:  # the directory looks broken: say so, and in the history
         typer.echo(f"error: {exc}", err=True)
         if not dry_run:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval_svc.acl import history, identities, owned, tables
+from retrieval_svc.acl import grant_sources, history, identities, owned, tables
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.id_forms import MAX_COMPARED, compared
 from retrieval_svc.acl.identities import Alias
@@ -236,9 +236,37 @@ class PolicyAdmin:
             raise self.store._failure(exc) from exc
 
     def revoke_role(self, user: str, role: str, tenant: str) -> bool:
-        """``user`` no longer holds ``role`` in ``tenant``."""
+        """``user`` no longer holds ``role`` in ``tenant`` by hand. A grant another source
+        gives (a directory sync, a SCIM key) is that source's to take back: PolicyError naming
+        it (the hand grant, if there was one too, is gone)."""
         rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
-        return self.apply("revoke-role", [history.Change("remove", "g", rule)])
+        changed = self.apply("revoke-role", [history.Change("remove", "g", rule)])
+        others = self.givers(rule) - {grant_sources.HAND}
+        if others:
+            raise PolicyError(
+                f"{user} holds {role!r} in {tenant!r} through {', '.join(sorted(others))}: "
+                "that source gives it and takes it back (remove them from the group there)"
+                + ("; the hand grant is gone" if changed else "")
+            )
+        return changed
+
+    def givers(self, rule: tuple[str, str, str]) -> set[str]:
+        """The sources that give the grant ``rule`` (member, role, tenant)."""
+        try:
+            with self.store.engine().connect() as conn:
+                return grant_sources.givers_in(conn, [rule]).get(rule, set())
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
+
+    def held(self, tenant: str, source: str) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
+        """The grants ``source`` gives in ``tenant``, and every grant of it some source gives
+        (the others were made before grants knew their source)."""
+        try:
+            with self.store.engine().connect() as conn:
+                sourced = grant_sources.sourced_in(conn, _tenant(tenant))
+        except Exception as exc:
+            raise self.store._failure(exc) from exc
+        return {line for line, by in sourced.items() if source in by}, set(sourced)
 
     def inherit(self, role: str, parent: str, tenant: str) -> bool:
         """Holders of ``role`` also hold ``parent`` in ``tenant``."""

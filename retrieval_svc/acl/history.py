@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from retrieval_svc.acl import grant_sources
 from retrieval_svc.acl.tables import MAX_DETAIL, tables
 
 if TYPE_CHECKING:
@@ -157,7 +158,8 @@ def apply_in(
     at: datetime | None = None,
 ) -> list[Event]:
     """``apply`` inside the caller's transaction (a SCIM write and the grants it implies
-    commit together)."""
+    commit together). A role grant (a ``g`` line) records the actor's source beside it and
+    is removed only when no source gives it any more (``grant_sources``)."""
     import sqlalchemy as sa
 
     _, rules, _, _ = tables(rule_table)
@@ -168,8 +170,22 @@ def apply_in(
     applied: dict[str, list[Change]] = {}
     inserts: list[dict[str, str]] = []
     deletes: list[Change] = []
+    source = grant_sources.grantor(actor.name, actor.source)
+    roles = [c.values for c in wanted if c.ptype == "g"]
+    givers = grant_sources.givers_in(conn, roles) if roles else {}
+    given: list[tuple[str, ...]] = []
     for change in wanted:
         line = (change.ptype, change.values)
+        if change.ptype == "g" and len(change.values) == 3:
+            holders = givers.setdefault(change.values, set())
+            if change.op == "add" and source not in holders:
+                holders.add(source)
+                given.append(change.values)
+            elif change.op == "remove" and source in holders:
+                holders.discard(source)
+                grant_sources.take_in(conn, [source], change.values)
+            if change.op == "remove" and holders:
+                continue  # (another source still gives it: it stays)
         if change.op == "add":
             if line in present:
                 continue
@@ -185,6 +201,7 @@ def apply_in(
         else:
             raise ValueError(f"unknown change {change.op!r}")
         applied.setdefault(change.tenant, []).append(change)
+    grant_sources.give_in(conn, source, given)
     if inserts:
         for width in sorted({len(row) for row in inserts}):  # (one statement per shape)
             conn.execute(sa.insert(rules), [row for row in inserts if len(row) == width])

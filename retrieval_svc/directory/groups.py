@@ -195,11 +195,14 @@ def plan(
     owned_before: Iterable[str] = (),
     limits: Limits | None = None,
     source: str = "ldap",
+    held: Iterable[tuple[str, ...]] = (),
 ) -> Plan:
-    """The difference between the tenant's grants of the roles the directory owns (today's
-    and ``owned_before``) and what the directory says. Raises ``RemovalLimit`` past
-    ``limits``: a directory that answered with half its people is more likely broken than
-    emptied."""
+    """The difference between the grants this sync gives — ``held``, the grants it gave
+    before (``grant_sources``), and those of ``current`` (grants no source is recorded for)
+    of the roles the directory owns, today's and ``owned_before`` — and what the directory
+    says. Grants another source gives are never in it: two syncs mapping one role each keep
+    their own members. Raises ``RemovalLimit`` past ``limits``: a directory that answered
+    with half its people is more likely broken than emptied."""
     limits = limits or Limits()
     today = roles.owned(directory)
     owned = today | set(owned_before)
@@ -208,6 +211,7 @@ def plan(
         for g in current
         if len(g) == 3 and g[2] == tenant and g[0].startswith("user:") and g[1] in owned
     }
+    now |= {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
     users, skipped = checked_users(directory)
     wanted = wanted_grants(directory, roles, tenant, users)
     removed = sorted(now - wanted)

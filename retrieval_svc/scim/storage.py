@@ -147,6 +147,25 @@ def _check(resource: Resource[Any]) -> None:
         raise InvalidValueException(detail=str(exc)) from None
 
 
+def _refuse_owned(conn: Any, tenant: str, added: set[Grant]) -> None:
+    """A role a directory sync owns is not given over SCIM, as not by hand: the sync decides
+    who holds it (InvalidValueException naming the owner; nothing is stored)."""
+    import sqlalchemy as sa
+
+    from retrieval_svc.acl import owned
+
+    if not added or not sa.inspect(conn).has_table(owned.TABLE):
+        return
+    taken = owned.owned_in(conn, tenant)
+    for _, role, _ in sorted(added):
+        if role in taken:
+            raise InvalidValueException(
+                detail=f"role {role!r} of tenant {tenant!r} is owned by the directory sync "
+                f"{taken[role]!r}: it decides who holds it. Map this group to another role, "
+                "or add the person to the group that gives it in the directory"
+            )
+
+
 class TenantStorage(InMemoryStorage):
     """One tenant's users and groups: in memory for the protocol, in the policy database for
     good, the implied grants applied with every write (see the module's docstring)."""
@@ -290,6 +309,7 @@ class TenantStorage(InMemoryStorage):
         changes += [Change("add", "g", g) for g in sorted(after - before)]
         try:
             with self.engine.begin() as conn:
+                _refuse_owned(conn, self.tenant, after - before)
                 serial = self._current_serial(conn) + 1
                 key = upsert.id if upsert is not None else removed
                 old = conn.execute(

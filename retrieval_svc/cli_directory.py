@@ -119,6 +119,7 @@ def _sync_once(
     force: bool,
 ) -> tuple[int, SyncOutcome]:
     """One sync, the file read anew; its exit code and outcome (messages on the way)."""
+    from retrieval_svc.acl.grant_sources import directory as directory_source
     from retrieval_svc.acl.history import Actor
     from retrieval_svc.directory import (
         DirectoryError,
@@ -145,13 +146,19 @@ def _sync_once(
     limits = Limits(share, sync.removal_floor, force)
     read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
     try:
-        # What this sync gave before, and the grants no source is recorded for (made before
-        # grants knew their source): never another source's.
-        held, sourced = admin.held(sync.tenant, f"ldap:{sync.name}")
-        unsourced = [g for g in admin.store.rules().grouping if tuple(g) not in sourced]
+        # What this sync gave before, and every other grant but another directory's: a sync
+        # shares a role with another directory, never takes back that one's members.
+        mine = f"ldap:{sync.name}"
+        sourced = admin.sourced(sync.tenant)
+        held = {g for g, by in sourced.items() if mine in by}
+        others = [
+            g
+            for g in admin.store.rules().grouping
+            if not any(directory_source(s) and s != mine for s in sourced.get(tuple(g), ()))
+        ]
         before = admin.owned_roles(sync.tenant, sync.name)
         changes = plan(
-            directory, roles, sync.tenant, unsourced, owned_before=before, limits=limits, held=held
+            directory, roles, sync.tenant, others, owned_before=before, limits=limits, held=held
         )
     except RemovalLimit as exc:  # the directory looks broken: say so, and in the history
         typer.echo(f"error: {exc}", err=True)

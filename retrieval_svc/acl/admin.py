@@ -258,15 +258,14 @@ class PolicyAdmin:
         except Exception as exc:
             raise self.store._failure(exc) from exc
 
-    def held(self, tenant: str, source: str) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
-        """The grants ``source`` gives in ``tenant``, and every grant of it some source gives
-        (the others were made before grants knew their source)."""
+    def sourced(self, tenant: str) -> dict[tuple[str, ...], set[str]]:
+        """Every grant of ``tenant`` some source gives, with its sources (the others were
+        made before grants knew their source)."""
         try:
             with self.store.engine().connect() as conn:
-                sourced = grant_sources.sourced_in(conn, _tenant(tenant))
+                return grant_sources.sourced_in(conn, _tenant(tenant))
         except Exception as exc:
             raise self.store._failure(exc) from exc
-        return {line for line, by in sourced.items() if source in by}, set(sourced)
 
     def inherit(self, role: str, parent: str, tenant: str) -> bool:
         """Holders of ``role`` also hold ``parent`` in ``tenant``."""

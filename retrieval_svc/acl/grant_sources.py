@@ -4,9 +4,11 @@
 A person holds a role while any source gives it. Each source adds and removes only its own
 grants: a grant is a ``casbin_rule`` line while at least one row here names it, so two
 directory syncs mapping the same role never remove each other's members, and a hand revoke
-never takes back what a directory gives. The rows are written in the same transaction as the
-lines (``history.apply_in``). A line no row names was written before grants knew their source:
-any source may take it over (by giving it) or remove it, as every source could before.
+never takes back what a directory gives. A role a directory sync owns is the directories'
+to give: a sync takes back a hand's or SCIM's grant of it (made before the sync owned it;
+after, both are refused), never another directory's. The rows are written in the same
+transaction as the lines (``history.apply_in``). A line no row names was written before grants
+knew their source: any source may take it over (by giving it) or remove it, as before.
 """
 
 from __future__ import annotations
@@ -55,6 +57,20 @@ def grantor(actor_name: str, actor_source: str) -> str:
     if actor_source == "scim":
         return actor_name if actor_name.startswith("scim:") else f"scim:{actor_name}"
     return HAND
+
+
+def directory(source: str) -> bool:
+    """Whether ``source`` is a directory sync's."""
+    return source.startswith("ldap:")
+
+
+def taken_back_by(source: str, holders: set[str]) -> set[str]:
+    """Which of a grant's ``holders`` a removal by ``source`` takes back: its own; and, for a
+    directory sync — which removes only grants of the roles it owns, whose holders are its
+    members — a hand's or SCIM's too, never another directory's."""
+    if directory(source):
+        return {h for h in holders if h == source or not directory(h)}
+    return holders & {source}
 
 
 def givers_in(conn: Connection, lines: Iterable[Line]) -> dict[Line, set[str]]:

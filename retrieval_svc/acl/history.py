@@ -181,9 +181,9 @@ def apply_in(
             if change.op == "add" and source not in holders:
                 holders.add(source)
                 given.append(change.values)
-            elif change.op == "remove" and source in holders:
-                holders.discard(source)
-                grant_sources.take_in(conn, [source], change.values)
+            elif change.op == "remove" and (mine := grant_sources.taken_back_by(source, holders)):
+                holders -= mine
+                grant_sources.take_in(conn, mine, change.values)
             if change.op == "remove" and holders:
                 continue  # (another source still gives it: it stays)
         if change.op == "add":

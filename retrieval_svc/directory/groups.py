@@ -197,11 +197,11 @@ def plan(
     source: str = "ldap",
     held: Iterable[tuple[str, ...]] = (),
 ) -> Plan:
-    """The difference between the grants this sync gives — ``held``, the grants it gave
-    before (``grant_sources``), and those of ``current`` (grants no source is recorded for)
-    of the roles the directory owns, today's and ``owned_before`` — and what the directory
-    says. Grants another source gives are never in it: two syncs mapping one role each keep
-    their own members. Raises ``RemovalLimit`` past ``limits``: a directory that answered
+    """The difference between the grants this sync decides — ``held``, the grants it gave
+    before (``grant_sources``), and those of ``current`` of the roles the directory owns,
+    today's and ``owned_before`` — and what the directory says. The caller leaves another
+    directory's grants out of ``current``: two syncs mapping one role each keep their own
+    members. Raises ``RemovalLimit`` past ``limits``: a directory that answered
     with half its people is more likely broken than emptied."""
     limits = limits or Limits()
     today = roles.owned(directory)

@@ -147,23 +147,31 @@ def _check(resource: Resource[Any]) -> None:
         raise InvalidValueException(detail=str(exc)) from None
 
 
-def _refuse_owned(conn: Any, tenant: str, added: set[Grant]) -> None:
-    """A role a directory sync owns is not given over SCIM, as not by hand: the sync decides
-    who holds it (InvalidValueException naming the owner; nothing is stored)."""
+def _reconciled(
+    conn: Any, tenant: str, actor: Actor, before: set[Grant], after: set[Grant]
+) -> list[Change]:
+    """The grant changes of one write, against what this SCIM source gives in the policy
+    (``grant_sources``), not only against memory: a grant it gave that went missing is given
+    again. A role a directory sync owns is not given over SCIM, as not by hand: the sync
+    decides who holds it (a write that would give one: InvalidValueException naming the
+    owner, nothing stored; one given before the sync owned it is left to the sync)."""
     import sqlalchemy as sa
 
-    from retrieval_svc.acl import owned
+    from retrieval_svc.acl import grant_sources, owned
 
-    if not added or not sa.inspect(conn).has_table(owned.TABLE):
-        return
-    taken = owned.owned_in(conn, tenant)
-    for _, role, _ in sorted(added):
+    taken = owned.owned_in(conn, tenant) if sa.inspect(conn).has_table(owned.TABLE) else {}
+    for _, role, _ in sorted(after - before):
         if role in taken:
             raise InvalidValueException(
                 detail=f"role {role!r} of tenant {tenant!r} is owned by the directory sync "
                 f"{taken[role]!r}: it decides who holds it. Map this group to another role, "
                 "or add the person to the group that gives it in the directory"
             )
+    source = grant_sources.grantor(actor.name, actor.source)
+    given = {g for g in grant_sources.held_in(conn, tenant, source) if len(g) == 3}
+    changes = [Change("remove", "g", g) for g in sorted((before | given) - after)]
+    changes += [Change("add", "g", g) for g in sorted(after - given) if g[1] not in taken]
+    return changes
 
 
 class TenantStorage(InMemoryStorage):
@@ -305,11 +313,9 @@ class TenantStorage(InMemoryStorage):
         _, resources, state = _tables()
         self._grants = None
         after = self.grants()
-        changes = [Change("remove", "g", g) for g in sorted(before - after)]
-        changes += [Change("add", "g", g) for g in sorted(after - before)]
         try:
             with self.engine.begin() as conn:
-                _refuse_owned(conn, self.tenant, after - before)
+                changes = _reconciled(conn, self.tenant, self.actor(), before, after)
                 serial = self._current_serial(conn) + 1
                 key = upsert.id if upsert is not None else removed
                 old = conn.execute(
@@ -341,7 +347,7 @@ class TenantStorage(InMemoryStorage):
                 )
                 if not bumped.rowcount:
                     conn.execute(sa.insert(state).values(tenant=self.tenant, serial=serial))
-                if changes:
+                if changes:  # (a line already so is neither changed nor recorded)
                     history.apply_in(conn, TABLE, self.actor(), action, changes)
                 if kind == "User":  # who the user is known as: its userName, e-mails, externalId
                     was, _ = user_ids(

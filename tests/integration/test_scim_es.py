@@ -226,8 +226,10 @@ def test_a_scim_user_is_known_by_user_name_emails_and_external_id(
             },
         )
         assert group.status_code == 201, group.text
-        for asked in ("qian", "qian.feng@corp.example", "00U1A2B3C4"):
+        for asked in ("qian", "QIAN", "qian.feng@corp.example", "00u1a2b3c4"):
             until(lambda a=asked: POWER in titles_for(url, a), f"{asked} never resolved")
+        # externalId is case-exact (RFC 7643): another case is another id.
+        assert POWER not in titles_for(url, "00U1A2B3C4")
         # The e-mail changes in the identity provider: the old one stops resolving.
         replaced = c.put(
             f"/Users/{made.json()['id']}",

@@ -214,16 +214,16 @@ class _IndexRun:
                         self.progress(ref.key)
                         self.report.fail(ref.key, another_source(other, name))
                         continue
-                    if (
-                        stored is not None
-                        and not options.force
-                        and stored.etags == {ref.etag}
-                        and stored.complete  # (else: cut short by a killed run, written again)
-                    ):
-                        if stored.versions == {here.version}:
-                            report.documents_skipped += 1
-                            self.progress(ref.key)
-                            continue
+                    need = (
+                        "write"
+                        if stored is None
+                        else stored.needs(ref.etag, here.version, options.force)
+                    )
+                    if need == "skip":
+                        report.documents_skipped += 1
+                        self.progress(ref.key)
+                        continue
+                    if need == "retag":
                         retag.add(ids[ref.key])  # the same bytes, other roles
                     todo.append(ref)
                 docs: dict[str, list[dict[str, Any]]] = {}

@@ -40,6 +40,15 @@ class Stored:
     # recorded: any source of the knowledge base may take those over).
     sources: frozenset[str] = frozenset()
 
+    def needs(self, etag: str, version: str, force: bool = False) -> str:
+        """What a run does with this document listed with ``etag`` and permissions
+        ``version``: ``skip`` (the same bytes under the same permission sources, all chunks
+        stored), ``retag`` (the same bytes, other roles: re-tagged in place, not re-embedded)
+        or ``write``."""
+        if force or self.etags != {etag} or not self.complete:
+            return "write"  # (cut short by a killed run: written again)
+        return "skip" if self.versions == {version} else "retag"
+
     def written_by_another(self, source: str) -> str | None:
         """The other source this document was written from, if not ``source``."""
         others = sorted(self.sources - {source, ""})

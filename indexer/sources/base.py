@@ -73,6 +73,14 @@ class Source(Protocol):
         """Every indexable object, streamed."""
         ...
 
+    def look(self, key: str) -> ObjectRef | None:
+        """The object at ``key`` now, as ``list`` would give it; None where it would not."""
+        ...
+
+    def under(self, folder: str) -> Iterator[ObjectRef]:
+        """The objects below the folder ``folder`` (a key prefix), as ``list`` gives them."""
+        ...
+
     def read(self, ref: ObjectRef) -> bytes:
         """The object's bytes."""
         ...

@@ -9,7 +9,9 @@ folder swapped for a link between the listing and the read is refused too; a sid
 link fails its document (its roles cannot be read), never publishes it without them.
 
 A folder that cannot be listed (no permission, an I/O error of the share) is a listing failure,
-never an empty folder: the run names it and fails, and nothing below it is pruned.
+never an empty folder: the run names it and fails, and nothing below it is pruned. The folder
+itself unreadable (a share that went away) is an outage of the whole source: the run fails
+and prunes nothing, as for a bucket whose listing fails.
 """
 
 from __future__ import annotations
@@ -95,13 +97,32 @@ class LocalSource:
         files), in name order. Links are passed over (see the module); FIFOs, devices,
         sockets, names that are not UTF-8 and files that vanish are passed over with their
         reason; a folder or a file that cannot be read is a listing failure."""
+        return self._walk(self.root)
 
+    def under(self, folder: str) -> Iterator[ObjectRef]:
+        """The documents below the folder ``folder`` (a key), listed as ``list`` lists them
+        (nothing when it is not a folder, or a link to one)."""
+        top = self.root / folder
+        if not folder or top.is_symlink() or not top.is_dir():
+            return iter(())
+        return self._walk(top)
+
+    def look(self, key: str) -> ObjectRef | None:
+        """The object at ``key`` now, as a listing would give it; None where a listing would
+        give nothing (gone, a link, passed over, not a file)."""
+        if not key or any(part in ("", ".", "..") for part in key.split("/")):
+            return None
+        return self._ref(self.root / key)
+
+    def _walk(self, top: Path) -> Iterator[ObjectRef]:
         def unlisted(exc: OSError) -> None:
             where = Path(exc.filename) if exc.filename else self.root
-            key = self._key(where) if where != self.root else ""
-            self.failures.append(ListingFailure(key, self._why(exc), "folder"))
+            if where == self.root:  # (the whole source: an outage, like a bucket's)
+                self.failures.append(ListingFailure("", self._why(exc), "rest"))
+                return
+            self.failures.append(ListingFailure(self._key(where), self._why(exc), "folder"))
 
-        for folder, subfolders, files in os.walk(self.root, onerror=unlisted, followlinks=False):
+        for folder, subfolders, files in os.walk(top, onerror=unlisted, followlinks=False):
             here = Path(folder)
             for name in list(subfolders):
                 if (here / name).is_symlink():

@@ -181,6 +181,47 @@ class ObjectStoreSource:
                 last = self._key(contents[-1]["Key"])
             yield page
 
+    def look(self, key: str) -> ObjectRef | None:
+        """The object at ``key`` now (one HEAD, and one for its sidecar), as a listing would
+        give it; None where a listing would give nothing (gone, passed over)."""
+        from botocore.exceptions import ClientError
+
+        full_key = self._full_key(key)
+        if (
+            not key
+            or full_key.endswith("/")
+            or by_design(full_key)
+            or odd_key(key) is not None
+            or self.passed_over.unwanted(key)
+            or self.passed_over.unsupported(key)
+        ):
+            return None
+
+        def head(name: str) -> dict[str, Any] | None:
+            try:
+                return dict(self._client.head_object(Bucket=self.bucket, Key=name))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                    return None
+                raise
+
+        found = head(full_key)
+        if found is None:
+            return None
+        sidecar = head(full_key + SIDECAR_SUFFIX)
+        return ObjectRef(
+            key=key,
+            uri=f"{self.scheme}://{self.bucket}/{full_key}",
+            etag=str(found.get("ETag", "")).strip('"'),
+            size=int(found.get("ContentLength", 0)),
+            identity=f"{self.scheme}://{self.bucket}/{full_key}",
+            sidecar=str(sidecar.get("ETag", "")).strip('"') if sidecar else "",
+        )
+
+    def under(self, folder: str) -> Iterator[ObjectRef]:  # noqa: ARG002
+        """Nothing: a bucket has objects, not folders (each object has its own event)."""
+        return iter(())
+
     def _with_sidecar(self, ref: ObjectRef, sidecars: dict[str, str]) -> ObjectRef:
         found = sidecars.pop(self._full_key(ref.key), "")
         return replace(ref, sidecar=found) if found else ref

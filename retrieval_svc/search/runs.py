@@ -20,6 +20,7 @@ from retrieval_svc.tenancy import tenant_slug
 log = logging.getLogger(__name__)
 
 KEPT_FAILURES = 50
+WATCHER, LEASE = "watcher", "lease"  # records that are not runs: a watcher's status, its lease
 MAPPING: dict[str, Any] = {
     "dynamic": False,  # the counts and failures are kept, not searched
     "properties": {"knowledge_id": {"type": "keyword"}, "finished_at": {"type": "date"}},
@@ -58,17 +59,22 @@ def run_record(
     }
 
 
-async def record_run(
-    es: AsyncElasticsearch, index_alias: str, tenant: str, record: dict[str, Any]
-) -> None:
-    """Keep ``record`` as its knowledge base's last run (the index made on first use)."""
-    index = runs_index(index_alias, tenant)
+async def ensure_runs_index(es: AsyncElasticsearch, index: str) -> None:
+    """Make the tenant's runs index on first use."""
     if not await es.indices.exists(index=index):
         await es.options(ignore_status=400).indices.create(  # 400: made meanwhile
             index=index,
             settings={"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"}},
             mappings=MAPPING,
         )
+
+
+async def record_run(
+    es: AsyncElasticsearch, index_alias: str, tenant: str, record: dict[str, Any]
+) -> None:
+    """Keep ``record`` as its knowledge base's last run (the index made on first use)."""
+    index = runs_index(index_alias, tenant)
+    await ensure_runs_index(es, index)
     run_id = record.get("run_id") or record["knowledge_id"]  # (a shard's run: its own record)
     await es.index(index=index, id=run_id, document=record, refresh="wait_for")
 
@@ -136,10 +142,19 @@ async def runs_shown(
         return {}
     body = found.body if isinstance(found.body, dict) else {}
     records: dict[str, list[dict[str, Any]]] = {}
+    watchers: dict[str, list[dict[str, Any]]] = {}
     for hit in (body.get("hits") or {}).get("hits", []):
         source = hit.get("_source") or {}
-        records.setdefault(str(source.get("knowledge_id")), []).append(source)
-    return {kb: shown(kb_records) for kb, kb_records in records.items()}
+        if source.get("kind") == WATCHER:  # (a watcher's status: shown beside the last run)
+            watchers.setdefault(str(source.get("knowledge_id")), []).append(source)
+        elif source.get("kind") != LEASE:
+            records.setdefault(str(source.get("knowledge_id")), []).append(source)
+    out = {kb: shown(kb_records) for kb, kb_records in records.items()}
+    for kb, status in watchers.items():
+        out.setdefault(kb, {"knowledge_id": kb})["watchers"] = sorted(
+            status, key=lambda w: str(w.get("shard") or "")
+        )
+    return out
 
 
 def _shard_of(record: dict[str, Any]) -> tuple[int, int] | None:

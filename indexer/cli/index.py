@@ -1,69 +1,38 @@
-"""``retrieval-indexer``: load documents into the chunk index and manage it.
-
-The commands live in two modules (``index`` here; ``init``, ``delete``, ``stats``,
-``rebuild`` in ``indexer.cli_manage``) on one app (``indexer.cli_common``).
-"""
+"""``retrieval-indexer index``: load a source into a knowledge base, and the summary it
+prints."""
 
 from __future__ import annotations
 
-import enum
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
-from urllib.parse import urlparse
+from typing import Annotated
 
 import typer
 from elasticsearch import AsyncElasticsearch
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from indexer import cli_manage  # noqa: F401 (registers init, delete, stats, rebuild)
-from indexer.budget import Budget, split_memory
-from indexer.chunking import ChunkOptions
-from indexer.cli_common import (
+from indexer.budget import Budget
+from indexer.cli.common import (
     TenantOption,
     app,
     err,
     open_embedder,
     refuse_legacy,
     run,
-    settings_or_exit,
 )
+from indexer.cli.prepare import OcrChoice, prepare
 from indexer.convergence import keep_run, prune_decision, rules_changed_event
 from indexer.formats.convert import INSTALL
 from indexer.metrics import export as export_metrics
-from indexer.permissions import AclRules, RulesError, load_rules
-from indexer.pipeline import IndexOptions, index_source
+from indexer.pipeline import index_source
 from indexer.report import Report
-from indexer.shards import Shard, from_environment
-from indexer.sources import ObjectStoreOptions, open_source
-from indexer.sources.local import refuse_links_inside
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
 from retrieval_svc.search.runs import last_runs
 from retrieval_svc.settings import IndexSettings
-from retrieval_svc.tenancy import tenant_alias
-
-
-def load_manifest(path: Path | None) -> dict[str, dict[str, Any]]:
-    """A JSON Lines manifest: one object per document with a ``path`` key."""
-    if path is None:
-        return {}
-    entries: dict[str, dict[str, Any]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise typer.BadParameter(f"{path}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-            raise typer.BadParameter(f"{path}:{number}: needs an object with a 'path' string")
-        entries[entry["path"].lstrip("/")] = entry
-    return entries
 
 
 def print_report(report: Report, as_json: bool) -> None:
@@ -109,34 +78,6 @@ def print_report(report: Report, as_json: bool) -> None:
 
 
 DEFAULT_BUDGET = Budget()
-
-
-class OcrChoice(enum.StrEnum):
-    """``--ocr``: when pages and images are read by OCR."""
-
-    auto = "auto"
-    off = "off"
-    force = "force"
-
-
-def cores() -> int:
-    """The cores this process may use."""
-    return max(1, len(os.sched_getaffinity(0)))
-
-
-def _rules_or_exit(path: Path | None) -> AclRules | None:
-    """The rules file, checked whole (exit 2 before anything is written), its warnings
-    printed."""
-    if path is None:
-        return None
-    try:
-        rules = load_rules(path)
-    except RulesError as exc:
-        typer.echo(f"error: --acl-rules: {exc}", err=True)
-        raise typer.Exit(2) from None
-    for warning in rules.warnings:
-        typer.echo(f"warning: {rules.path}: {warning}", err=True)
-    return rules
 
 
 @app.command()
@@ -286,69 +227,16 @@ def index(
     ] = None,
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
-    settings = settings_or_exit()
-    processes, per_document = split_memory(
-        memory_mb, cores(), workers or None, doc_memory_mb, ocr=ocr != OcrChoice.off
+    prepared = prepare(dict(locals()))
+    settings, options, src, rules, part = (
+        prepared.settings,
+        prepared.options,
+        prepared.src,
+        prepared.rules,
+        prepared.shard,
     )
-    if workers == 0:
-        processes = 0
-    rules = _rules_or_exit(acl_rules)
-    try:
-        part = Shard.parse(shard) if shard is not None else from_environment(os.environ)
-    except ValueError as exc:  # (before anything touches Elasticsearch)
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     run_id = knowledge_id if part is None else part.run_id(knowledge_id)
     # (a shard's last run is its own record: it prunes by the source its own last run read)
-    try:
-        if roles_tag is not None and not roles_tag.strip():
-            raise ValueError("--roles-tag is empty: name the object tag that holds roles")
-        if roles_tag and urlparse(source).scheme not in ("s3", "oss"):
-            raise ValueError(
-                f"--roles-tag reads object tags, which {source!r} has none of: use it with "
-                "s3:// or oss://, and --acl-rules for a folder"
-            )
-        options = IndexOptions(
-            knowledge_id=knowledge_id,
-            alias=tenant_alias(settings.index_alias, tenant),
-            tenant=tenant,
-            timezone=settings.timezone,
-            dataset_name=dataset_name,
-            chunk=ChunkOptions(max_chars=chunk_size, overlap_chars=chunk_overlap),
-            url_template=url_template,
-            manifest=load_manifest(manifest),
-            prune=bool(prune),
-            sole=prune is True,
-            force=force,
-            dry_run=dry_run,
-            concurrency=concurrency,
-            workers=processes,
-            budget=Budget(
-                seconds=doc_timeout,
-                memory_mb=per_document,
-                max_bytes=max_doc_bytes,
-                max_unpacked_bytes=max_unpacked_bytes,
-                max_chars=max_chars,
-                max_pages=max_pages,
-                max_pixels=max_pixels,
-                ocr_page_seconds=ocr_page_seconds,
-            ),
-            ocr=ocr.value,
-            acl_rules=rules,
-            roles_tag=roles_tag,
-            shard=part,
-            source_name=(source_name or "").strip(),
-        )
-        src = open_source(source, ObjectStoreOptions(endpoint=endpoint, region=region))
-        refuse_links_inside(src, {"--acl-rules": acl_rules, "--manifest": manifest})
-        if exclude:
-            src.passed_over.excluding(exclude, "--exclude")
-        if rules is not None and rules.exclude:
-            origin = f"exclude of {Path(rules.path).name}"  # (compared as its rules are)
-            src.passed_over.excluding(list(rules.exclude), origin, rules.fold)
-    except (ValueError, NotADirectoryError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
     show = sys.stderr.isatty() and not as_json
     columns = (

@@ -10,7 +10,7 @@ import typer
 from elasticsearch import AsyncElasticsearch
 
 from indexer import manage
-from indexer.cli_common import (
+from indexer.cli.common import (
     TenantOption,
     _tenant,
     app,

@@ -1,0 +1,239 @@
+"""``retrieval-indexer watch``: ``index``'s options and pipeline, kept running — a change at
+the source in force in seconds, narrowing first (``indexer.watch``)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from elasticsearch import AsyncElasticsearch
+
+from indexer.cli.common import app, err, open_embedder, refuse_legacy, run
+from indexer.cli.index import index
+from indexer.cli.prepare import Prepared, exclude_from, load_manifest, prepare
+from indexer.loading import IndexOptions
+from indexer.passing_over import PassedOver
+from indexer.permissions import load_rules
+from indexer.sources import LocalSource, ObjectStoreSource
+from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
+from indexer.watch.health import Health, WatchMetrics
+from indexer.watch.lease import LeaseLost
+from indexer.watch.settle import Settled
+from indexer.watch.watcher import Watcher, WatchOptions
+from retrieval_svc.search.index import ensure_configured_index
+from retrieval_svc.settings import IndexSettings
+
+# index's options a watcher has no use for: it writes (no dry run), serves its own /metrics,
+# and says what each settle did on a line of its own.
+NOT_WATCHED = ("dry_run", "as_json", "metrics_textfile", "pushgateway")
+
+
+def _reloader(prepared: Prepared, args: dict[str, Any]) -> Any:
+    """Read the rules file and the manifest again (raises on a bad one: the old ones stay)."""
+
+    def reload() -> IndexOptions:
+        options = prepared.options
+        rules = load_rules(args["acl_rules"]) if args["acl_rules"] else None
+        manifest = load_manifest(args["manifest"])
+        fresh = PassedOver()
+        old, prepared.src.passed_over = prepared.src.passed_over, fresh
+        try:
+            exclude_from(prepared.src, args["exclude"], rules)
+        except ValueError:
+            prepared.src.passed_over = old
+            raise
+        return replace(options, acl_rules=rules, manifest=manifest)
+
+    return reload
+
+
+def _events(prepared: Prepared, args: dict[str, Any]) -> Any:
+    """Where changes are heard: a folder's own events, or the bucket's queue (--events)."""
+    src, spec = prepared.src, args["events"]
+    if spec == "none":
+        return None  # (the re-listing alone)
+    if isinstance(src, LocalSource):
+        if spec:
+            raise typer.BadParameter("--events is for a bucket: a folder's events are its own")
+        root, debounce = src.root, args["debounce_ms"]
+
+        def heard_in_folder(stop: asyncio.Event) -> AsyncIterator[Heard]:
+            return folder_events(root, stop, debounce)
+
+        return heard_in_folder
+    if not spec:
+        return None  # (a bucket without notifications: the re-listing alone)
+    assert isinstance(src, ObjectStoreSource)
+    if src.scheme != "s3":
+        raise typer.BadParameter(
+            "--events reads an SQS queue: route OSS events there (EventBridge), or let the "
+            "re-listing alone find changes (docs/indexer.md, 'Watching')"
+        )
+    import boto3
+
+    # (the endpoint and credentials as the bucket's: --endpoint, or AWS_ENDPOINT_URL[_SQS])
+    region = args["region"] or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    sqs = boto3.client("sqs", endpoint_url=args["endpoint"], region_name=region)
+    url = queue_url(sqs, spec)
+    bucket, prefix = src.bucket, src.prefix
+
+    def heard_on_queue(stop: asyncio.Event) -> AsyncIterator[Heard]:
+        return queue_events(sqs, url, bucket, prefix, stop)
+
+    return heard_on_queue
+
+
+def _said(what: str, done: Settled) -> None:
+    report = done.report
+    indexed = report.documents_indexed if report else 0
+    retagged = report.documents_retagged if report else 0
+    failed = report.documents_failed if report else 0
+    err.print(
+        f"{time.strftime('%H:%M:%S')} {what}: {done.looked} looked at, {done.deleted} deleted "
+        f"and {done.held} held at once, {indexed} indexed, {retagged} re-tagged, "
+        f"{failed} failed",
+        soft_wrap=True,
+    )
+    for failure in (report.failures if report else [])[:20]:
+        err.print(f"  failed {failure['document']}: {failure['reason']}", soft_wrap=True)
+
+
+def watch(**args: Any) -> None:
+    """Keep a knowledge base true to SOURCE, in seconds: the source's events (a folder's own;
+    a bucket's through --events sqs://QUEUE) and a re-listing every --rescan seconds,
+    narrowing first (a deleted or moved document leaves, a changed one answers no one until it
+    is read again), then the same pipeline as `index`. Runs until stopped (SIGTERM, Ctrl-C)."""
+    for name in NOT_WATCHED:
+        args.setdefault(name, None if name in ("metrics_textfile", "pushgateway") else False)
+    # A service's warnings are its operator's (a lease waited for, a settle tried again).
+    logging.getLogger("indexer.watch").setLevel(logging.WARNING)
+    prepared = prepare(args)
+    options = prepared.options
+    files = [Path(f) for f in (args["acl_rules"], args["manifest"]) if f]
+    events = _events(prepared, args)
+    settings = prepared.settings
+
+    async def work(es: AsyncElasticsearch, settings: IndexSettings) -> int:
+        async with open_embedder(settings) as (embedder, model):
+            await refuse_legacy(es, settings)
+            await ensure_configured_index(es, settings, model, options.tenant)
+            labels = {"knowledge_id": options.knowledge_id, "shard": str(options.shard or "")}
+            health = Health(WatchMetrics(labels))
+            if args["health_port"] >= 0:
+                port = health.serve(args["health_port"])
+                err.print(f"watching {prepared.src.description}: /metrics, /healthz, /readyz "
+                          f"on port {port}", soft_wrap=True)  # fmt: skip
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+            watcher = Watcher(
+                es,
+                prepared.src,
+                options,
+                index_alias=settings.index_alias,
+                watch=WatchOptions(rescan_s=args["rescan"], lease_ttl_s=args["lease_ttl"]),
+                events=events,
+                files=FileStamps(files) if files else None,
+                reload=_reloader(prepared, args) if files else None,
+                embedder=embedder,
+                health=health,
+                said=_said,
+            )
+            try:
+                await watcher.run(stop)
+            except LeaseLost as exc:
+                err.print(f"error: {exc}; this watcher stops", soft_wrap=True)
+                return 1
+            finally:
+                health.close()
+            return 0
+
+    raise typer.Exit(run(work, settings))
+
+
+WATCH_OPTIONS = [
+    inspect.Parameter(
+        "rescan",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=60.0,
+        annotation=Annotated[
+            float,
+            typer.Option(
+                min=1.0,
+                help="Seconds between re-listings of the whole source (sizes, times and "
+                "sidecars compared; unchanged files are not read): the path that finds what "
+                "events missed — a mounted share may deliver none.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "events",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="A bucket's event notifications: sqs://QUEUE (or the queue's URL), "
+                "ObjectCreated, ObjectRemoved and ObjectTagging events. A folder's events "
+                "are its own. 'none': the re-listing alone.",
+                show_default=False,
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "debounce_ms",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=300,
+        annotation=Annotated[
+            int, typer.Option(min=10, help="A folder's events gathered this long (ms).")
+        ],
+    ),
+    inspect.Parameter(
+        "health_port",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=9464,
+        annotation=Annotated[
+            int,
+            typer.Option(min=-1, help="Port of /metrics, /healthz, /readyz (0: any; -1: none)."),
+        ],
+    ),
+    inspect.Parameter(
+        "lease_ttl",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=30.0,
+        annotation=Annotated[
+            float,
+            typer.Option(
+                min=3.0,
+                help="Seconds a watcher's lease lasts unrenewed: a second watcher of the same "
+                "source and shard waits this long after the first is gone.",
+            ),
+        ],
+    ),
+]
+
+
+def _signature() -> inspect.Signature:
+    """``index``'s parameters (its options, one definition) less ``NOT_WATCHED``, and the
+    watcher's own."""
+    own = inspect.signature(index, eval_str=True)
+    kept = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.default is not p.empty else p
+        for p in own.parameters.values()
+        if p.name not in NOT_WATCHED
+    ]
+    return own.replace(parameters=[*kept, *WATCH_OPTIONS], return_annotation=None)
+
+
+watch.__signature__ = _signature()  # type: ignore[attr-defined]
+app.command()(watch)

@@ -1,0 +1,117 @@
+"""What a running watcher tells its operator: Prometheus metrics and Kubernetes probes on one
+small HTTP server (``--health-port``), and a status record in the tenant's runs index that
+``show`` and the console read (its lag, its last event, its last re-listing).
+
+| metric | what |
+|---|---|
+| ``rsvc_watch_events_total{kind}`` | keys heard of: ``folder``, ``queue``, ``files`` |
+| ``rsvc_watch_lag_seconds{stage}`` | a change → in force: ``narrowed``, then ``indexed`` |
+| ``rsvc_watch_relisting_seconds`` | the last re-listing's listing and comparison |
+| ``rsvc_watch_last_relisting_timestamp_seconds`` | when the last re-listing completed |
+| ``rsvc_watch_last_event_timestamp_seconds`` | when the last change was heard |
+| ``rsvc_watch_queue_depth`` | keys heard and not yet settled |
+| ``rsvc_watch_errors_total`` | settles that failed (the keys are kept and tried again) |
+
+``/healthz`` answers 200 while the watcher's loop turns (503 when it has not for
+``stale_s``); ``/readyz`` 200 once its first full re-listing is done and it holds its lease.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LAG_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 900)
+
+
+class WatchMetrics:
+    """The watcher's metrics, on a registry of its own."""
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.registry = CollectorRegistry()
+        names = sorted(labels)
+        self.labels = labels
+        self.events = Counter(
+            "rsvc_watch_events_total", "Keys heard of, by where from.", [*names, "kind"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.lag = Histogram(
+            "rsvc_watch_lag_seconds",
+            "A change at the source to its being in force, by stage.",
+            [*names, "stage"],
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
+        )
+        self.relisting = Gauge(
+            "rsvc_watch_relisting_seconds", "The last re-listing's listing and comparison.",
+            names, registry=self.registry,
+        )  # fmt: skip
+        self.last_relisting = Gauge(
+            "rsvc_watch_last_relisting_timestamp_seconds",
+            "When the last re-listing completed.", names, registry=self.registry,
+        )  # fmt: skip
+        self.last_event = Gauge(
+            "rsvc_watch_last_event_timestamp_seconds", "When the last change was heard.",
+            names, registry=self.registry,
+        )  # fmt: skip
+        self.queue = Gauge(
+            "rsvc_watch_queue_depth", "Keys heard and not yet settled.", names,
+            registry=self.registry,
+        )  # fmt: skip
+        self.errors = Counter(
+            "rsvc_watch_errors_total", "Settles that failed (their keys are tried again).",
+            names, registry=self.registry,
+        )  # fmt: skip
+
+
+class Health:
+    """The loop's heartbeat and readiness, served with the metrics."""
+
+    def __init__(self, metrics: WatchMetrics, stale_s: float = 120.0) -> None:
+        self.metrics, self.stale_s = metrics, stale_s
+        self.beat_at = time.monotonic()
+        self.ready = False
+        self._server: ThreadingHTTPServer | None = None
+
+    def beat(self) -> None:
+        self.beat_at = time.monotonic()
+
+    def alive(self) -> bool:
+        return time.monotonic() - self.beat_at < self.stale_s
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> int:
+        """Serve /metrics, /healthz and /readyz on ``port`` (0: a free one); the port."""
+        health = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    body, status = generate_latest(health.metrics.registry), 200
+                elif self.path == "/healthz":
+                    status = 200 if health.alive() else 503
+                    body = b"ok\n" if status == 200 else b"the watch loop has stalled\n"
+                elif self.path == "/readyz":
+                    status = 200 if health.ready and health.alive() else 503
+                    body = b"ready\n" if status == 200 else b"not ready\n"
+                else:
+                    body, status = b"not found\n", 404
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:  # (probes every few seconds: quiet)
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()

@@ -1,0 +1,270 @@
+"""One batch of keys (or the whole source) brought in line with the source, narrowing first.
+
+1. **Look.** Each key as the source holds it now (a folder key: every object below it), or the
+   whole listing for a re-listing; each compared with what the index holds, as a run compares
+   (``Stored.needs``).
+2. **Narrow.** A document gone from the source (deleted, moved away, now a link, now excluded)
+   is deleted at once; a document whose bytes or permission sources changed is *held* at once:
+   its chunks' ``access_roles`` become ``HELD_ROLE``, a role no principal can hold, so they
+   answer no one while it is read again. One refresh, and both are in force — before anything
+   is parsed or embedded.
+3. **Index.** The changed and new objects go through ``index_source``, the pipeline ``index``
+   runs: a held document is written (or re-tagged, its vectors kept) with its new roles, or,
+   when it now fails, withdrawn. Nothing is skipped that was held.
+
+A re-listing whose listing could not complete prunes nothing (what it did not reach is
+unknown, not gone), and withdraws what lies below a folder it could not read, as ``index``
+does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.helpers import async_bulk, async_scan
+
+from indexer.documents import DocumentError, document_id
+from indexer.loading import IndexOptions, outside_of
+from indexer.passing_over import PassedOver
+from indexer.pipeline import Progress, index_source
+from indexer.report import Report
+from indexer.sources import ListingFailure, ObjectRef, Source
+from indexer.store import current_versions, documents_below, kb_query, of_source, refresh
+from retrieval_svc.embedding import Embedder
+
+# A role no principal can hold: the user-name prefix alone (a role a caller asserts, a grant,
+# an OIDC group or a document's metadata can never be ``user:…``), so a held chunk matches
+# no one's roles and is not public either.
+HELD_ROLE = "user:"
+BATCH = 500  # objects compared with the index at once
+
+
+@dataclass(slots=True)
+class Settled:
+    """What one settle did: documents deleted and held at once (and when that was in force),
+    and the pipeline's report for the rest."""
+
+    looked: int = 0
+    deleted: int = 0
+    held: int = 0
+    narrowed_at: float = 0.0  # time.time() when the deletions and holds were in force
+    report: Report | None = None
+    failures: list[ListingFailure] = field(default_factory=list)
+    listed_s: float = 0.0  # the listing and comparison (a re-listing's cost)
+
+    @property
+    def ok(self) -> bool:
+        return (self.report is None or self.report.ok) and not self.failures
+
+
+class _Chosen:
+    """The objects a settle decided to index, as a ``Source`` for the pipeline (reads go to
+    the real source)."""
+
+    def __init__(self, source: Source, refs: list[ObjectRef]) -> None:
+        self._source, self._refs = source, refs
+        self.description = source.description
+        self.location = source.location
+        self.passed_over = PassedOver()
+        self.failures: list[ListingFailure] = []
+
+    def list(self) -> Iterator[ObjectRef]:
+        return iter(self._refs)
+
+    def look(self, key: str) -> ObjectRef | None:
+        return self._source.look(key)
+
+    def under(self, folder: str) -> Iterator[ObjectRef]:
+        return self._source.under(folder)
+
+    def read(self, ref: ObjectRef) -> bytes:
+        return self._source.read(ref)
+
+    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
+        return self._source.sidecar(ref)
+
+    def tags(self, ref: ObjectRef) -> dict[str, str]:
+        return self._source.tags(ref)
+
+
+def _mine(options: IndexOptions, doc_id: str) -> bool:
+    return options.shard is None or options.shard.holds(doc_id)
+
+
+async def _look(
+    source: Source, keys: Iterable[str]
+) -> tuple[dict[str, ObjectRef], list[dict[str, Any]]]:
+    """The objects at ``keys`` now (a key that is a folder: those below it), and the name
+    clauses that find what the index holds at those keys."""
+    import asyncio
+
+    found: dict[str, ObjectRef] = {}
+    names: list[dict[str, Any]] = []
+    for key in sorted(set(keys)):
+        names.append({"term": {"document_name": key}})
+        names.append({"prefix": {"document_name": key.rstrip("/") + "/"}})
+        ref = await asyncio.to_thread(source.look, key)
+        if ref is not None:
+            found[ref.key] = ref
+        for below in await asyncio.to_thread(_under, source, key):
+            found[below.key] = below
+    return found, names
+
+
+def _under(source: Source, key: str) -> list[ObjectRef]:
+    return list(source.under(key))
+
+
+async def _hold(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> int:
+    """Make every chunk of ``doc_ids`` answer no one (``HELD_ROLE``); how many chunks."""
+    actions: list[dict[str, Any]] = []
+    for i in range(0, len(doc_ids), 500):
+        query = {"terms": {"document_id": doc_ids[i : i + 500]}}
+        async for hit in async_scan(es, index=alias, query={"query": query}, _source=False):
+            actions.append(
+                {
+                    "_op_type": "update",
+                    "_index": hit["_index"],
+                    "_id": hit["_id"],
+                    "doc": {"access_roles": [HELD_ROLE]},
+                }
+            )
+    if actions:
+        await async_bulk(es, actions, raise_on_error=False, chunk_size=500)
+    return len(actions)
+
+
+async def _delete(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> None:
+    from indexer.store import delete_matching
+
+    for i in range(0, len(doc_ids), 500):
+        await delete_matching(es, alias, {"terms": {"document_id": doc_ids[i : i + 500]}})
+
+
+async def _stored_ids(
+    es: AsyncElasticsearch, options: IndexOptions, source: Source, names: list[dict[str, Any]]
+) -> dict[str, str]:
+    """This source's stored documents matching ``names`` (all of them for none): id → name."""
+    if names:
+        return await documents_below(
+            es,
+            options.alias,
+            options.tenant,
+            options.knowledge_id,
+            (options.source_name, source.location),
+            names,
+        )
+    found: dict[str, str] = {}
+    query = kb_query(options.tenant, options.knowledge_id, of_source(options.source_name,
+                                                                      source.location))  # fmt: skip
+    async for hit in async_scan(
+        es,
+        index=options.alias,
+        query={"query": query},
+        _source=["document_id", "document_name"],
+        size=2000,
+    ):
+        found[hit["_source"]["document_id"]] = hit["_source"].get("document_name", "")
+    return found
+
+
+async def settle(
+    es: AsyncElasticsearch,
+    source: Source,
+    options: IndexOptions,
+    keys: Iterable[str] | None,
+    *,
+    embedder: Embedder | None = None,
+    progress: Progress | None = None,
+) -> Settled:
+    """Bring ``keys`` of ``source`` (None: all of it, a re-listing) in line with the source:
+    deletions and holds in force first, then the changed objects indexed."""
+    import asyncio
+
+    if not options.source_name:
+        options = replace(options, source_name=source.description)
+    kb, tenant, alias = options.knowledge_id, options.tenant, options.alias
+    done = Settled()
+    started = time.perf_counter()
+    source.failures.clear()
+    if keys is None:
+        listed: dict[str, ObjectRef] = {}
+        for ref in await asyncio.to_thread(lambda: list(source.list())):
+            listed[ref.key] = ref
+        names: list[dict[str, Any]] = []
+    else:
+        listed, names = await _look(source, keys)
+        if not names:
+            return done
+    refs = {
+        document_id(kb, ref.identity, tenant): ref
+        for ref in listed.values()
+        if _mine(options, document_id(kb, ref.identity, tenant))
+    }
+    done.looked = len(refs)
+    done.failures = list(source.failures)
+    stored_names = await _stored_ids(es, options, source, names)
+    # What the index holds of the listed objects, as a run compares them.
+    write: list[ObjectRef] = []
+    hold: list[str] = []
+    ids = list(refs)
+    for i in range(0, len(ids), BATCH):
+        part = ids[i : i + BATCH]
+        versions = await current_versions(es, alias, tenant, kb, part)
+        for doc_id in part:
+            ref = refs[doc_id]
+            stored = versions.get(doc_id)
+            try:
+                version = (await asyncio.to_thread(outside_of, source, ref, options)).version
+            except DocumentError:
+                version = ""  # (its roles cannot be read: the pipeline fails and withdraws it)
+            need = "write" if stored is None else stored.needs(ref.etag, version, options.force)
+            if need == "skip":
+                continue
+            if stored is not None and not stored.written_by_another(options.source_name):
+                hold.append(doc_id)
+            write.append(ref)
+    done.listed_s = time.perf_counter() - started
+    # Gone: held by the index at these keys (of this source and shard), not in the source.
+    unlisted_below = [f for f in source.failures if f.scope in ("folder", "key")]
+    incomplete = any(f.scope == "rest" for f in source.failures)
+    gone = [
+        doc_id
+        for doc_id, name in stored_names.items()
+        if doc_id not in refs
+        and _mine(options, doc_id)
+        and not (keys is None and incomplete)
+        and not any(f.covers(name) for f in unlisted_below)
+    ]
+    withdraw_below = [
+        doc_id
+        for doc_id, name in stored_names.items()
+        if any(f.covers(name) for f in unlisted_below) and _mine(options, doc_id)
+    ]
+    if not options.dry_run:
+        if gone or withdraw_below:
+            await _delete(es, alias, gone + withdraw_below)
+        if hold:
+            await _hold(es, alias, hold)
+        if gone or hold or withdraw_below:
+            await refresh(es, alias)
+    done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)
+    done.narrowed_at = time.time()
+    if write:
+        chosen = _Chosen(source, write)
+        report = await index_source(
+            es, chosen, replace(options, prune=False), embedder=embedder, progress=progress
+        )
+        done.report = report
+    for failure in source.failures:
+        if done.report is None:
+            done.report = Report(source=source.description, knowledge_id=kb)
+        done.report.fail(failure.shown, failure.reason)
+    if done.report is not None:
+        done.report.documents_pruned += len(gone)
+        done.report.documents_withdrawn += len(withdraw_below)
+    return done

@@ -1,0 +1,282 @@
+"""The watcher's loop: what it hears becomes pending keys, settled a batch at a time; a full
+re-listing every ``rescan_s`` (and at start, and after its rules or manifest changed) settles
+everything; Elasticsearch or the source going away is waited out with what was heard kept.
+
+It holds a lease (``lease``) while it works, so two watchers of one source and shard never
+write at once, and keeps a status record (lag, last event, last re-listing) that ``show`` and
+the console read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+
+from indexer.loading import IndexOptions
+from indexer.sources import Source
+from indexer.watch.events import FileStamps, Heard
+from indexer.watch.health import Health, WatchMetrics
+from indexer.watch.lease import Lease, LeaseLost
+from indexer.watch.settle import Settled, settle
+from retrieval_svc.embedding import Embedder
+from retrieval_svc.search.runs import WATCHER, runs_index
+
+log = logging.getLogger(__name__)
+
+Events = Callable[[asyncio.Event], AsyncIterator[Heard]]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    """How the watcher listens and how often it re-lists."""
+
+    rescan_s: float = 60.0  # a full re-listing this often (events or not)
+    lease_ttl_s: float = 30.0
+    status_s: float = 10.0  # the status record and the lease renewed this often
+    backoff_max_s: float = 30.0  # the longest wait before a failed settle is tried again
+
+
+@dataclass(slots=True)
+class Status:
+    """What the status record says."""
+
+    started_at: float = field(default_factory=time.time)
+    events: int = 0
+    errors: int = 0
+    last_event_at: float | None = None
+    last_relisting_at: float | None = None
+    relisting_s: float | None = None
+    lag_narrowed_s: float | None = None
+    lag_indexed_s: float | None = None
+    last_error: str = ""
+    state: str = "starting"
+
+
+def _iso(at: float | None) -> str | None:
+    return datetime.fromtimestamp(at, UTC).isoformat() if at else None
+
+
+class Watcher:
+    """Keeps ``options.knowledge_id`` true to ``source`` until ``stop`` is set."""
+
+    def __init__(
+        self,
+        es: AsyncElasticsearch,
+        source: Source,
+        options: IndexOptions,
+        *,
+        index_alias: str,
+        watch: WatchOptions,
+        events: Events | None = None,
+        files: FileStamps | None = None,
+        reload: Callable[[], IndexOptions] | None = None,
+        embedder: Embedder | None = None,
+        health: Health | None = None,
+        said: Callable[[str, Settled], None] | None = None,
+    ) -> None:
+        self.es, self.source, self.options, self.watch = es, source, options, watch
+        self.events, self.files, self.reload, self.embedder = events, files, reload, embedder
+        shard = f"@shard-{options.shard.index}-of-{options.shard.count}" if options.shard else ""
+        self.lease_id = f"{options.knowledge_id}@watch-lease{shard}"
+        self.status_id = f"{options.knowledge_id}@watch{shard}"
+        self.runs = runs_index(index_alias, options.tenant)
+        labels = {"knowledge_id": options.knowledge_id, "shard": str(options.shard or "")}
+        self.health = health or Health(WatchMetrics(labels))
+        self.metrics = self.health.metrics
+        self.said = said or (lambda _what, _settled: None)
+        self.status = Status()
+        self.lease: Lease | None = None
+        self.pending = Heard()
+        self.everything = True  # (the first settle is a full re-listing)
+        self._wake = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Hold the lease and keep the knowledge base true to the source until ``stop``;
+        LeaseLost when another watcher took the lease."""
+        lease = self.lease = Lease(self.es, self.runs, self.lease_id, self.watch.lease_ttl_s)
+        if not await lease.acquire(stop):
+            return
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._listen(stop))
+                group.create_task(self._keep(lease, stop))
+                await self._work(stop)
+                stop.set()
+        except* LeaseLost as lost:
+            self.status.state = "lost its lease"
+            raise lost.exceptions[0] from None
+        finally:
+            self.status.state = (
+                "stopped" if self.status.state != "lost its lease" else (self.status.state)
+            )
+            with contextlib.suppress(Exception):
+                await self._record()
+            with contextlib.suppress(Exception):
+                await lease.release()
+
+    def _hear(self, heard: Heard, kind: str) -> None:
+        self.pending.add(heard)
+        self.status.events += len(heard.keys)
+        if heard.keys:
+            self.status.last_event_at = time.time()
+            self.metrics.last_event.labels(**self.metrics.labels).set(self.status.last_event_at)
+            self.metrics.events.labels(kind=kind, **self.metrics.labels).inc(len(heard.keys))
+        self.metrics.queue.labels(**self.metrics.labels).set(len(self.pending.keys))
+        self._wake.set()
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        """Events into ``pending``; an event stream that fails is started again (the
+        re-listing covers the gap)."""
+        if self.events is None:
+            return
+        while not stop.is_set():
+            try:
+                async for heard in self.events(stop):
+                    self._hear(heard, "folder" if not heard.ack else "queue")
+            except Exception as exc:  # (a share unmounted, a queue unreachable: try again)
+                log.warning("events stopped (%s: %s); listening again", type(exc).__name__, exc)
+                self.status.last_error = f"events: {type(exc).__name__}: {exc}"
+                await _sleep(stop, 5.0)
+
+    async def _keep(self, lease: Lease, stop: asyncio.Event) -> None:
+        """Every second: the rules and manifest looked at; every third of the lease's time:
+        the lease renewed; every ``status_s``: the status record written."""
+        next_renewal = next_status = 0.0
+        while not stop.is_set():
+            if self.files is not None and self.files.changed():
+                self._files_changed()
+            now = time.monotonic()
+            try:
+                if now >= next_renewal:
+                    await lease.renew()  # (LeaseLost ends the watcher: another one works now)
+                    next_renewal = now + self.watch.lease_ttl_s / 3
+                if now >= next_status:
+                    await self._record()
+                    next_status = now + self.watch.status_s
+            except LeaseLost:
+                raise
+            except Exception as exc:  # (Elasticsearch away: no settle runs without it)
+                log.warning("lease or status not written (%s): trying again", type(exc).__name__)
+            await _sleep(stop, 1.0)
+
+    def _files_changed(self) -> None:
+        if self.reload is None:
+            return
+        try:
+            self.options = self.reload()
+        except Exception as exc:  # (a rules file being written, or wrong: the old one stays)
+            self.status.last_error = f"rules or manifest not reloaded: {exc}"
+            self.metrics.errors.labels(**self.metrics.labels).inc()
+            log.error("%s; the rules in force stay", self.status.last_error)
+            return
+        log.warning("the rules or the manifest changed: settling everything")
+        self.metrics.events.labels(kind="files", **self.metrics.labels).inc()
+        self.status.last_event_at = time.time()
+        self.everything = True
+        self._wake.set()
+
+    async def _work(self, stop: asyncio.Event) -> None:
+        next_relisting = 0.0
+        backoff = 1.0
+        while not stop.is_set():
+            self.health.beat()
+            relist = self.everything or time.monotonic() >= next_relisting
+            if not relist and not (self.pending.keys or self.pending.ack):
+                self._wake.clear()
+                wait = max(0.1, min(5.0, next_relisting - time.monotonic()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_either(self._wake, stop), timeout=wait)
+                continue
+            taken, self.pending = self.pending, Heard()
+            everything, self.everything = self.everything, False
+            self.status.state = "re-listing" if relist else "settling"
+            try:
+                if self.lease is not None and not self.lease.fresh:  # (never on a lapsed one)
+                    await self.lease.renew()
+                done = await settle(
+                    self.es, self.source, self.options, None if relist else taken.keys,
+                    embedder=self.embedder,
+                )  # fmt: skip
+            except LeaseLost:
+                raise
+            except Exception as exc:  # (Elasticsearch or the source away: kept, tried again)
+                self.pending.add(taken)
+                self.everything = self.everything or everything or relist
+                self.status.errors += 1
+                self.status.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                self.status.state = "waiting for Elasticsearch or the source"
+                self.metrics.errors.labels(**self.metrics.labels).inc()
+                log.error("settle failed (%s); trying again in %.0f s", exc, backoff)
+                await _sleep(stop, backoff)
+                backoff = min(self.watch.backoff_max_s, backoff * 2)
+                continue
+            backoff = 1.0
+            for ack in taken.ack:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(ack)
+            self._account(taken, done, relist)
+            if relist:
+                next_relisting = time.monotonic() + self.watch.rescan_s
+                self.health.ready = True
+            self.status.state = "watching"
+            self.said("re-listing" if relist else "events", done)
+
+    def _account(self, taken: Heard, done: Settled, relist: bool) -> None:
+        labels = self.metrics.labels
+        if taken.keys and taken.at:
+            narrowed = max(0.0, done.narrowed_at - taken.at)
+            indexed = max(0.0, time.time() - taken.at)
+            self.status.lag_narrowed_s, self.status.lag_indexed_s = narrowed, indexed
+            self.metrics.lag.labels(stage="narrowed", **labels).observe(narrowed)
+            self.metrics.lag.labels(stage="indexed", **labels).observe(indexed)
+        if relist:
+            self.status.last_relisting_at = time.time()
+            self.status.relisting_s = done.listed_s
+            self.metrics.relisting.labels(**labels).set(done.listed_s)
+            self.metrics.last_relisting.labels(**labels).set(self.status.last_relisting_at)
+        self.metrics.queue.labels(**labels).set(len(self.pending.keys))
+
+    async def _record(self) -> None:
+        status = self.status
+        record: dict[str, Any] = {
+            "kind": WATCHER,
+            "knowledge_id": self.options.knowledge_id,
+            "finished_at": datetime.now(UTC).isoformat(),  # (its heartbeat)
+            "source": self.source.description,
+            "shard": str(self.options.shard) if self.options.shard else None,
+            "state": status.state,
+            "started_at": _iso(status.started_at),
+            "last_event_at": _iso(status.last_event_at),
+            "last_relisting_at": _iso(status.last_relisting_at),
+            "relisting_s": status.relisting_s,
+            "lag_narrowed_s": status.lag_narrowed_s,
+            "lag_indexed_s": status.lag_indexed_s,
+            "queue": len(self.pending.keys),
+            "events": status.events,
+            "errors": status.errors,
+            "last_error": status.last_error,
+            "rescan_s": self.watch.rescan_s,
+        }
+        await self.es.index(index=self.runs, id=self.status_id, document=record)
+
+
+async def _either(wake: asyncio.Event, stop: asyncio.Event) -> None:
+    waits = [asyncio.create_task(wake.wait()), asyncio.create_task(stop.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

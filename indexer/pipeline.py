@@ -52,7 +52,7 @@ from indexer.store import (
     refresh,
     withdraw,
 )
-from indexer.unlisted import another_source, what_was_not_listed
+from indexer.unlisted import another_source, still_held, what_was_not_listed
 from indexer.workers import InFlight, ParserPool
 from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
 from retrieval_svc.embedding import Embedder
@@ -210,7 +210,7 @@ class _IndexRun:
                         continue
                     stored = versions.get(ids[ref.key])
                     other = None if stored is None else stored.written_by_another(name)
-                    if other and not options.sole:
+                    if other and not options.sole and still_held(other, ref.key):
                         self.progress(ref.key)
                         self.report.fail(ref.key, another_source(other, name))
                         continue

@@ -1,11 +1,12 @@
 """What a run does where its source cannot be read whole: a place the listing could not read
 is a failure of the run, and the documents stored below it are withdrawn — their permission
 sources cannot be read, so their older chunks might answer wider than the source now says —
-never pruned as gone; and a document another source of the knowledge base wrote is refused,
-never taken over."""
+never pruned as gone; and a document another source of the knowledge base wrote and still
+holds is refused, never taken over."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -14,6 +15,16 @@ from indexer.loading import IndexOptions
 from indexer.report import Report
 from indexer.sources import Source
 from indexer.store import documents_below
+
+
+def still_held(other: str, key: str) -> bool:
+    """Whether the source ``other`` (a name a document records) may still hold ``key``: a
+    folder that no longer has anything at the key does not (the document moved sources: a
+    folder moved, or its files into another folder), so this source takes it over; anything
+    else — the key still there, a bucket, a name given with ``--source-name`` — does."""
+    if not os.path.isabs(other):
+        return True
+    return os.path.lexists(os.path.join(other, *key.split("/")))
 
 
 def another_source(other: str, this: str) -> str:

@@ -34,6 +34,7 @@ from indexer.pipeline import Progress, index_source
 from indexer.report import Report
 from indexer.sources import ListingFailure, ObjectRef, Source
 from indexer.store import current_versions, documents_below, kb_query, of_source, refresh
+from indexer.unlisted import still_held
 from retrieval_svc.embedding import Embedder
 
 # A role no principal can hold: the user-name prefix alone (a role a caller asserts, a grant,
@@ -225,7 +226,8 @@ async def settle(
             need = "write" if stored is None else stored.needs(ref.etag, version, options.force)
             if need == "skip":
                 continue
-            if stored is not None and not stored.written_by_another(options.source_name):
+            other = None if stored is None else stored.written_by_another(options.source_name)
+            if stored is not None and not (other and still_held(other, ref.key)):
                 hold.append(doc_id)
             write.append(ref)
     done.listed_s = time.perf_counter() - started

@@ -5,6 +5,7 @@ resident memory of the indexer and its workers — read from /proc — stays und
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -76,9 +77,14 @@ def hostile_mix(folder: Path) -> None:
 
 def index(folder: Path, alias: str, *options: str) -> tuple[Measured, dict[str, Any]]:
     env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none"}
-    argv = [*CLI, "index", str(folder), "--knowledge-id", "hostile", "--json", *options]
+    argv = [*CLI, "index", str(folder), "--knowledge-id", kb_of(folder), "--json", *options]
     run = run_measured(argv, env=env, timeout_s=600)
     return run, json.loads(run.stdout)
+
+
+def kb_of(folder: Path) -> str:
+    """Each test's own knowledge base (two folders of one knowledge base are two sources)."""
+    return "hostile-" + hashlib.sha256(str(folder).encode()).hexdigest()[:8]
 
 
 def reasons(report: dict[str, Any]) -> dict[str, str]:
@@ -196,14 +202,14 @@ def test_what_the_listing_passed_over_is_in_the_summary_and_the_run_record(
     (folder / "b.zip").write_bytes(b"x")
     os.mkfifo(folder / "pipe.md")
     env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none"}
-    argv = [*CLI, "index", str(folder), "--knowledge-id", "hostile"]
+    argv = [*CLI, "index", str(folder), "--knowledge-id", kb_of(folder)]
     run = run_measured(argv, env=env, timeout_s=600)
     assert run.returncode == 0, run.stderr[-2000:]  # passed over is not failed
     assert (
         "passed over 4: unsupported .zip 2, not a regular file (a FIFO, device or socket) 1, "
         "unsupported .vsdx 1" in " ".join(run.stderr.split())
     ), run.stderr
-    record = es_sync.get(index=runs_index(alias, "default"), id="hostile")["_source"]
+    record = es_sync.get(index=runs_index(alias, "default"), id=kb_of(folder))["_source"]
     assert record["passed_over"][0] == {
         "reason": "unsupported .zip", "code": "unsupported", "count": 2,
         "examples": ["a.zip", "b.zip"],

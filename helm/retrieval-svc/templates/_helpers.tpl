@@ -19,6 +19,12 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{- /* The watcher's pods: not the service's (its Service must never route to them). */ -}}
+{{- define "rsvc.watchSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-watch
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
 {{- define "rsvc.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}

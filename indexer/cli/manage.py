@@ -237,6 +237,16 @@ def show(
             f"them), {last.get('documents_withdrawn', 0)} withdrawn (their roles could no longer "
             "be decided, or changed while they failed: see their failures)"
         )
+    for w in last.get("watchers", []):
+        lag = w.get("lag_narrowed_s")
+        typer.echo(
+            f"  watcher{' of shard ' + w['shard'] if w.get('shard') else ''}: {w.get('state')}, "
+            f"heartbeat {str(w.get('finished_at'))[:19]}, last event "
+            f"{str(w.get('last_event_at') or '-')[:19]}, last re-listing "
+            f"{str(w.get('last_relisting_at') or '-')[:19]}"
+            + (f", last change in force {lag:.1f} s after it was heard" if lag is not None else "")
+            + (f"; last error: {w['last_error']}" if w.get("last_error") else "")
+        )
     for failure in last.get("failures", []):
         typer.echo(f"  failed {failure['document']}: {failure['reason']}")
     for item in last.get("passed_over", []):

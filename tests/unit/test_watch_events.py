@@ -1,0 +1,56 @@
+"""What the watcher hears (``indexer.watch.events``): S3's event records as S3 sends them
+(keys URL-encoded, spaces as ``+``), wrapped by SNS, or as EventBridge sends them; keys of
+another bucket or outside the prefix ignored; a sidecar's event naming its document."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from indexer.watch.events import Heard, document_key, keys_of, queue_url
+
+
+def s3_record(bucket: str, key: str, name: str = "ObjectCreated:Put") -> dict[str, object]:
+    return {"eventName": name, "eventTime": "2026-12-04T09:00:00.000Z",
+            "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}  # fmt: skip
+
+
+def test_s3_records_name_their_keys_under_the_prefix() -> None:
+    body = {"Records": [
+        s3_record("corp", "kb/%E6%B3%95%E5%8A%A1/%E5%90%88%E5%90%8C+2026.md"),
+        s3_record("corp", "kb/a.md.meta.json", "ObjectCreated:Copy"),
+        s3_record("corp", "other/b.md"),
+        s3_record("elsewhere", "kb/c.md", "ObjectRemoved:Delete"),
+    ]}  # fmt: skip
+    keys, when = keys_of(body, "corp", "kb/")
+    assert keys == {"法务/合同 2026.md", "a.md"}
+    assert when is not None and when > 1.7e9
+
+
+def test_sns_and_eventbridge_envelopes_are_read_too() -> None:
+    wrapped = {
+        "Type": "Notification",
+        "Message": json.dumps({"Records": [s3_record("corp", "kb/x.md")]}),
+    }
+    assert keys_of(wrapped, "corp", "kb/")[0] == {"x.md"}
+    bridge = {
+        "detail-type": "Object Deleted", "time": "2026-12-04T09:00:01Z",
+        "detail": {"bucket": {"name": "corp"}, "object": {"key": "kb/法务/合同 2026.md"}},
+    }  # fmt: skip
+    assert keys_of(bridge, "corp", "kb/")[0] == {"法务/合同 2026.md"}
+    assert keys_of({"Event": "s3:TestEvent"}, "corp", "kb/") == (set(), None)
+    assert keys_of("not an object", "corp", "") == (set(), None)
+
+
+def test_a_sidecar_names_its_document_and_heard_batches_join() -> None:
+    assert document_key("人事/薪酬.xlsx.meta.json") == "人事/薪酬.xlsx"
+    first, later = Heard({"a.md"}, 20.0), Heard({"b.md"}, 10.0)
+    first.add(later)
+    assert first.keys == {"a.md", "b.md"} and first.at == 10.0
+
+
+@pytest.mark.parametrize("spec", ["kafka://topic", "sqs://", "queue"])
+def test_a_queue_that_is_not_sqs_is_refused_saying_what_to_give(spec: str) -> None:
+    with pytest.raises(ValueError, match="sqs://QUEUE-NAME"):
+        queue_url(object(), spec)

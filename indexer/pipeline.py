@@ -73,12 +73,16 @@ async def index_source(
     progress: Progress | None = None,
     embedder: Embedder | None = None,
     embed_progress: EmbedProgress | None = None,
+    pool: ParserPool | None = None,
 ) -> Report:
     """Index ``source`` into ``options.knowledge_id``; one bad document never stops the rest.
 
-    Parsing, embedding (when ``embedder``) and writing run as overlapping stages.
+    Parsing, embedding (when ``embedder``) and writing run as overlapping stages. ``pool``:
+    worker processes kept between runs (the watcher's), else the run starts its own when
+    ``options.workers``.
     """
     run = _IndexRun(es, source, options, progress, embedder, embed_progress)
+    run.pool = pool
     return await run.run()
 
 
@@ -129,7 +133,7 @@ class _IndexRun:
         )
         has_chunks = bool(counted.get("count", 0))
         async with contextlib.AsyncExitStack() as stack:
-            if options.workers:
+            if options.workers and self.pool is None:
                 self.pool = await stack.enter_async_context(
                     ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
                 )

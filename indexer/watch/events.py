@@ -24,6 +24,8 @@ from urllib.parse import unquote_plus, urlparse
 
 from indexer.passing_over import SIDECAR_SUFFIX
 
+MAX_BATCH = 500  # messages taken at once from a queue's backlog
+
 
 @dataclass(slots=True)
 class Heard:
@@ -166,10 +168,17 @@ async def queue_events(
     messages are deleted (``ack``) only once its keys are settled: a watcher that dies first
     gets them again (at-least-once)."""
     while not stop.is_set():
-        answer = await asyncio.to_thread(
-            client.receive_message, QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s
-        )
-        messages = answer.get("Messages", [])
+        messages: list[dict[str, Any]] = []
+        wait = wait_s
+        while len(messages) < MAX_BATCH:  # (a backlog drained in batches, not ten at a time)
+            answer = await asyncio.to_thread(
+                client.receive_message, QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=wait
+            )
+            got = answer.get("Messages", [])
+            messages += got
+            if len(got) < 10:
+                break
+            wait = 0
         if not messages:
             continue
         heard = Heard(at=time.time())
@@ -186,7 +195,8 @@ async def queue_events(
                    enumerate(messages)]  # fmt: skip
 
         def delete(entries: list[dict[str, str]] = handles) -> None:
-            client.delete_message_batch(QueueUrl=url, Entries=entries)
+            for i in range(0, len(entries), 10):  # (SQS deletes ten at a time)
+                client.delete_message_batch(QueueUrl=url, Entries=entries[i : i + 10])
 
         heard.ack.append(delete)
         yield heard

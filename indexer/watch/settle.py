@@ -35,6 +35,7 @@ from indexer.report import Report
 from indexer.sources import ListingFailure, ObjectRef, Source
 from indexer.store import current_versions, documents_below, kb_query, of_source, refresh
 from indexer.unlisted import still_held
+from indexer.workers import ParserPool
 from retrieval_svc.embedding import Embedder
 
 # A role no principal can hold: the user-name prefix alone (a role a caller asserts, a grant,
@@ -181,6 +182,7 @@ async def settle(
     *,
     embedder: Embedder | None = None,
     progress: Progress | None = None,
+    pool: ParserPool | None = None,
 ) -> Settled:
     """Bring ``keys`` of ``source`` (None: all of it, a re-listing) in line with the source:
     deletions and holds in force first, then the changed objects indexed."""
@@ -259,7 +261,12 @@ async def settle(
     if write:
         chosen = _Chosen(source, write)
         report = await index_source(
-            es, chosen, replace(options, prune=False), embedder=embedder, progress=progress
+            es,
+            chosen,
+            replace(options, prune=False),
+            embedder=embedder,
+            progress=progress,
+            pool=pool,
         )
         done.report = report
     for failure in source.failures:

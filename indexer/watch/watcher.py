@@ -26,6 +26,7 @@ from indexer.watch.events import FileStamps, Heard
 from indexer.watch.health import Health, WatchMetrics
 from indexer.watch.lease import Lease, LeaseLost
 from indexer.watch.settle import Settled, settle
+from indexer.workers import ParserPool
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.search.runs import WATCHER, runs_index
 
@@ -94,6 +95,7 @@ class Watcher:
         self.said = said or (lambda _what, _settled: None)
         self.status = Status()
         self.lease: Lease | None = None
+        self.pool: ParserPool | None = None
         self.pending = Heard()
         self.everything = True  # (the first settle is a full re-listing)
         self._wake = asyncio.Event()
@@ -105,11 +107,17 @@ class Watcher:
         if not await lease.acquire(stop):
             return
         try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._listen(stop))
-                group.create_task(self._keep(lease, stop))
-                await self._work(stop)
-                stop.set()
+            async with contextlib.AsyncExitStack() as stack:
+                options = self.options
+                if options.workers:  # (started once: a settle never waits for a worker's start)
+                    self.pool = await stack.enter_async_context(
+                        ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
+                    )
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self._listen(stop))
+                    group.create_task(self._keep(lease, stop))
+                    await self._work(stop)
+                    stop.set()
         except* LeaseLost as lost:
             self.status.state = "lost its lease"
             raise lost.exceptions[0] from None
@@ -203,7 +211,7 @@ class Watcher:
                     await self.lease.renew()
                 done = await settle(
                     self.es, self.source, self.options, None if relist else taken.keys,
-                    embedder=self.embedder,
+                    embedder=self.embedder, pool=self.pool,
                 )  # fmt: skip
             except LeaseLost:
                 raise

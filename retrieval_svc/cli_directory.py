@@ -20,9 +20,24 @@ if TYPE_CHECKING:
 _EVERY = re.compile(r"^(\d+)([smh])$")
 
 
+FULL_READ_EVERY = 60  # syncs that may skip reading an unchanged directory in a row
+
+
+def _stamp(config: Path) -> str | None:
+    """The directory's change stamp (``directory_stamp``), or None."""
+    from retrieval_svc.directory import DirectoryError, directory_stamp, load_sync
+
+    try:
+        return directory_stamp(load_sync(config))
+    except DirectoryError:
+        return None
+
+
 def _interval(value: str | None) -> float | None:
     if value is None:
         return None
+    if value.strip().isdigit():  # (a bare number: seconds)
+        value = value.strip() + "s"
     match = _EVERY.match(value.strip())
     if not match or int(match[1]) == 0:
         raise typer.BadParameter(f"{value!r} is not an interval such as 15m, 1h or 90s")
@@ -58,8 +73,10 @@ def sync_ldap(
     every: Annotated[
         str | None,
         typer.Option(
-            help="Sync again at this interval (15m, 1h, 90s) until stopped: a schedule "
-            "without Kubernetes. A failed sync is reported and the next one tried.",
+            help="Sync again at this interval (15m, 1h, 90s, or seconds: 10) until stopped: a "
+            "schedule without Kubernetes. A directory whose contextCSN (OpenLDAP with "
+            "syncprov) or highestCommittedUSN (Active Directory) has not changed is not read "
+            "again. A failed sync is reported and the next one tried.",
             show_default=False,
         ),
     ] = None,
@@ -95,8 +112,19 @@ def sync_ldap(
     admin = _admin(ctx)
     outcome = SyncOutcome(first.tenant, first.name)
     done = 0
+    last_stamp: str | None = None
+    unread = 0
     while True:
-        code, outcome = _sync_once(admin, config, outcome, dry_run, max_removed_share, force)
+        # With --every: a directory that says nothing changed (its contextCSN or
+        # highestCommittedUSN) is not read again, but whole at least every FULL_READ_EVERY.
+        stamp = _stamp(config) if interval is not None and not dry_run else None
+        if stamp is not None and stamp == last_stamp and unread < FULL_READ_EVERY:
+            unread += 1
+            typer.echo(f"unchanged: the directory's {stamp.split(':')[0]} is as at the last sync")
+            code, outcome = 0, outcome.next(ok=True)
+        else:
+            code, outcome = _sync_once(admin, config, outcome, dry_run, max_removed_share, force)
+            last_stamp, unread = (stamp if code == 0 else None), 0
         done += 1
         if (metrics_textfile or pushgateway) and not dry_run:
             try:

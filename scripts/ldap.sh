@@ -85,6 +85,7 @@ include /etc/ldap/schema/nis.schema
 modulepath /usr/lib/ldap
 moduleload back_mdb.la
 moduleload memberof.la
+moduleload syncprov.la
 pidfile $dir/slapd.pid
 sizelimit unlimited
 TLSCACertificateFile $dir/ca.pem
@@ -101,6 +102,7 @@ index uid,cn eq
 index member,memberOf eq
 overlay memberof
 memberof-refint TRUE
+overlay syncprov
 CONF
     cat >"$dir/base.ldif" <<LDIF
 dn: $SUFFIX

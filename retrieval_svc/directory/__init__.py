@@ -9,7 +9,7 @@ from retrieval_svc.directory.groups import (
     RemovalLimit,
     plan,
 )
-from retrieval_svc.directory.ldap import LdapSync, load_sync, read_directory
+from retrieval_svc.directory.ldap import LdapSync, directory_stamp, load_sync, read_directory
 
 __all__ = [
     "Directory",
@@ -18,6 +18,7 @@ __all__ = [
     "Limits",
     "Plan",
     "RemovalLimit",
+    "directory_stamp",
     "load_sync",
     "plan",
     "read_directory",

@@ -176,6 +176,39 @@ def _values(entry: Any, attribute: str) -> list[str]:
     return [str(v) for v in (found if isinstance(found, list) else [found])]
 
 
+def directory_stamp(sync: LdapSync) -> str | None:
+    """What changes whenever anything in the directory does, read in one or two small
+    searches: Active Directory's ``highestCommittedUSN`` (the root DSE), or OpenLDAP's
+    ``contextCSN`` of the database holding the users (kept by the ``syncprov`` overlay, which
+    replication needs). None where the directory has neither, or cannot be asked: then every
+    sync reads the directory whole."""
+    import ldap3
+
+    try:
+        conn = _connection(sync)
+    except Exception:
+        return None
+    try:
+        conn.search("", "(objectClass=*)", ldap3.BASE,
+                    attributes=["highestCommittedUSN", "namingContexts"])  # fmt: skip
+        root = conn.response[0].get("attributes", {}) if conn.response else {}
+        if usn := root.get("highestCommittedUSN"):
+            return f"usn:{usn[0] if isinstance(usn, list) else usn}"
+        contexts = root.get("namingContexts") or []
+        base = normal_dn(sync.users.base)
+        holding = [c for c in contexts if base == normal_dn(c) or base.endswith("," + normal_dn(c))]
+        for context in holding[:1]:
+            conn.search(context, "(objectClass=*)", ldap3.BASE, attributes=["contextCSN"])
+            found = conn.response[0].get("attributes", {}) if conn.response else {}
+            if csn := found.get("contextCSN"):
+                return "csn:" + ",".join(sorted(csn if isinstance(csn, list) else [csn]))
+    except Exception:
+        return None
+    finally:
+        _close(conn)
+    return None
+
+
 def read_directory(sync: LdapSync) -> Directory:
     """Everything the sync needs, read whole; raises DirectoryError on any failure."""
     import ldap3.core.exceptions as errors

@@ -140,3 +140,24 @@ def test_an_entry_whose_id_cannot_be_stored_never_stops_the_sync(
     again = cli(db, "sync-ldap", str(sync))  # (a removed member loses the role)
     assert again.exit_code == 0 and "removed 1" in again.stdout, again.output
     assert roles_of(db, "wang") == set()
+
+
+def test_an_unchanged_directory_is_not_read_again_and_any_change_shows(
+    tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrieval_svc.directory import directory_stamp, load_sync
+    from tests.integration.test_directory_ldap import ADMIN
+
+    monkeypatch.setenv("TEST_LDAP_PASSWORD", ADMIN[1])
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    wang = tree.user("wang")
+    group = tree.group("finance-hq", wang)
+    sync = tree.sync_file(tmp_path, name="hq", roles={"finance-hq": ["财务"]})
+    before = directory_stamp(load_sync(sync))
+    assert before is not None and before.startswith("csn:"), before  # (slapd with syncprov)
+    run = cli(db, "sync-ldap", str(sync), "--every", "1", "--count", "2")
+    assert run.exit_code == 0, run.output
+    assert run.stdout.count("synced:") == 1 and "unchanged: the directory's csn" in run.stdout
+    assert roles_of(db, "wang") == {"财务"}
+    tree.conn.modify(group, {"member": [(ldap3.MODIFY_DELETE, [wang])]})
+    assert directory_stamp(load_sync(sync)) != before  # (a membership change moves it)

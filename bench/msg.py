@@ -139,21 +139,28 @@ def _compound(root: _Entry) -> bytes:
     return header + body
 
 
-def msg(
+@dataclass
+class Attached:
+    """A mail attached to a mail (an Outlook "item" attachment: an embedded message)."""
+
+    name: str
+    subject: str
+    body: str
+    sender: tuple[str, str]
+    to: list[tuple[str, str]]
+
+
+def _message(
+    header: bytes,
     subject: str,
     body: str,
     sender: tuple[str, str],
     to: list[tuple[str, str]],
-    attachments: Sequence[tuple[str, bytes]] = (),
-    sent: datetime | None = None,
-) -> bytes:
-    """A mail as an Outlook ``.msg`` file."""
-    when = sent or datetime(2026, 3, 2, 1, 30, tzinfo=UTC)
-    root = _Entry("Root Entry", 5)
-    header = struct.pack(
-        "<8sIIII8s", b"\0" * 8, 1, len(attachments), 1, len(attachments), b"\0" * 8
-    )
-    root.children = [
+    attachments: Sequence[tuple[str, bytes] | Attached],
+    when: datetime,
+) -> list[_Entry]:
+    """A message's streams and storages (the root's, or an embedded message's)."""
+    children = [
         _properties(header, [(0x00390040, 6, _filetime(when)), (0x0E060040, 6, _filetime(when))]),
         _stream("001A001F", _unicode("IPM.Note")),
         _stream("0037001F", _unicode(subject)),
@@ -163,9 +170,6 @@ def msg(
         _stream("5D01001F", _unicode(sender[1])),
         _stream("0E04001F", _unicode("; ".join(name for name, _ in to))),
     ]
-    named = _Entry("__nameid_version1.0", 1)  # named properties: none, but the streams exist
-    named.children = [_stream(tag, b"") for tag in ("00020102", "00030102", "00040102")]
-    root.children.append(named)
     for i, (name, address) in enumerate(to):
         recipient = _Entry(f"__recip_version1.0_#{i:08X}", 1)
         recipient.children = [
@@ -173,14 +177,50 @@ def msg(
             _stream("3001001F", _unicode(name)),
             _stream("39FE001F", _unicode(address)),
         ]
-        root.children.append(recipient)
-    for i, (name, data) in enumerate(attachments):
+        children.append(recipient)
+    for i, item in enumerate(attachments):
         attachment = _Entry(f"__attach_version1.0_#{i:08X}", 1)
-        attachment.children = [
-            _properties(b"\0" * 8, [(0x37050003, 6, struct.pack("<I", 1))]),
-            _stream("3707001F", _unicode(name)),
-            _stream("3704001F", _unicode(name)),
-            _stream("37010102", data),
-        ]
-        root.children.append(attachment)
+        if isinstance(item, Attached):  # ATTACH_EMBEDDED_MSG: the message as a storage
+            inner = _Entry("__substg1.0_3701000D", 1)
+            small = struct.pack("<8sIIII", b"\0" * 8, len(item.to), 0, len(item.to), 0)
+            inner.children = _message(
+                small, item.subject, item.body, item.sender, item.to, (), when
+            )
+            attachment.children = [
+                _properties(b"\0" * 8, [(0x37050003, 6, struct.pack("<I", 5))]),
+                _stream("3707001F", _unicode(item.name)),
+                _stream("3704001F", _unicode(item.name)),
+                inner,
+            ]
+        else:
+            name, data = item
+            attachment.children = [
+                _properties(b"\0" * 8, [(0x37050003, 6, struct.pack("<I", 1))]),
+                _stream("3707001F", _unicode(name)),
+                _stream("3704001F", _unicode(name)),
+                _stream("37010102", data),
+            ]
+        children.append(attachment)
+    return children
+
+
+def msg(
+    subject: str,
+    body: str,
+    sender: tuple[str, str],
+    to: list[tuple[str, str]],
+    attachments: Sequence[tuple[str, bytes] | Attached] = (),
+    sent: datetime | None = None,
+) -> bytes:
+    """A mail as an Outlook ``.msg`` file (an ``Attached`` among ``attachments``: a mail
+    attached to it, as Outlook attaches an item)."""
+    when = sent or datetime(2026, 3, 2, 1, 30, tzinfo=UTC)
+    root = _Entry("Root Entry", 5)
+    header = struct.pack(
+        "<8sIIII8s", b"\0" * 8, len(to), len(attachments), len(to), len(attachments), b"\0" * 8
+    )
+    root.children = _message(header, subject, body, sender, to, attachments, when)
+    named = _Entry("__nameid_version1.0", 1)  # named properties: none, but the streams exist
+    named.children = [_stream(tag, b"") for tag in ("00020102", "00030102", "00040102")]
+    root.children.append(named)
     return _compound(root)

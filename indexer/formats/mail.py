@@ -53,7 +53,7 @@ def _deeper(text: str) -> str:
 
 
 def _attachments(
-    found: list[tuple[str, bytes]], reading: Reading, read: Reader | None, depth: int
+    found: list[tuple[str, bytes | Parsed]], reading: Reading, read: Reader | None, depth: int
 ) -> list[Part]:
     """Each attachment's text as parts marked with its name; the names of those no reader
     takes, and why one that should be read was not, on a line of their own."""
@@ -62,7 +62,11 @@ def _attachments(
     for name, data in found:
         heading = f"# {ATTACHMENT}：{name}"
         nested = PurePosixPath(name).suffix.lower() in (".eml", ".msg")
-        if read is None or (nested and depth):
+        if isinstance(data, Parsed):  # (a mail attached as an item: read already)
+            if data.text.strip():
+                parts.append(Part(f"{heading}\n\n{_deeper(data.text)}", {"attachment": name}))
+            continue
+        if read is None or (nested and depth) or not data:
             others.append(name)
             continue
         try:
@@ -85,7 +89,7 @@ def _mail(
     people: dict[str, list[str]],
     sent: Any,
     body: str,
-    found: list[tuple[str, bytes]],
+    found: list[tuple[str, bytes | Parsed]],
     reading: Reading,
     read: Reader | None,
     depth: int,
@@ -128,7 +132,7 @@ def parse_eml(data: bytes, reading: Reading, read: Reader | None = None, depth: 
             body = _html_text(raw, reading)
         else:
             body = str(content)
-    found: list[tuple[str, bytes]] = []
+    found: list[tuple[str, bytes | Parsed]] = []
     for part in message.iter_attachments():
         name = part.get_filename() or (
             "mail.eml" if part.get_content_type() == "message/rfc822" else ""
@@ -163,26 +167,40 @@ def parse_msg(data: bytes, reading: Reading, read: Reader | None = None, depth: 
         raise DocumentError(
             f"Outlook mail cannot be read: the .msg holds a {type(opened).__name__}, not a mail"
         )
-    message = opened
     try:
-        body = message.body or ""
-        if not body.strip() and (html := message.htmlBody):
-            body = _html_text(html, reading)
-        found = []
-        for attachment in message.attachments:
-            payload = getattr(attachment, "data", None)
-            name = getattr(attachment, "getFilename", lambda: None)() or ""
-            if isinstance(payload, bytes) and name:
-                found.append((name, payload))
-        people = {  # (Outlook separates recipients with semicolons)
-            key: _people(p for p in (value or "").split(";") if p.strip())
-            for key, value in (("from", message.sender), ("to", message.to), ("cc", message.cc))
-        }
-        return _mail(
-            message.subject or "", people, message.date, body, found, reading, read, depth, "msg"
-        )
+        return _outlook(opened, reading, read, depth)
     finally:
-        message.close()
+        opened.close()
+
+
+def _outlook(message: Any, reading: Reading, read: Reader | None, depth: int) -> Parsed:
+    """An opened Outlook message (a ``.msg``, or a mail attached to one as an item)."""
+    import extract_msg
+
+    body = message.body or ""
+    if not body.strip() and (html := message.htmlBody):
+        body = _html_text(html, reading)
+    found: list[tuple[str, bytes | Parsed]] = []
+    for attachment in message.attachments:
+        payload = getattr(attachment, "data", None)
+        name = getattr(attachment, "getFilename", lambda: None)() or ""
+        if isinstance(payload, extract_msg.Message):  # an item: read one level down
+            name = name or f"{payload.subject or 'mail'}.msg"
+            if depth:
+                found.append((name, b""))  # (named, not read: as a mail in a mail in a mail)
+            else:
+                found.append((name, _outlook(payload, reading, read, depth + 1)))
+        elif isinstance(payload, bytes) and name:
+            found.append((name, payload))
+        elif name or payload is not None:  # (a link, an OLE object…: named, never dropped)
+            found.append((name or type(attachment).__name__, b""))
+    people = {  # (Outlook separates recipients with semicolons)
+        key: _people(p for p in (value or "").split(";") if p.strip())
+        for key, value in (("from", message.sender), ("to", message.to), ("cc", message.cc))
+    }
+    return _mail(
+        message.subject or "", people, message.date, body, found, reading, read, depth, "msg"
+    )
 
 
 _NS = {

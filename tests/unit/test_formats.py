@@ -353,6 +353,27 @@ def test_a_mail_names_what_it_could_not_read_and_reads_a_mail_inside_once() -> N
     assert "附件（未读取其内容）：签名.bin" in text
 
 
+def test_an_outlook_mail_attached_to_a_msg_is_read_one_level_down() -> None:
+    # Issue #56 §5: extract-msg gives an attached mail (an Outlook item) as a message, not
+    # bytes; it was dropped in silence. A mail inside that one is named, not read.
+    from bench.msg import Attached, msg
+
+    wang, zhao = ("王芳", "wang.fang@example.com"), ("赵敏", "zhao.min@example.com")
+    forwarded = Attached(
+        "转发：报价.msg", "电缆报价", "报价单：YJV-3x95 每米二百一十元。", zhao, [wang]
+    )
+    note = ("说明.txt", "附件说明".encode())
+    data = msg(
+        "转发：电缆报价", "请查收。", wang, [("李强", "li.qiang@example.com")], [forwarded, note]
+    )
+    parsed = parse("转发.msg", data)
+    part = next(p for p in parsed.parts if p.marks.get("attachment") == "转发：报价.msg")
+    assert "## 电缆报价" in part.text and "YJV-3x95 每米二百一十元" in part.text
+    assert "赵敏 <zhao.min@example.com>" in part.text
+    assert any("附件说明" in p.text for p in parsed.parts)
+    assert parsed.info["attachments"] == 2
+
+
 def test_an_epub_is_read_in_the_order_of_its_spine() -> None:
     parsed = parse("手册.epub", render.RENDERERS["epub"][1](SECTIONS))
     assert parsed.title == SECTIONS[0][0] and parsed.info["format"] == "epub"

@@ -17,6 +17,7 @@
 #   RSVC_ES_PORT      HTTP port on 127.0.0.1                        (default 9200)
 #   RSVC_ES_HEAP      JVM heap, -Xms and -Xmx                       (default 768m)
 #   RSVC_ES_CACHE     cache folder for the zip, home, data, logs    (default <repo>/.cache/es)
+#   RSVC_ES_FORGET    1: `stop` removes the instance's data and logs too (scripts/test's own)
 #
 # Run as root, Elasticsearch runs as the system user rsvc-es, which must be able to enter the
 # folders it runs from. When the cache sits under a private folder (root's home and every
@@ -200,6 +201,9 @@ cmd_stop() {
   kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
   rm -f "$PIDFILE"
   log "stopped (pid $pid)"
+  if [ "${RSVC_ES_FORGET:-0}" = 1 ]; then  # (a throwaway instance: its data goes too)
+    rm -rf "$RUN"
+  fi
 }
 
 cmd_clean() {

@@ -452,4 +452,37 @@ def cli(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = main(args)
     print_result(result, args.out)
+    if args.out:
+        (args.out / "table.md").write_text(table(result), encoding="utf-8")
     return 0 if all(t["met"] for t in result["targets"]) else 1
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result as the docs show it: a row per scenario and kind (seconds)."""
+    lines = [
+        f"{result['machine']}; {result['settings']['objects']:,} objects, "
+        f"{result['settings']['changes']} changes of each kind at "
+        f"{result['settings']['rate']:g} a second; seconds from the change at the source to the "
+        "answer agreeing.",
+        "",
+        "| source, mode | kind | n | p50 | p95 | max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, run in result["scenarios"].items():
+        for kind, row in run["by_kind"].items():
+            lines.append(
+                f"| {name} | {kind} | {row['n']} | {row['p50']} | {row['p95']} | {row['max']} |"
+            )
+        for label in ("narrowing", "widening"):
+            if row := run[label]:
+                lines.append(
+                    f"| {name} | **all {label}** | {row['n']} | {row['p50']} | **{row['p95']}** "
+                    f"| {row['max']} |"
+                )
+        lines.append(f"| {name} | missed | {run['missed']} | | | |")
+    lines += ["", "| scenario | target | measured | met |", "|---|---|---|---|"]
+    lines += [
+        f"| {t['scenario']} | {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"
+        for t in result["targets"]
+    ]
+    return "\n".join(lines) + "\n"

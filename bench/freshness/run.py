@@ -126,8 +126,9 @@ def changes(
     """The changes to make, interleaved by kind: each a callable that makes it and says
     what must hold afterwards."""
     rng = random.Random(seed)
-    picked = rng.sample(range(objects), per_kind * 4)
     folders = sorted({i // 1000 for i in range(objects)})
+    restricted = min(per_kind, len(folders) - 1)  # (the first folders: a rules edit each)
+    picked = rng.sample(range(restricted * 1000, objects), per_kind * 4)  # (the others)
     made: dict[str, list[Callable[[], Change]]] = {k: [] for k in (*NARROWING, *WIDENING)}
 
     def gone(key: str) -> Callable[[Elasticsearch], bool]:
@@ -170,7 +171,7 @@ def changes(
             return Change("new", time.time(), lambda es: count(es, index, kb, [], match) > 0)
 
         def restrict(n: int = n) -> Change:
-            folder = f"公共/d{folders[n % len(folders)]:03d}/"
+            folder = f"公共/d{folders[n]:03d}/"
             current = rules.read_text(encoding="utf-8")
             extra = current.split("rules:\n", 1)[1].split("  - match: 公共/**", 1)[0]
             extra += f"  - match: {folder}**\n    access_roles: [财务]\n"
@@ -186,7 +187,7 @@ def changes(
             ("edit", edit),
             ("new", new),
         ):
-            if kind == "rules" and n >= min(per_kind, len(folders) - 1):
+            if kind == "rules" and n >= restricted:
                 continue  # (a folder of 公共 stays public)
             made[kind].append(make)
     order = [

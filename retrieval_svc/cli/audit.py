@@ -14,7 +14,7 @@ from elasticsearch import ApiError, TransportError
 
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
 from retrieval_svc.audit import Audit
-from retrieval_svc.cli_config import load_settings
+from retrieval_svc.cli.config import load_settings
 from retrieval_svc.errors import ServiceError
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.client import make_es_client

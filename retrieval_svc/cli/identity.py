@@ -13,7 +13,7 @@ import typer
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import PolicyError
 from retrieval_svc.acl.rule import DEFAULT_TENANT
-from retrieval_svc.cli_policy import TenantOption, _admin, policy_database
+from retrieval_svc.cli.policy import TenantOption, _admin, policy_database
 
 identity_app = typer.Typer(
     help="Who a caller's user id is (the policy database, RSVC_CASBIN_DB_URL): the explicit "

@@ -15,12 +15,12 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from retrieval_svc import cli_directory  # noqa: F401 (registers policy sync-ldap)
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key, new_key
-from retrieval_svc.cli_audit import audit_app
-from retrieval_svc.cli_config import load_settings
-from retrieval_svc.cli_identity import identity_app
-from retrieval_svc.cli_policy import policy_app
+from retrieval_svc.cli import directory  # noqa: F401 (registers policy sync-ldap)
+from retrieval_svc.cli.audit import audit_app
+from retrieval_svc.cli.config import load_settings
+from retrieval_svc.cli.identity import identity_app
+from retrieval_svc.cli.policy import policy_app
 from retrieval_svc.settings import Settings
 
 app = typer.Typer(

@@ -12,7 +12,7 @@ import typer
 
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import PolicyError, csv_line
-from retrieval_svc.cli_policy import _admin, policy_app
+from retrieval_svc.cli.policy import _admin, policy_app
 
 if TYPE_CHECKING:
     from retrieval_svc.directory.metrics import SyncOutcome

@@ -1,0 +1,7 @@
+"""``retrieval-svc``: the command line, a module a command group on one app (``main``:
+``serve``, ``new-key``): ``policy`` (``policy``; ``sync-ldap`` in ``directory``),
+``identity`` (``identity``), ``audit`` (``audit``), and the settings they load (``config``)."""
+
+from retrieval_svc.cli.main import app
+
+__all__ = ["app"]

@@ -161,17 +161,31 @@ async def _stored_ids(
             names,
         )
     found: dict[str, str] = {}
-    query = kb_query(options.tenant, options.knowledge_id, of_source(options.source_name,
-                                                                      source.location))  # fmt: skip
-    async for hit in async_scan(
-        es,
-        index=options.alias,
-        query={"query": query},
-        _source=["document_id", "document_name"],
-        size=2000,
-    ):
-        found[hit["_source"]["document_id"]] = hit["_source"].get("document_name", "")
-    return found
+    query = kb_query(
+        options.tenant, options.knowledge_id, of_source(options.source_name, source.location)
+    )
+    after: dict[str, Any] | None = None
+    while True:  # (a document a bucket, not a chunk a hit: a re-listing reads documents)
+        composite: dict[str, Any] = {
+            "size": 2000,
+            "sources": [
+                {"id": {"terms": {"field": "document_id"}}},
+                {"name": {"terms": {"field": "document_name", "missing_bucket": True}}},
+            ],
+        }
+        if after:
+            composite["after"] = after
+        response = await es.options(ignore_status=404).search(
+            index=options.alias, size=0, query=query, aggs={"docs": {"composite": composite}}
+        )
+        agg = (response.body.get("aggregations") or {}).get("docs")
+        if not agg:  # (no index yet: nothing stored)
+            return found
+        for bucket in agg["buckets"]:
+            found[bucket["key"]["id"]] = bucket["key"]["name"] or ""
+        after = agg.get("after_key")
+        if not after or not agg["buckets"]:
+            return found
 
 
 async def settle(

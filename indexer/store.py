@@ -16,6 +16,11 @@ from retrieval_svc.acl import tenant_query
 
 log = logging.getLogger(__name__)
 
+# A role no principal can hold: the user-name prefix alone (a role a caller asserts, a grant,
+# an OIDC group or a document's metadata can never be ``user:…``). The watcher holds a changed
+# document's chunks with it — they answer no one — until it is read again.
+HELD_ROLE = "user:"
+
 
 def kb_query(tenant: str, knowledge_id: str, *more: dict[str, Any]) -> dict[str, Any]:
     """The chunks of one tenant's knowledge base (and ``more`` clauses)."""
@@ -39,6 +44,7 @@ class Stored:
     # The sources its chunks were written from ("" for chunks written before sources were
     # recorded: any source of the knowledge base may take those over).
     sources: frozenset[str] = frozenset()
+    held: bool = False  # some chunk is held (HELD_ROLE): never skipped until written again
 
     def needs(self, etag: str, version: str, force: bool = False) -> str:
         """What a run does with this document listed with ``etag`` and permissions
@@ -47,7 +53,7 @@ class Stored:
         or ``write``."""
         if force or self.etags != {etag} or not self.complete:
             return "write"  # (cut short by a killed run: written again)
-        return "skip" if self.versions == {version} else "retag"
+        return "skip" if self.versions == {version} and not self.held else "retag"
 
     def written_by_another(self, source: str) -> str | None:
         """The other source this document was written from, if not ``source``."""
@@ -87,6 +93,7 @@ async def current_versions(
                     "count_low": {"min": {"field": "segment_count"}},
                     "count_high": {"max": {"field": "segment_count"}},
                     "sources": keys("source_name"),
+                    "held": {"filter": {"term": {"access_roles": HELD_ROLE}}},
                 },
             }
         },
@@ -99,6 +106,7 @@ async def current_versions(
             last=int(bucket["last"]["value"] or 0),
             counts=_counts(bucket),
             sources=frozenset(v["key"] for v in bucket["sources"]["buckets"]),
+            held=bool(bucket["held"]["doc_count"]),
         )
         for bucket in response["aggregations"]["docs"]["buckets"]
     }

@@ -8,6 +8,7 @@ go through the indexer's one pipeline, as ``index`` runs it. Events are a speed-
 only path: the re-listing finds whatever they missed.
 """
 
-from indexer.watch.settle import HELD_ROLE, Settled, settle
+from indexer.store import HELD_ROLE
+from indexer.watch.settle import Settled, settle
 
 __all__ = ["HELD_ROLE", "Settled", "settle"]

@@ -33,15 +33,18 @@ from indexer.passing_over import PassedOver
 from indexer.pipeline import Progress, index_source
 from indexer.report import Report
 from indexer.sources import ListingFailure, ObjectRef, Source
-from indexer.store import current_versions, documents_below, kb_query, of_source, refresh
+from indexer.store import (
+    HELD_ROLE,
+    current_versions,
+    documents_below,
+    kb_query,
+    of_source,
+    refresh,
+)
 from indexer.unlisted import still_held
 from indexer.workers import ParserPool
 from retrieval_svc.embedding import Embedder
 
-# A role no principal can hold: the user-name prefix alone (a role a caller asserts, a grant,
-# an OIDC group or a document's metadata can never be ``user:…``), so a held chunk matches
-# no one's roles and is not public either.
-HELD_ROLE = "user:"
 BATCH = 500  # objects compared with the index at once
 
 
@@ -235,8 +238,13 @@ async def settle(
         for doc_id in part:
             ref = refs[doc_id]
             stored = versions.get(doc_id)
-            try:
-                version = (await asyncio.to_thread(outside_of, source, ref, options)).version
+            try:  # (tags are a request each: in a thread; rules and sidecar stamps are not)
+                here = (
+                    await asyncio.to_thread(outside_of, source, ref, options)
+                    if options.roles_tag
+                    else outside_of(source, ref, options)
+                )
+                version = here.version
             except DocumentError:
                 version = ""  # (its roles cannot be read: the pipeline fails and withdraws it)
             need = "write" if stored is None else stored.needs(ref.etag, version, options.force)

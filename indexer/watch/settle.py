@@ -40,6 +40,7 @@ from indexer.store import (
     kb_query,
     of_source,
     refresh,
+    withdraw,
 )
 from indexer.unlisted import still_held
 from indexer.workers import ParserPool
@@ -141,13 +142,6 @@ async def _hold(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> int:
     if actions:
         await async_bulk(es, actions, raise_on_error=False, chunk_size=500)
     return len(actions)
-
-
-async def _delete(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> None:
-    from indexer.store import delete_matching
-
-    for i in range(0, len(doc_ids), 500):
-        await delete_matching(es, alias, {"terms": {"document_id": doc_ids[i : i + 500]}})
 
 
 async def _stored_ids(
@@ -273,7 +267,7 @@ async def settle(
     ]
     if not options.dry_run:
         if gone or withdraw_below:
-            await _delete(es, alias, gone + withdraw_below)
+            await withdraw(es, alias, tenant, kb, gone + withdraw_below)
         if hold:
             await _hold(es, alias, hold)
         if gone or hold or withdraw_below:

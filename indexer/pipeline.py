@@ -54,7 +54,7 @@ from indexer.store import (
 )
 from indexer.unlisted import another_source, still_held, what_was_not_listed
 from indexer.workers import InFlight, ParserPool
-from indexer.writing import Batch, EmbedProgress, embed_batch, write_batch
+from indexer.writing import Batch, EmbedProgress, Fence, embed_batch, write_batch
 from retrieval_svc.embedding import Embedder
 
 log = logging.getLogger(__name__)
@@ -74,15 +74,17 @@ async def index_source(
     embedder: Embedder | None = None,
     embed_progress: EmbedProgress | None = None,
     pool: ParserPool | None = None,
+    fence: Fence | None = None,
 ) -> Report:
     """Index ``source`` into ``options.knowledge_id``; one bad document never stops the rest.
 
     Parsing, embedding (when ``embedder``) and writing run as overlapping stages. ``pool``:
     worker processes kept between runs (the watcher's), else the run starts its own when
-    ``options.workers``.
+    ``options.workers``; ``fence``: documents narrowed meanwhile, never written (the
+    watcher's, while it narrows new events during a long pass).
     """
     run = _IndexRun(es, source, options, progress, embedder, embed_progress)
-    run.pool = pool
+    run.pool, run.fence = pool, fence
     return await run.run()
 
 
@@ -118,6 +120,7 @@ class _IndexRun:
         self._read: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
         self._embedded: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
         self.pool: ParserPool | None = None  # worker processes, when options.workers
+        self.fence: Fence | None = None
         self._reading = asyncio.Semaphore(max(1, options.concurrency))
         self._in_flight = InFlight(options.budget.max_bytes)
         self._settings = chunk_settings(options)
@@ -168,7 +171,6 @@ class _IndexRun:
 
     async def _stages(self, has_chunks: bool) -> None:
         """Read, embed and write, overlapping, until the listing ends."""
-        alias, options, report = self.options.alias, self.options, self.report
         stages = [asyncio.create_task(self.read(has_chunks)), asyncio.create_task(self.embed())]
         try:
             # A batch that changed a few documents is held and joined by the next ones until
@@ -178,16 +180,25 @@ class _IndexRun:
             while (batch := await self._embedded.get()) is not None:
                 pending = batch if pending is None else pending.join(batch)
                 if pending.chunks >= WRITE_AT_LEAST:
-                    await write_batch(self.es, alias, pending, options.dry_run, report)
+                    await self._write(pending)
                     pending = None
             if pending is not None:
-                await write_batch(self.es, alias, pending, options.dry_run, report)
+                await self._write(pending)
             for stage in stages:
                 await stage  # re-raises a stage's failure
         finally:
             for stage in stages:
                 if not stage.done():
                     stage.cancel()
+
+    async def _write(self, batch: Batch) -> None:
+        options = self.options
+        if self.fence is None:
+            await write_batch(self.es, options.alias, batch, options.dry_run, self.report)
+            return
+        async with self.fence.lock:  # (no narrowing lands between the check and the write)
+            batch = self.fence.drop(batch)
+            await write_batch(self.es, options.alias, batch, options.dry_run, self.report)
 
     async def read(self, has_chunks: bool) -> None:
         """Stage 1: batches of changed documents, parsed, onto the next stage's queue."""

@@ -3,6 +3,7 @@ previous versions left behind removed."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -85,6 +86,28 @@ class Batch:
             {**self.names, **later.names},
             {**self.existed, **later.existed},
             {**self.retag, **later.retag},
+        )
+
+
+@dataclass(slots=True)
+class Fence:
+    """Documents a pass must no longer write: the watcher narrowed them (deleted or held) after
+    the pass had read them, so the pass's copy is older than the narrowing. A write and a
+    narrowing never interleave: both hold ``lock``. The watcher settles each fenced key again
+    once the pass is over."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    keys: dict[str, str] = field(default_factory=dict)  # document id → its key at the source
+
+    def drop(self, batch: Batch) -> Batch:
+        """``batch`` without the fenced documents (not written, not counted)."""
+        if not self.keys or not (set(batch.docs) | set(batch.retag)) & self.keys.keys():
+            return batch
+        return Batch(
+            {d: c for d, c in batch.docs.items() if d not in self.keys},
+            batch.names,
+            {d: n for d, n in batch.existed.items() if d not in self.keys},
+            {d: c for d, c in batch.retag.items() if d not in self.keys},
         )
 
 

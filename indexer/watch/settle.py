@@ -19,6 +19,7 @@ does.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ from indexer.store import (
 )
 from indexer.unlisted import still_held
 from indexer.workers import ParserPool
+from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
 
 BATCH = 500  # objects compared with the index at once
@@ -185,6 +187,18 @@ async def _stored_ids(
             return found
 
 
+@dataclass(slots=True)
+class Plan:
+    """A settle's narrowing done, its indexing to do: ``finish`` runs it."""
+
+    source: Source
+    options: IndexOptions
+    done: Settled
+    write: list[ObjectRef]
+    gone: int = 0
+    below: int = 0
+
+
 async def settle(
     es: AsyncElasticsearch,
     source: Source,
@@ -197,6 +211,20 @@ async def settle(
 ) -> Settled:
     """Bring ``keys`` of ``source`` (None: all of it, a re-listing) in line with the source:
     deletions and holds in force first, then the changed objects indexed."""
+    plan = await narrow(es, source, options, keys)
+    return await finish(es, plan, embedder=embedder, progress=progress, pool=pool)
+
+
+async def narrow(
+    es: AsyncElasticsearch,
+    source: Source,
+    options: IndexOptions,
+    keys: Iterable[str] | None,
+    fence: Fence | None = None,
+) -> Plan:
+    """Look at ``keys`` (None: everything) and put what narrows in force: the gone deleted,
+    the changed held. ``fence``: a pass is running; what this narrows joins the fence (under
+    its lock, so none of the pass's writes lands after it)."""
     import asyncio
 
     if not options.source_name:
@@ -213,7 +241,7 @@ async def settle(
     else:
         listed, names = await _look(source, keys)
         if not names:
-            return done
+            return Plan(source, options, done, [])
     refs = {
         document_id(kb, ref.identity, tenant): ref
         for ref in listed.values()
@@ -265,31 +293,49 @@ async def settle(
         for doc_id, name in stored_names.items()
         if any(f.covers(name) for f in unlisted_below) and _mine(options, doc_id)
     ]
-    if not options.dry_run:
-        if gone or withdraw_below:
-            await withdraw(es, alias, tenant, kb, gone + withdraw_below)
-        if hold:
-            await _hold(es, alias, hold)
-        if gone or hold or withdraw_below:
+    if not options.dry_run and (gone or hold or withdraw_below):
+        async with fence.lock if fence is not None else contextlib.nullcontext():
+            if fence is not None:
+                names_of = {**stored_names, **{i: r.key for i, r in refs.items()}}
+                fence.keys.update({i: names_of[i] for i in [*gone, *withdraw_below, *hold]})
+            if gone or withdraw_below:
+                await withdraw(es, alias, tenant, kb, gone + withdraw_below)
+            if hold:
+                await _hold(es, alias, hold)
             await refresh(es, alias)
     done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)
     done.narrowed_at = time.time()
-    if write:
-        chosen = _Chosen(source, write)
+    return Plan(source, options, done, write, len(gone), len(withdraw_below))
+
+
+async def finish(
+    es: AsyncElasticsearch,
+    plan: Plan,
+    *,
+    embedder: Embedder | None = None,
+    progress: Progress | None = None,
+    pool: ParserPool | None = None,
+    fence: Fence | None = None,
+) -> Settled:
+    """Index what ``plan`` found changed or new (``fence``: what is narrowed meanwhile is
+    not written) and report the settle."""
+    source, options, done = plan.source, plan.options, plan.done
+    if plan.write:
         report = await index_source(
             es,
-            chosen,
+            _Chosen(source, plan.write),
             replace(options, prune=False),
             embedder=embedder,
             progress=progress,
             pool=pool,
+            fence=fence,
         )
         done.report = report
-    for failure in source.failures:
+    for failure in done.failures:
         if done.report is None:
-            done.report = Report(source=source.description, knowledge_id=kb)
+            done.report = Report(source=source.description, knowledge_id=options.knowledge_id)
         done.report.fail(failure.shown, failure.reason)
     if done.report is not None:
-        done.report.documents_pruned += len(gone)
-        done.report.documents_withdrawn += len(withdraw_below)
+        done.report.documents_pruned += plan.gone
+        done.report.documents_withdrawn += plan.below
     return done

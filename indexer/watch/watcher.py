@@ -25,8 +25,9 @@ from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.health import Health, WatchMetrics
 from indexer.watch.lease import Lease, LeaseLost
-from indexer.watch.settle import Settled, settle
+from indexer.watch.settle import Settled, finish, narrow
 from indexer.workers import ParserPool
+from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.search.runs import WATCHER, runs_index
 
@@ -99,10 +100,15 @@ class Watcher:
         self.pending = Heard()
         self.everything = True  # (the first settle is a full re-listing)
         self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._pass: _Pass | None = None
+        self._next_relisting = 0.0
+        self._backoff = 1.0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Hold the lease and keep the knowledge base true to the source until ``stop``;
         LeaseLost when another watcher took the lease."""
+        self._stop = stop
         lease = self.lease = Lease(self.es, self.runs, self.lease_id, self.watch.lease_ttl_s)
         if not await lease.acquire(stop):
             return
@@ -192,59 +198,119 @@ class Watcher:
         self._wake.set()
 
     async def _work(self, stop: asyncio.Event) -> None:
-        next_relisting = 0.0
-        backoff = 1.0
+        """Settle what was heard (everything when due), narrowing first. The indexing of a
+        settle runs as a *pass* beside this loop: what is heard meanwhile is narrowed at once
+        (a fence keeps the pass from writing back what it read before) and settled whole
+        once the pass is over."""
+        self._next_relisting = 0.0
+        self._backoff = 1.0
+        try:
+            await self._loop(stop)
+        finally:
+            if self._pass is not None:  # (stopped mid-pass: the next start re-lists)
+                self._pass.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._pass.task
+
+    async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.health.beat()
-            relist = self.everything or time.monotonic() >= next_relisting
+            if self._pass is not None and self._pass.task.done():
+                await self._passed(self._pass)
+                continue
+            relist = self._pass is None and (
+                self.everything or time.monotonic() >= self._next_relisting
+            )
             if not relist and not (self.pending.keys or self.pending.ack):
                 self._wake.clear()
-                wait = max(0.1, min(5.0, next_relisting - time.monotonic()))
+                if self._pass is not None and self._pass.task.done():
+                    continue
+                wait = max(0.1, min(5.0, self._next_relisting - time.monotonic()))
+                if self._pass is not None:  # (its end wakes the loop)
+                    wait = 5.0
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_either(self._wake, stop), timeout=wait)
                 continue
             taken, self.pending = self.pending, Heard()
-            everything, self.everything = self.everything, False
+            everything = relist and self.everything
+            if relist:
+                self.everything = False
+            running = self._pass
             self.status.state = "re-listing" if relist else "settling"
             try:
                 if self.lease is not None and not self.lease.fresh:  # (never on a lapsed one)
                     await self.lease.renew()
-                done = await settle(
-                    self.es, self.source, self.options, None if relist else taken.keys,
-                    embedder=self.embedder, pool=self.pool,
-                )  # fmt: skip
+                keys = None if relist else taken.keys
+                fence = running.fence if running is not None else None
+                plan = await narrow(self.es, self.source, self.options, keys, fence)
             except LeaseLost:
                 raise
             except Exception as exc:  # (Elasticsearch or the source away: kept, tried again)
-                self.pending.add(taken)
-                self.everything = self.everything or everything or relist
-                self.status.errors += 1
-                self.status.last_error = f"{type(exc).__name__}: {exc}"[:500]
-                self.status.state = "waiting for Elasticsearch or the source"
-                self.metrics.errors.labels(**self.metrics.labels).inc()
-                log.error("settle failed (%s); trying again in %.0f s", exc, backoff)
-                await _sleep(stop, backoff)
-                backoff = min(self.watch.backoff_max_s, backoff * 2)
+                await self._failed(stop, exc, taken, everything or relist)
                 continue
-            backoff = 1.0
-            for ack in taken.ack:
-                with contextlib.suppress(Exception):
-                    await asyncio.to_thread(ack)
-            self._account(taken, done, relist)
-            if relist:
-                next_relisting = time.monotonic() + self.watch.rescan_s
-                self.health.ready = True
-            self.status.state = "watching"
-            self.said("re-listing" if relist else "events", done)
+            if running is not None:  # (narrowed now; read and written after the pass)
+                running.after.add(taken)
+                self._account(taken, plan.done, False, indexed=False)
+                self.said("events", plan.done)
+                continue
+            fence = Fence()  # (what is narrowed from now on, this pass must not write)
+            task = asyncio.create_task(
+                finish(self.es, plan, embedder=self.embedder, pool=self.pool, fence=fence)
+            )
+            task.add_done_callback(lambda _task: self._wake.set())
+            self._pass = _Pass(task, fence, taken, relist, everything)
+            self.status.state = "indexing"
 
-    def _account(self, taken: Heard, done: Settled, relist: bool) -> None:
+    async def _passed(self, done_pass: _Pass) -> None:
+        """A pass is over: its report accounted, what was narrowed or heard meanwhile queued
+        to be settled whole."""
+        self._pass = None
+        self.pending.add(done_pass.after)
+        for key in done_pass.fence.keys.values():
+            self.pending.keys.add(key)
+            self.pending.at = self.pending.at or time.time()
+        try:
+            done = done_pass.task.result()
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            await self._failed(None, exc, done_pass.taken, done_pass.everything or done_pass.relist)
+            return
+        self._backoff = 1.0
+        for ack in done_pass.taken.ack:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(ack)
+        self._account(done_pass.taken, done, done_pass.relist)
+        if done_pass.relist:
+            self._next_relisting = time.monotonic() + self.watch.rescan_s
+            self.health.ready = True
+        self.status.state = "watching"
+        self.said("re-listing" if done_pass.relist else "events", done)
+
+    async def _failed(
+        self, stop: asyncio.Event | None, exc: Exception, taken: Heard, everything: bool
+    ) -> None:
+        """A settle failed (Elasticsearch or the source away): what it took is kept and
+        tried again after a back-off."""
+        self.pending.add(taken)
+        self.everything = self.everything or everything
+        self.status.errors += 1
+        self.status.last_error = f"{type(exc).__name__}: {exc}"[:500]
+        self.status.state = "waiting for Elasticsearch or the source"
+        self.metrics.errors.labels(**self.metrics.labels).inc()
+        log.error("settle failed (%s); trying again in %.0f s", exc, self._backoff)
+        await _sleep(self._stop if stop is None else stop, self._backoff)
+        self._backoff = min(self.watch.backoff_max_s, self._backoff * 2)
+
+    def _account(self, taken: Heard, done: Settled, relist: bool, *, indexed: bool = True) -> None:
         labels = self.metrics.labels
         if taken.keys and taken.at:
             narrowed = max(0.0, done.narrowed_at - taken.at)
-            indexed = max(0.0, time.time() - taken.at)
-            self.status.lag_narrowed_s, self.status.lag_indexed_s = narrowed, indexed
+            self.status.lag_narrowed_s = narrowed
             self.metrics.lag.labels(stage="narrowed", **labels).observe(narrowed)
-            self.metrics.lag.labels(stage="indexed", **labels).observe(indexed)
+        if taken.keys and taken.at and indexed:
+            self.status.lag_indexed_s = max(0.0, time.time() - taken.at)
+            self.metrics.lag.labels(stage="indexed", **labels).observe(self.status.lag_indexed_s)
         if relist:
             self.status.last_relisting_at = time.time()
             self.status.relisting_s = done.listed_s
@@ -274,6 +340,18 @@ class Watcher:
             "rescan_s": self.watch.rescan_s,
         }
         await self.es.index(index=self.runs, id=self.status_id, document=record)
+
+
+@dataclass(slots=True)
+class _Pass:
+    """A settle's indexing, running beside the watcher's loop."""
+
+    task: asyncio.Task[Settled]
+    fence: Fence
+    taken: Heard  # what it settles
+    relist: bool
+    everything: bool
+    after: Heard = field(default_factory=Heard)  # heard and narrowed while it ran
 
 
 async def _either(wake: asyncio.Event, stop: asyncio.Event) -> None:

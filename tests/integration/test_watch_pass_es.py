@@ -1,0 +1,147 @@
+"""What is heard while the watcher indexes a long pass is narrowed at once, not after it
+(design.md §16, "narrowing first"), and the pass never writes back what it read before.
+
+The watcher runs in this process against the real Elasticsearch, over a folder whose reads the
+test holds at a gate: a pass is kept running exactly as long as the test needs, without timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from elasticsearch import AsyncElasticsearch, Elasticsearch
+
+from indexer.permissions import load_rules
+from indexer.pipeline import IndexOptions
+from indexer.sources import ObjectRef
+from indexer.sources.local import LocalSource
+from indexer.watch.events import Heard
+from indexer.watch.settle import Settled
+from indexer.watch.watcher import Watcher, WatchOptions
+from retrieval_svc.search.index import ensure_index
+from retrieval_svc.tenancy import tenant_alias
+from tests.support.corpus import TENANT
+
+pytestmark = pytest.mark.anyio
+
+KB = "watch-pass"
+WAIT_S = 60.0  # (a generous deadline on a busy machine: nothing here is timed)
+
+
+class Gated(LocalSource):
+    """A folder whose reads of the gated keys wait until the test opens their gate."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gates: dict[str, threading.Event] = {}
+        self.entered: dict[str, threading.Event] = {}
+
+    def close(self, key: str) -> None:
+        self.gates[key], self.entered[key] = threading.Event(), threading.Event()
+
+    def read(self, ref: ObjectRef) -> bytes:
+        if ref.key in self.gates:
+            self.entered[ref.key].set()
+            self.gates[ref.key].wait(WAIT_S)
+        return super().read(ref)
+
+
+def stored(es: Elasticsearch, alias: str) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Each stored document's name → its roles and content."""
+    es.indices.refresh(index=alias)
+    hits = es.search(index=alias, query={"term": {"knowledge_id": KB}}, size=100)
+    return {
+        h["_source"]["document_name"]: (
+            tuple(h["_source"].get("access_roles") or ()),
+            h["_source"]["content"],
+        )
+        for h in hits["hits"]["hits"]
+    }
+
+
+async def until(check: object, why: str) -> None:
+    async with asyncio.timeout(WAIT_S):
+        while not check():  # type: ignore[operator]
+            await asyncio.sleep(0.1)
+    assert check(), why  # type: ignore[operator]
+
+
+async def test_a_move_heard_during_a_long_pass_is_in_force_before_the_pass_ends(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    (root / "公共/甲.md").write_text("# 甲\n\n第一版。", encoding="utf-8")
+    (root / "公共/乙.md").write_text("# 乙\n\n第一版。", encoding="utf-8")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\n"
+        "  - match: 法务/**\n    access_roles: [法务]\n",
+        encoding="utf-8",
+    )
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    source = Gated(root)
+    options = IndexOptions(
+        knowledge_id=KB, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+
+    async def events(stop: asyncio.Event) -> AsyncIterator[Heard]:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                yield await asyncio.wait_for(heard.get(), timeout=0.2)
+
+    reports: list[tuple[str, Settled]] = []
+    watcher = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=events, said=lambda what, done: reports.append((what, done)),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(watcher.run(stop))
+    try:
+        await until(lambda: len(stored(es_sync, index)) == 2, "the first pass indexes both")
+
+        # A pass that edits both, held at the gate while reading 甲 (乙 is read beside it).
+        source.close("公共/甲.md")
+        for name in ("甲", "乙"):
+            (root / f"公共/{name}.md").write_text(f"# {name}\n\n第二版。", encoding="utf-8")
+        await heard.put(Heard({"公共/甲.md", "公共/乙.md"}, at=0.0))
+        await asyncio.to_thread(source.entered["公共/甲.md"].wait, WAIT_S)
+        passes = len(reports)
+
+        # 乙 moved into 法务/ while the pass is held: gone from 公共/ at once.
+        source.close("法务/乙.md")
+        (root / "法务").mkdir()
+        (root / "公共/乙.md").rename(root / "法务/乙.md")
+        await heard.put(Heard({"公共/乙.md", "法务/乙.md"}, at=0.0))
+        await until(
+            lambda: "公共/乙.md" not in stored(es_sync, index), "the move narrowed mid-pass"
+        )
+        assert not source.gates["公共/甲.md"].is_set()  # (the pass was still running)
+
+        # The pass ends; it wrote 甲's second version and not 乙's old copy (fenced).
+        source.gates["公共/甲.md"].set()
+        await asyncio.to_thread(source.entered["法务/乙.md"].wait, WAIT_S)
+        after = stored(es_sync, index)
+        assert "公共/乙.md" not in after and "第二版" in after["公共/甲.md"][1]
+        written = [done.report.documents_indexed for _, done in reports[passes:] if done.report]
+        assert written[0] == 1, f"the pass wrote {written[0]} documents; 乙 was fenced"
+
+        # Then 乙 is read again where it is now, with its new folder's roles.
+        source.gates["法务/乙.md"].set()
+        await until(
+            lambda: stored(es_sync, index).get("法务/乙.md", ((), ""))[0] == ("法务",),
+            "乙 indexed in 法务/ after the pass",
+        )
+        assert "公共/乙.md" not in stored(es_sync, index)
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running

@@ -153,7 +153,7 @@ class Settings(IndexSettings):
     # Retrieval (docs/design.md §12): how relevance is computed.
     retrieval_mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
     retrieval_modes: dict[str, Literal["hybrid", "bm25", "vector"]] = Field(default_factory=dict)
-    # Defaults tuned on CMRC 2018 dev (bench/relevance.py; README "Relevance").
+    # Defaults tuned on CMRC 2018 dev (bench/relevance/run.py; README "Relevance").
     bm25_fields: Literal["shingle", "segmented", "both"] = "both"
     fusion: Literal["linear", "rrf"] = "linear"
     fusion_vector_weight: float = Field(0.3, ge=0, le=1)

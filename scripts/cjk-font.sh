@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Chinese TrueType font for the tests and benchmarks that draw pictures of Chinese text
-# (scanned pages and images for OCR, bench/render.py): Debian's `fonts-wqy-zenhei`,
+# (scanned pages and images for OCR, bench/formats/render.py): Debian's `fonts-wqy-zenhei`,
 # installed with apt-get when it is missing and we are root. Prints the font's path.
 #
 #   scripts/cjk-font.sh

@@ -17,7 +17,6 @@ from typing import Any
 
 from elasticsearch import Elasticsearch
 
-from bench.common import machine, print_result
 from bench.freshness.changes import (
     NARROWING,
     RULES,
@@ -28,6 +27,7 @@ from bench.freshness.changes import (
     write_source,
 )
 from bench.freshness.report import summary, table, targets
+from bench.harness import machine, print_result
 
 ALIAS = "rsvc-bench-freshness"
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]

@@ -564,7 +564,7 @@ def test_the_documents_page_shows_a_parse_as_stored(
     # Issue #34 §4: a scanned page, a spreadsheet and a refused file, indexed through the CLI;
     # the Documents page lists them with their format, pages and pages read by OCR, the
     # failure with its reason, and a document's chunks as stored with the OCR mark.
-    from bench import render
+    from bench.formats import render
 
     sections = [("设备台账", "变压器T-02的型号为SCB13-800，额定容量800 kVA，每两周巡检一次。")]
     folder = tmp_path / "bucket"

@@ -116,7 +116,7 @@ def _count(es: Elasticsearch, alias: str, kb: str) -> int:
 def test_indexer_killed_mid_run_converges(
     es_sync: Elasticsearch, corpus: str, tmp_path: Path
 ) -> None:
-    from bench.corpus import write_corpus
+    from bench.query.corpus import write_corpus
 
     folder = write_corpus(tmp_path, 6000, seed=5)
     env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": corpus, "RSVC_EMBEDDER": "none"}

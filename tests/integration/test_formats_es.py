@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench import render
+from bench.formats import render
 from tests.support import ES_URL
 from tests.support.processes import run_measured
 from tests.unit.test_formats import SECTIONS, png_header

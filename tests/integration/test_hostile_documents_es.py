@@ -162,7 +162,7 @@ def test_a_document_past_its_deadline_is_stopped(folder: Path, alias: str) -> No
 def test_a_worker_reading_scans_stays_while_it_holds_little(folder: Path, alias: str) -> None:
     # Issue #48 §4: a worker that read a page by OCR used to retire after its document, so a
     # folder of one-page scans started a worker (and loaded both models) for every image.
-    from bench import render
+    from bench.formats import render
 
     for i in range(4):
         text = f"第{i}号设备巡检记录：配电柜温度正常，电缆接头无发热，记录人签字确认。"

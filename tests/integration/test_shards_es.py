@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from bench.acl_rules import rules_text, write_objects
-from bench.convergence import change
+from bench.indexing.convergence import change
+from bench.permissions.acl_rules import rules_text, write_objects
 from indexer.permissions import parse_rules
 from tests.support import ES_URL
 from tests.support.corpus import TENANT, own

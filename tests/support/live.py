@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.service import start_service
+from bench.harness.service import start_service
 from tests.support import ES_URL
 from tests.support.fake_provider import free_port
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from bench import hybrid_report, vectors
-from bench.hybrid_corpus import ALL, EVERYONE, KNOWLEDGE_BASES, SELECTIVITY, Layout, decorate
+from bench.hybrid import report as hybrid_report
+from bench.hybrid.corpus import ALL, EVERYONE, KNOWLEDGE_BASES, SELECTIVITY, Layout, decorate
+from bench.query import vectors
 
 
 def _real(n: int = 50, dims: int = 16, seed: int = 1) -> np.ndarray:

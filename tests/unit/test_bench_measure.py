@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.measure import Run, add, interleaved
+from bench.harness.measure import Run, add, interleaved
 
 
 def test_scenarios_take_turns_per_item_in_a_rotating_order() -> None:

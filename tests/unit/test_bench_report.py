@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import report
-from bench.corpus import Query
-from bench.cpu import CpuMeter
-from bench.rounds import same_share
-from bench.scenarios import TEXT_FIELDS, Prepared
+from bench.query import report
+from bench.query.corpus import Query
+from bench.query.cpu import CpuMeter
+from bench.query.rounds import same_share
+from bench.query.scenarios import TEXT_FIELDS, Prepared
 from retrieval_svc.settings import Settings
 
 
@@ -127,7 +127,7 @@ def test_separate_cores_pins_every_thread_and_restores() -> None:
     import subprocess
     import sys
 
-    from bench.cpu import SeparateCores
+    from bench.query.cpu import SeparateCores
 
     es, service = (
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)

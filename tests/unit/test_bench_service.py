@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.service import start_service
+from bench.harness.service import start_service
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """What each format becomes (issue #34 §1, §3): tables that name their columns, headings that
 start chunks, running headers dropped, columns read in order, and the marks of OCR. The
-files are made by bench.render, as the format benchmark makes them."""
+files are made by bench.formats.render, as the format benchmark makes them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from bench import render
+from bench.formats import render, renderers
 from indexer.budget import Budget
 from indexer.documents import DocumentError
 from indexer.formats.base import Reading
@@ -234,7 +234,7 @@ def test_an_image_is_read_by_ocr_with_its_marks() -> None:
 def test_a_scan_as_it_comes_is_read_in_order(kind: str) -> None:
     # Issue #48 §3: a page fed sideways or upside down kept 2% of its characters (270°: a
     # third, its lines bottom first); each is now read turned, in reading order.
-    suffix, renderer = render.RENDERERS[kind]
+    suffix, renderer = renderers.RENDERERS[kind]
     (part,) = parse(f"scan{suffix}", renderer(SECTIONS[:2])).parts
     source = "".join(h + t for h, t in SECTIONS[:2])
     assert kept(source, part.text.replace("##", "")) >= 0.95, (kind, part.text)
@@ -324,7 +324,7 @@ def test_xls_the_97_2003_format_names_its_columns_and_hides_what_is_hidden() -> 
 def test_a_mail_is_read_with_its_attachments_and_their_tables_as_rows(kind: str) -> None:
     # Issue #48 §1: mail kept in shares; each attachment read by its own reader, inside the
     # mail (whoever may read the mail may read its attachments).
-    suffix, renderer = render.RENDERERS[kind]
+    suffix, renderer = renderers.RENDERERS[kind]
     parsed = parse(f"通知{suffix}", renderer(SECTIONS))
     assert parsed.title == SECTIONS[0][0]
     assert parsed.front_matter["mail_from"] == ["张伟 <zhang.wei@example.com>"]
@@ -356,7 +356,7 @@ def test_a_mail_names_what_it_could_not_read_and_reads_a_mail_inside_once() -> N
 def test_an_outlook_mail_attached_to_a_msg_is_read_one_level_down() -> None:
     # Issue #56 §5: extract-msg gives an attached mail (an Outlook item) as a message, not
     # bytes; it was dropped in silence. A mail inside that one is named, not read.
-    from bench.msg import Attached, msg
+    from bench.formats.msg import Attached, msg
 
     wang, zhao = ("王芳", "wang.fang@example.com"), ("赵敏", "zhao.min@example.com")
     forwarded = Attached(
@@ -375,7 +375,7 @@ def test_an_outlook_mail_attached_to_a_msg_is_read_one_level_down() -> None:
 
 
 def test_an_epub_is_read_in_the_order_of_its_spine() -> None:
-    parsed = parse("手册.epub", render.RENDERERS["epub"][1](SECTIONS))
+    parsed = parse("手册.epub", renderers.RENDERERS["epub"][1](SECTIONS))
     assert parsed.title == SECTIONS[0][0] and parsed.info["format"] == "epub"
     headings = re.findall(r"(?m)^# (.+)$", parsed.text)
     assert headings == [h for h, _ in SECTIONS]  # (its files were written in reverse)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import render
+from bench.formats import render
 from indexer.budget import Budget
 from indexer.documents import DocumentError, split_front_matter
 from indexer.formats.base import Reading

@@ -8,6 +8,7 @@ uses the real Elasticsearch the suite started, and the servers its conftest star
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import hypothesis
@@ -53,3 +54,26 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# Where the suite's time goes (issue #59 §3), printed at its end: setup, call and teardown of
+# each test summed by module (a session fixture's start counts where it is first used).
+_SECONDS_BY_MODULE: defaultdict[str, float] = defaultdict(float)
+LONGEST_SHOWN = 25
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SECONDS_BY_MODULE[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _SECONDS_BY_MODULE:
+        return
+    ranked = sorted(_SECONDS_BY_MODULE.items(), key=lambda item: item[1], reverse=True)
+    total = sum(_SECONDS_BY_MODULE.values())
+    shown = min(LONGEST_SHOWN, len(ranked))
+    terminalreporter.write_sep(
+        "-", f"time by test module: the {shown} longest of {len(ranked)}, {total:.0f} s in all"
+    )
+    for module, seconds in ranked[:shown]:
+        terminalreporter.write_line(f"{seconds:7.1f} s  {module}")

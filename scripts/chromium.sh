@@ -6,6 +6,7 @@
 #
 #   scripts/chromium.sh
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 log() { echo "chromium: $*" >&2; }
 
 find_both() {

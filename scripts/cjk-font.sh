@@ -5,6 +5,7 @@
 #
 #   scripts/cjk-font.sh
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 FONT=/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc
 if [ ! -f "$FONT" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "cjk-font: installing Debian's fonts-wqy-zenhei (once)" >&2

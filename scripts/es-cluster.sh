@@ -17,6 +17,7 @@
 # Every node is master-eligible and holds data. Three nodes on a 2-core machine share the same
 # CPUs: this tests behaviour (a node lost and back), not capacity.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 source "$(dirname "${BASH_SOURCE[0]}")/es.sh"
 
 FIRST=${RSVC_ES_CLUSTER_PORT:-9250}
@@ -133,7 +134,13 @@ cmd_restart() {
 }
 
 case "${1:-}" in
-  start) cmd_cluster_start ;;
+  start)
+    # (scripts/test stops a cluster its run started, whatever ends the run)
+    if [ -n "${RSVC_SERVERS_DIR:-}" ]; then
+      mkdir -p "$RSVC_SERVERS_DIR/es-cluster" && touch "$RSVC_SERVERS_DIR/es-cluster/$FIRST"
+    fi
+    cmd_cluster_start
+    ;;
   stop) cmd_cluster_stop ;;
   kill) cmd_kill "${2:?node number 0, 1 or 2}" ;;
   restart) cmd_restart "${2:?node number 0, 1 or 2}" ;;

@@ -25,6 +25,7 @@
 # /var/tmp/retrieval-svc-es/<id of the cache folder>/ (said once at start, never silent).
 #   ES_JAVA_HOME      a JDK >= 17; otherwise the newest under /usr/lib/jvm is used
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VERSION=${RSVC_ES_VERSION:-8.19.21}

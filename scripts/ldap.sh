@@ -7,6 +7,7 @@
 #                                throwaway CA in its folder: ca.pem); prints the URL
 #   scripts/ldap.sh load PORT LDIF  add LDIF's entries offline (slapadd: stopped, loaded,
 #                                started again; for the directory benchmark's 55,000 entries)
+#   scripts/ldap.sh stop-all     stop every server under RSVC_SERVERS_DIR (scripts/test's)
 #   scripts/ldap.sh stop PORT    stop it and delete its folder
 #
 # The administrator is cn=admin,dc=example,dc=org with the password "admin": a test
@@ -14,7 +15,9 @@
 # private folder may not be reachable).
 set -euo pipefail
 
-BASE=/var/tmp/retrieval-svc-ldap
+# Under RSVC_SERVERS_DIR when scripts/test set it (its servers, stopped together on any exit).
+BASE=${RSVC_SERVERS_DIR:+$RSVC_SERVERS_DIR/ldap}
+BASE=${BASE:-/var/tmp/retrieval-svc-ldap}
 SUFFIX="dc=example,dc=org"
 log() { echo "ldap: $*" >&2; }
 
@@ -60,7 +63,21 @@ serve() {  # dir port
 
 cmd=${1:-}
 port=${2:-}
-[[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/ldap.sh start|stop PORT" >&2; exit 2; }
+case "$cmd" in
+  -h|--help|help)
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+    exit 0
+    ;;
+  stop-all)  # every server under BASE (scripts/test, on any exit)
+    for d in "$BASE"/*/; do
+      [ -d "$d" ] || continue
+      p=$(basename "$d")
+      [[ "$p" =~ ^[0-9]+$ ]] && "$0" stop "$p"
+    done
+    exit 0
+    ;;
+esac
+[[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/ldap.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
 dir=$BASE/$port
 
 case "$cmd" in

@@ -6,6 +6,7 @@
 #
 #   scripts/libreoffice.sh
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 PACKAGES="libreoffice-core-nogui libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui"
 installed() {  # every package, not just soffice: without the writer filter a .doc cannot be read
   if command -v dpkg-query >/dev/null 2>&1; then

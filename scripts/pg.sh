@@ -4,6 +4,7 @@
 #
 #   scripts/pg.sh start PORT   initdb into a fresh folder, start on 127.0.0.1:PORT, print the
 #                              SQLAlchemy URL (postgresql+psycopg://postgres@127.0.0.1:PORT/postgres)
+#   scripts/pg.sh stop-all     stop every server under RSVC_SERVERS_DIR (scripts/test's)
 #   scripts/pg.sh stop PORT    stop it and delete its folder
 #
 # PostgreSQL refuses to run as root: as root, the server runs as the system user rsvc-pg.
@@ -12,7 +13,9 @@
 set -euo pipefail
 
 PG_USER=rsvc-pg
-BASE=/var/tmp/retrieval-svc-pg
+# Under RSVC_SERVERS_DIR when scripts/test set it (its servers, stopped together on any exit).
+BASE=${RSVC_SERVERS_DIR:+$RSVC_SERVERS_DIR/pg}
+BASE=${BASE:-/var/tmp/retrieval-svc-pg}
 log() { echo "pg: $*" >&2; }
 
 find_bin() {
@@ -37,7 +40,21 @@ as_pg() {
 
 cmd=${1:-}
 port=${2:-}
-[[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/pg.sh start|stop PORT" >&2; exit 2; }
+case "$cmd" in
+  -h|--help|help)
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+    exit 0
+    ;;
+  stop-all)  # every server under BASE (scripts/test, on any exit)
+    for d in "$BASE"/*/; do
+      [ -d "$d" ] || continue
+      p=$(basename "$d")
+      [[ "$p" =~ ^[0-9]+$ ]] && "$0" stop "$p"
+    done
+    exit 0
+    ;;
+esac
+[[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/pg.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
 dir=$BASE/$port
 
 case "$cmd" in

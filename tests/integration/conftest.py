@@ -9,6 +9,7 @@ An unreachable Elasticsearch fails the run: integration tests are never skipped.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +20,7 @@ import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from retrieval_svc.search.index import template_name
-from tests.support import ES_URL, S3_KEY_ID, S3_SECRET
+from tests.support import ES_URL, S3_KEY_ID, S3_SECRET, SERVERS_DIR
 from tests.support.corpus import load_corpus
 from tests.support.fake_provider import FakeProvider, ServerThread
 
@@ -120,15 +121,19 @@ def _scripted(script: str, what: str) -> Iterator[str]:
 
     path = ROOT / "scripts" / script
     port = str(free_port())
+    env = {**os.environ, **({"RSVC_SERVERS_DIR": SERVERS_DIR} if SERVERS_DIR else {})}
     started = subprocess.run(
-        [str(path), "start", port], capture_output=True, text=True, timeout=600, check=False
-    )
+        [str(path), "start", port], capture_output=True, text=True, timeout=600, check=False,
+        env=env,
+    )  # fmt: skip
     if started.returncode != 0:
         pytest.fail(f"could not start {what} with {path}:\n{started.stderr}", pytrace=False)
     try:
         yield started.stdout.strip()
     finally:
-        subprocess.run([str(path), "stop", port], capture_output=True, timeout=120, check=False)
+        subprocess.run(
+            [str(path), "stop", port], capture_output=True, timeout=120, check=False, env=env
+        )
 
 
 @pytest.fixture(scope="session")

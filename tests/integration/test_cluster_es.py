@@ -31,7 +31,7 @@ from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.settings import ElasticsearchSettings
 from retrieval_svc.tenancy import tenant_alias
-from tests.support import SAMPLES, app_client, auth, make_settings, postcheck_drops
+from tests.support import SAMPLES, SERVERS_DIR, app_client, auth, make_settings, postcheck_drops
 
 pytestmark = pytest.mark.anyio
 
@@ -77,6 +77,8 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     env = {**os.environ, "RSVC_ES_CLUSTER_PORT": str(free_block())}
+    if SERVERS_DIR:  # (stopped by scripts/test whatever ends the run)
+        env["RSVC_SERVERS_DIR"] = SERVERS_DIR
     env = {k: v for k, v in env.items() if k != "RSVC_ES_URL"}
     cluster = Cluster("", env)
     try:

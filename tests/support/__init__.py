@@ -21,6 +21,9 @@ from retrieval_svc.settings import Settings
 
 # Read once at import, before the autouse fixture clears RSVC_* variables.
 ES_URL = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
+# Where scripts/test keeps the servers it stops on any exit (read here, before a test's clean
+# environment hides it: a server started from inside a test still lands there).
+SERVERS_DIR = os.environ.get("RSVC_SERVERS_DIR", "")
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "building-ops"
 # Public Chinese evaluation data beside the checkout (never in it); scripts/test reads the same.
 CMRC = Path(

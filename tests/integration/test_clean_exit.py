@@ -1,0 +1,123 @@
+"""``scripts/test`` keeps to itself (issue #58 §1): whatever ends a run — Ctrl-C, SIGTERM, at
+any moment — every server and process it started is stopped.
+
+The run under test is the real script running ``tests/integration/servers_held.py`` (which
+starts PostgreSQL, slapd and a child process, as the suite's tests do), interrupted once they
+are up and, in the other cases, at a random moment of its start-up. Afterwards nothing it
+started is running: no process below it, no server in its folder, its ports closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support import ES_URL
+
+ROOT = Path(__file__).resolve().parents[2]
+UP_S = 600.0  # (starting PostgreSQL and slapd on a busy machine: generous, never asserted)
+SEED = random.randrange(1_000_000)
+
+
+def _answers(url: str) -> bool:
+    parts = urlsplit(url)
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((parts.hostname or "127.0.0.1", parts.port or 0)) == 0
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # (a zombie is not running)
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(f"{cmdline.parent.name}: {line[:200]}")
+    return found
+
+
+def _run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
+    marker = tmp_path / "held.json"
+    log = tmp_path / "test.log"
+    env = {
+        **os.environ,
+        "RSVC_ES_URL": ES_URL,  # (the suite's: the inner run starts no Elasticsearch of its own)
+        "RSVC_TEST_PYTEST_ONLY": "1",
+        "RSVC_HELD_MARKER": str(marker),
+    }
+    env.pop("RSVC_SERVERS_DIR", None)  # (its own folder, not the outer run's)
+    script = str(ROOT / "scripts" / "test")
+    argv = [script, "tests/integration/servers_held.py", "-p", "no:cacheprovider"]
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+    return process, marker, log
+
+
+def _ended(process: subprocess.Popen[str], log: Path) -> str:
+    try:
+        process.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"scripts/test did not end:\n{log.read_text()[-3000:]}") from None
+    return log.read_text()
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, how: signal.Signals) -> None:
+    process, marker, log = _run(tmp_path)
+    deadline = time.monotonic() + UP_S
+    while not marker.exists():
+        assert process.poll() is None, f"the inner run ended early:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+    held = json.loads(marker.read_text())
+    assert _answers(held["postgres"].replace("postgresql+psycopg", "pg")) and _answers(held["ldap"])
+    process.send_signal(how)
+    said = _ended(process, log)
+    assert process.returncode in (130, 143), said[-2000:]
+    assert "stopped the servers and processes this run started" in said, said[-2000:]
+    assert not _running(held["child"]) and not _running(held["pytest"]), said[-2000:]
+    assert not _answers(held["postgres"].replace("postgresql+psycopg", "pg")), "PostgreSQL runs"
+    assert not _answers(held["ldap"]), "slapd still answers"
+    assert not Path(held["servers_dir"]).exists()
+    assert _processes_mentioning(held["servers_dir"]) == []
+
+
+@pytest.mark.parametrize("attempt", range(2))
+def test_a_run_interrupted_at_a_random_moment_of_its_start_leaves_nothing_running(
+    tmp_path: Path, attempt: int
+) -> None:
+    delay = random.Random(SEED + attempt).uniform(0.5, 12.0)
+    process, _marker, log = _run(tmp_path)
+    time.sleep(delay)
+    if process.poll() is None:
+        process.send_signal(random.Random(SEED + attempt).choice([signal.SIGINT, signal.SIGTERM]))
+    said = _ended(process, log)
+    folder = re.search(r"rsvc-test-servers\.\w+", said)
+    where = f"(seed {SEED}, interrupted after {delay:.1f} s)"
+    assert folder is not None, f"{where} {said[-2000:]}"
+    assert not (Path("/var/tmp") / folder.group(0)).exists(), where
+    assert _processes_mentioning(folder.group(0)) == [], where
+    assert _processes_mentioning(str(tmp_path)) == [], where

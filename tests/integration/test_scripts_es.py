@@ -96,16 +96,18 @@ def taken_port() -> Iterator[int]:
         yield int(holder.getsockname()[1])
 
 
-def test_demo_on_a_taken_port_stops_with_a_clear_message(taken_port: int) -> None:
+@pytest.mark.parametrize("lang", ["", "zh_CN.UTF-8"])
+def test_demo_on_a_taken_port_stops_with_a_clear_message(taken_port: int, lang: str) -> None:
     result = subprocess.run(
         [str(ROOT / "scripts" / "demo")],
-        env=script_env(RSVC_PORT=str(taken_port), RSVC_ES_URL=ES_URL),
+        env=script_env(RSVC_PORT=str(taken_port), RSVC_ES_URL=ES_URL, LANG=lang, LC_ALL=""),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode != 0
-    assert f"port {taken_port} is already in use" in result.stderr
+    said = f"port {taken_port} is already in use" if not lang else f"端口 {taken_port} 已被"
+    assert said in result.stderr, result.stderr
     assert "RSVC_PORT" in result.stderr
     assert "is serving on" not in result.stdout  # no banner for a server that is not ours
 
@@ -124,11 +126,12 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         RSVC_INDEX_ALIAS=alias,
         RSVC_DEMO_DIR=str(tmp_path / "demo"),
     )
+    errors = (tmp_path / "demo.err").open("w")
     demo = subprocess.Popen(
         [str(ROOT / "scripts" / "demo")],
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         text=True,
         start_new_session=True,
     )
@@ -176,6 +179,10 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         demo.wait(timeout=30)
         if demo.stdout is not None:
             demo.stdout.close()
+        errors.close()
+        # It says what it stopped, and that an Elasticsearch it did not start keeps running.
+        said = (tmp_path / "demo.err").read_text()
+        assert f"Elasticsearch at {ES_URL} keeps running" in said, said[-2000:]
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
 

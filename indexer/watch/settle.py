@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -197,6 +197,9 @@ class Plan:
     write: list[ObjectRef]
     gone: int = 0
     below: int = 0
+    # What its indexing will write of each document: its ETag and permissions version (so a
+    # narrowing while it runs leaves alone what it will write right).
+    planned: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 async def settle(
@@ -221,10 +224,12 @@ async def narrow(
     options: IndexOptions,
     keys: Iterable[str] | None,
     fence: Fence | None = None,
+    planned: Mapping[str, tuple[str, str]] | None = None,
 ) -> Plan:
     """Look at ``keys`` (None: everything) and put what narrows in force: the gone deleted,
     the changed held. ``fence``: a pass is running; what this narrows joins the fence (under
-    its lock, so none of the pass's writes lands after it)."""
+    its lock, so none of the pass's writes lands after it); ``planned``: what that pass will
+    write — a document it will write as it is now is left to it."""
     import asyncio
 
     if not options.source_name:
@@ -253,6 +258,7 @@ async def narrow(
     # What the index holds of the listed objects, as a run compares them.
     write: list[ObjectRef] = []
     hold: list[str] = []
+    will_write: dict[str, tuple[str, str]] = {}
     ids = list(refs)
     for i in range(0, len(ids), BATCH):
         part = ids[i : i + BATCH]
@@ -269,6 +275,8 @@ async def narrow(
                 version = here.version
             except DocumentError:
                 version = ""  # (its roles cannot be read: the pipeline fails and withdraws it)
+            if planned is not None and planned.get(doc_id) == (ref.etag, version):
+                continue  # (the running pass writes it as it is now)
             need = "write" if stored is None else stored.needs(ref.etag, version, options.force)
             if need == "skip":
                 continue
@@ -276,6 +284,7 @@ async def narrow(
             if stored is not None and not (other and still_held(other, ref.key)):
                 hold.append(doc_id)
             write.append(ref)
+            will_write[doc_id] = (ref.etag, version)
     done.listed_s = time.perf_counter() - started
     # Gone: held by the index at these keys (of this source and shard), not in the source.
     unlisted_below = [f for f in source.failures if f.scope in ("folder", "key")]
@@ -305,7 +314,7 @@ async def narrow(
             await refresh(es, alias)
     done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)
     done.narrowed_at = time.time()
-    return Plan(source, options, done, write, len(gone), len(withdraw_below))
+    return Plan(source, options, done, write, len(gone), len(withdraw_below), will_write)
 
 
 async def finish(

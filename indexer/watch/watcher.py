@@ -218,16 +218,13 @@ class Watcher:
             if self._pass is not None and self._pass.task.done():
                 await self._passed(self._pass)
                 continue
-            relist = self._pass is None and (
-                self.everything or time.monotonic() >= self._next_relisting
-            )
+            # (also while a pass runs: its listing narrows at once, its writes wait for the pass)
+            relist = self.everything or time.monotonic() >= self._next_relisting
             if not relist and not (self.pending.keys or self.pending.ack):
                 self._wake.clear()
                 if self._pass is not None and self._pass.task.done():
                     continue
                 wait = max(0.1, min(5.0, self._next_relisting - time.monotonic()))
-                if self._pass is not None:  # (its end wakes the loop)
-                    wait = 5.0
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_either(self._wake, stop), timeout=wait)
                 continue
@@ -241,8 +238,8 @@ class Watcher:
                 if self.lease is not None and not self.lease.fresh:  # (never on a lapsed one)
                     await self.lease.renew()
                 keys = None if relist else taken.keys
-                fence = running.fence if running is not None else None
-                plan = await narrow(self.es, self.source, self.options, keys, fence)
+                fence, planned = (running.fence, running.planned) if running else (None, None)
+                plan = await narrow(self.es, self.source, self.options, keys, fence, planned)
             except LeaseLost:
                 raise
             except Exception as exc:  # (Elasticsearch or the source away: kept, tried again)
@@ -250,15 +247,18 @@ class Watcher:
                 continue
             if running is not None:  # (narrowed now; read and written after the pass)
                 running.after.add(taken)
-                self._account(taken, plan.done, False, indexed=False)
-                self.said("events", plan.done)
+                running.after.keys.update(ref.key for ref in plan.write)
+                self._account(taken, plan.done, relist, indexed=False)
+                if relist:
+                    self._next_relisting = time.monotonic() + self.watch.rescan_s
+                self.said("re-listing" if relist else "events", plan.done)
                 continue
             fence = Fence()  # (what is narrowed from now on, this pass must not write)
             task = asyncio.create_task(
                 finish(self.es, plan, embedder=self.embedder, pool=self.pool, fence=fence)
             )
             task.add_done_callback(lambda _task: self._wake.set())
-            self._pass = _Pass(task, fence, taken, relist, everything)
+            self._pass = _Pass(task, fence, taken, relist, everything, plan.planned)
             self.status.state = "indexing"
 
     async def _passed(self, done_pass: _Pass) -> None:
@@ -351,6 +351,7 @@ class _Pass:
     taken: Heard  # what it settles
     relist: bool
     everything: bool
+    planned: dict[str, tuple[str, str]]  # what it will write: document → (ETag, version)
     after: Heard = field(default_factory=Heard)  # heard and narrowed while it ran
 
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from indexer.permissions import load_rules
 from indexer.pipeline import IndexOptions
 from indexer.sources import ObjectRef
 from indexer.sources.local import LocalSource
-from indexer.watch.events import Heard
+from indexer.watch.events import FileStamps, Heard
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_index
@@ -140,6 +141,84 @@ async def test_a_move_heard_during_a_long_pass_is_in_force_before_the_pass_ends(
             "乙 indexed in 法务/ after the pass",
         )
         assert "公共/乙.md" not in stored(es_sync, index)
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running
+
+
+async def test_a_rules_edit_during_a_long_pass_narrows_at_once_and_spares_the_pass_s_work(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    for name in ("乙", "丁"):
+        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
+    rules = tmp_path / "rules.yaml"
+    public = "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\n"
+    rules.write_text(public, encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    source = Gated(root)
+    kb = KB + "-rules"
+    options = IndexOptions(
+        knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+
+    async def events(stop: asyncio.Event) -> AsyncIterator[Heard]:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                yield await asyncio.wait_for(heard.get(), timeout=0.2)
+
+    def now_stored() -> dict[str, tuple[tuple[str, ...], str]]:
+        es_sync.indices.refresh(index=index)
+        hits = es_sync.search(index=index, query={"term": {"knowledge_id": kb}}, size=100)
+        return {
+            h["_source"]["document_name"]: (
+                tuple(h["_source"].get("access_roles") or ()),
+                h["_source"]["content"],
+            )
+            for h in hits["hits"]["hits"]
+        }
+
+    reports: list[tuple[str, Settled]] = []
+    watcher = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=events, files=FileStamps([rules]),
+        reload=lambda: replace(options, acl_rules=load_rules(rules)),
+        said=lambda what, done: reports.append((what, done)),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(watcher.run(stop))
+    try:
+        await until(lambda: len(now_stored()) == 2, "the first pass indexes both")
+        # A pass held at the gate: a new 甲 (read first, held there) and 丁's second version.
+        source.close("公共/甲.md")
+        (root / "公共/甲.md").write_text("# 甲\n\n新文档。", encoding="utf-8")
+        (root / "公共/丁.md").write_text("# 丁\n\n第二版。", encoding="utf-8")
+        await heard.put(Heard({"公共/甲.md", "公共/丁.md"}, at=0.0))
+        await asyncio.to_thread(source.entered["公共/甲.md"].wait, WAIT_S)
+        passes = len(reports)
+
+        # The rules restrict 乙 while the pass is held: 乙 answers no one at once.
+        rules.write_text(
+            public.replace("rules:\n", "rules:\n  - match: 公共/乙.md\n    access_roles: [人事]\n"),
+            encoding="utf-8",
+        )
+        await until(lambda: now_stored()["公共/乙.md"][0] != (), "乙 narrowed mid-pass")
+        assert not source.gates["公共/甲.md"].is_set()  # (the pass was still running)
+
+        # The pass writes 甲 and 丁 (the new rules leave 丁 as the pass read it: not fenced);
+        # then 乙 is written with its new roles.
+        source.gates["公共/甲.md"].set()
+        await until(lambda: now_stored()["公共/乙.md"][0] == ("人事",), "乙 re-tagged")
+        after = now_stored()
+        assert after["公共/丁.md"][0] == () and "第二版" in after["公共/丁.md"][1]
+        assert after["公共/甲.md"][0] == ()
+        written = [done.report.documents_indexed for _, done in reports[passes:] if done.report]
+        assert written and written[0] == 2, written
     finally:
         for gate in source.gates.values():
             gate.set()

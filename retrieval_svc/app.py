@@ -50,7 +50,7 @@ from retrieval_svc.limits import (
 from retrieval_svc.mcp import McpRoutes, OidcTokens, build_mcp
 from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess, watch_event_loop
 from retrieval_svc.observability import ObservabilityMiddleware
-from retrieval_svc.routes import citations, dify, explain, health, merge, search, tools
+from retrieval_svc.routes import citations, console_off, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.engine import HybridConfig, SearchEngine
@@ -178,6 +178,8 @@ def create_app(settings: Settings) -> FastAPI:
 
         app.include_router(console.router)
         app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
+    else:  # (a page that says how to turn it on, not a bare 404)
+        app.include_router(console_off.router)
     return app
 
 

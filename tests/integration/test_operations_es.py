@@ -246,6 +246,14 @@ async def test_api_docs_can_be_turned_off(corpus: str) -> None:
         assert (await c.get("/openapi.json")).status_code == 200  # on by default (development)
 
 
+async def test_a_console_that_is_off_says_how_to_turn_it_on(corpus: str) -> None:
+    async with app_client(make_settings(corpus, console=False)) as c:
+        pages = [await c.get(p) for p in ("/console", "/console/search", "/console/login")]
+    for page in pages:
+        assert page.status_code == 404  # (nothing is served there)
+        assert "RSVC_CONSOLE=true" in page.text and "控制台未开启" in page.text, page.text
+
+
 async def test_metrics_behind_the_api_key(corpus: str) -> None:
     async with app_client(make_settings(corpus, metrics="key")) as c:
         refused = await c.get("/metrics")

@@ -41,6 +41,7 @@ from retrieval_svc.errors import (
     ServiceError,
     invalid_body,
 )
+from retrieval_svc.languages import error_body, language
 from retrieval_svc.limits import (
     BodyLimitMiddleware,
     CollapseSlashesMiddleware,
@@ -370,14 +371,18 @@ def hybrid_config(settings: Settings) -> HybridConfig:
 def install_error_handlers(app: FastAPI) -> None:
     """Render every error in the one documented shape."""
 
+    def said(request: Request, body: dict[str, object]) -> dict[str, object]:
+        return error_body(body, language(request.headers.get("accept-language")))
+
     @app.exception_handler(ServiceError)
-    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+    async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        body = said(request, exc.body())
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         err = invalid_body(exc.errors())
-        return JSONResponse(err.body(), status_code=err.status_code)
+        return JSONResponse(said(request, err.body()), status_code=err.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> Response:
@@ -386,9 +391,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return Response(INTERNAL_ERROR_BODY, status_code=500, media_type="application/json")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(
-            {"error_code": exc.status_code, "error_msg": str(exc.detail)},
+            said(request, {"error_code": exc.status_code, "error_msg": str(exc.detail)}),
             status_code=exc.status_code,
             headers=exc.headers,
         )

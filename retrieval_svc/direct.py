@@ -38,9 +38,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.deps import authenticate
 from retrieval_svc.errors import InvalidRequest, ServiceError, invalid_body
+from retrieval_svc.languages import error_body, explained, language
 from retrieval_svc.state import AppState
 
 Endpoint = Callable[[Any, ApiKeyConfig, AppState], Awaitable[Any]]
+# Answers whose words follow the reader's language (their codes and values do not).
+LOCALIZED: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {"/v1/explain": explained}
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -96,17 +99,22 @@ class DirectRoutes:
             return
         scope["route"] = direct.route
         state: AppState = scope["app"].state.rsvc
-        authorization = content_type = None
+        authorization = content_type = accept_language = None
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
             elif name == b"content-type":
                 content_type = value
+            elif name == b"accept-language":
+                accept_language = value.decode("latin-1")
+        lang = language(accept_language)
         response: Response
         try:
             key = await authenticate(state, authorization)
             body = parse_body(direct.body, content_type, await read_body(receive))
             result = await direct.endpoint(body, key, state)
+            if lang != "en" and isinstance(result, dict) and direct.route.path in LOCALIZED:
+                result = LOCALIZED[direct.route.path](result, lang)
             if not isinstance(result, direct.response):
                 result = direct.response.model_validate(result)
             plain = direct.plain and type(result) is direct.response  # not a subclass's fields
@@ -114,7 +122,9 @@ class DirectRoutes:
         except ClientDisconnect:
             return  # nobody to answer
         except ServiceError as exc:
-            response = JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+            response = JSONResponse(
+                error_body(exc.body(), lang), status_code=exc.status_code, headers=exc.headers
+            )
         await response(scope, receive, send)
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from retrieval_svc.languages import language
+
+__all__ = ["WORDS", "language"]
+
 WORDS: dict[str, dict[str, str]] = {
     "en": {
         "title": "retrieval-svc console",
@@ -242,14 +246,3 @@ WORDS: dict[str, dict[str, str]] = {
         "no_document": "此知识库中没有该文档。",
     },
 }
-
-
-def language(accept_language: str | None) -> str:
-    """``zh`` when the browser prefers Chinese, else ``en``."""
-    for part in (accept_language or "").split(","):
-        tag = part.split(";")[0].strip().lower()
-        if tag.startswith("zh"):
-            return "zh"
-        if tag.startswith("en"):
-            return "en"
-    return "en"

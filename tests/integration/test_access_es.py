@@ -175,3 +175,33 @@ async def test_unknown_field_errors_list_only_the_callers_fields(
     assert "color" in message and "document_title" in message  # its own, and the chunk fields
     for elsewhere in ("category", "version", "effective_date"):
         assert elsewhere not in message, message
+
+
+async def test_answers_follow_the_reader_s_language(
+    client: httpx.AsyncClient, es_sync: Elasticsearch, corpus: str
+) -> None:
+    """``error_msg`` and /v1/explain's reasons in Chinese under ``Accept-Language: zh-CN``;
+    English without it; the codes and the fields a program reads unchanged (issue #58 §3)."""
+    zh = {"Accept-Language": "zh-CN,zh;q=0.9"}
+    body = {"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 1}}
+    bad = {"Authorization": "Bearer not-a-key"}
+    english = await client.post("/retrieval", json=body, headers=bad)
+    chinese = await client.post("/retrieval", json=body, headers={**bad, **zh})
+    assert english.status_code == chinese.status_code == 403
+    assert english.json() == {"error_code": 1002, "error_msg": "the API key is not valid"}
+    assert chinese.json() == {"error_code": 1002, "error_msg": "API 密钥无效"}
+    # FastAPI's own routes too (a validation error of /v1/merge, not a direct route).
+    invalid = await client.post(
+        "/v1/merge", json={"rag_chunks": 3}, headers={"Authorization": f"Bearer {ADMIN}", **zh}
+    )
+    assert invalid.status_code == 400 and invalid.json()["error_code"] == 3001
+    assert invalid.json()["error_msg"].startswith("请求无效："), invalid.json()
+    chunk = one_chunk(es_sync, corpus, SAMPLES_KB)
+    asked = {"chunk_id": chunk, "principal": {}}
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    plain = (await client.post("/v1/explain", json=asked, headers=admin)).json()
+    worded = (await client.post("/v1/explain", json=asked, headers={**admin, **zh})).json()
+    assert plain["chunks"][0]["acl"]["code"] == worded["chunks"][0]["acl"]["code"]
+    assert plain["chunks"][0]["acl"]["rule"].isascii()
+    assert not worded["chunks"][0]["acl"]["rule"].isascii(), worded
+    assert not worded["chunks"][0]["knowledge_base"]["reason"].isascii(), worded

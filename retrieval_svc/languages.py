@@ -1,0 +1,135 @@
+"""The service's answers in the reader's language (issue #58 §3): English by default, Chinese
+when the request's ``Accept-Language`` prefers it.
+
+Only words change: ``error_code`` and every field a program reads stay as they are. An
+``error_msg`` is matched against the rows below (the English text's shape, its values as named
+groups, the same sentence in Chinese); a message no row has keeps its English detail behind
+the Chinese summary of its code, so a new message is never lost, only untranslated.
+``tests/unit/test_languages.py`` holds the rows to the messages the service raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from retrieval_svc.reasons import Reason, roles_source_text
+
+Language = str  # "en" | "zh"
+
+
+def language(accept_language: str | None) -> Language:
+    """``zh`` when the reader prefers Chinese (the first of ``zh*`` or ``en*`` in
+    ``Accept-Language``, weights honoured), else ``en``."""
+    ranked: list[tuple[float, int, str]] = []
+    for n, part in enumerate((accept_language or "").split(",")):
+        tag, _, params = part.strip().lower().partition(";")
+        weight = 1.0
+        if (found := re.search(r"q=([0-9.]+)", params)) is not None:
+            try:
+                weight = float(found.group(1))
+            except ValueError:
+                weight = 0.0
+        if weight > 0 and tag.startswith(("zh", "en")):
+            ranked.append((-weight, n, tag[:2]))
+    return min(ranked)[2] if ranked else "en"
+
+
+def _r(code: str, english: str, chinese: str) -> Reason:
+    return Reason(code, re.compile(english, re.S), chinese)
+
+
+# The messages of the errors the service answers with (retrieval_svc.errors and where they
+# are raised), most specific first.
+ERRORS: tuple[Reason, ...] = (
+    _r("missing_authorization", r"^missing Authorization header; send 'Bearer <api key>'$", "缺少 Authorization 请求头：请发送 'Bearer <API 密钥>'"),
+    _r("malformed_authorization", r"^Authorization header must be 'Bearer <api key>'$", "Authorization 请求头必须是 'Bearer <API 密钥>'"),
+    _r("invalid_key", r"^the API key is not valid$", "API 密钥无效"),
+    _r("not_admin", r"^API key (?P<key>'.+?') is not an admin key$", "API 密钥 {key} 不是管理员密钥"),
+    _r("scim_key", r"^API key (?P<key>'.+?') is a SCIM client's: it serves /scim/v2 only$", "API 密钥 {key} 属于 SCIM 客户端：只能用于 /scim/v2"),
+    _r("key_scope", r"^API key (?P<key>'.+?') may not read knowledge base (?P<kb>'.+?')$", "API 密钥 {key} 无权读取知识库 {kb}"),
+    _r("no_policy", r"^no policy lets this principal read knowledge base (?P<kb>'.+?') in tenant (?P<tenant>'.+?')$", "没有策略允许此用户读取租户 {tenant} 的知识库 {kb}"),
+    _r("unknown_user", r"^user id (?P<id>'.*?'|None) names no one in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中对不上任何人，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请同步此人，或映射这个 ID（retrieval-svc identity map import）"),
+    _r("ambiguous_user", r"^user id (?P<id>'.*?'|None) is an alias two people share in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中是两个人共用的别名，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请修正目录，或映射这个 ID（retrieval-svc identity map import）"),
+    _r("token_expired", r"^the (?P<kind>principal|identity) token has expired$", "{kind}令牌已过期"),
+    _r("token_tenant", r"^the principal token was minted for another tenant$", "主体令牌是为另一个租户签发的"),
+    _r("token_invalid", r"^the (?P<kind>principal|identity) token is (?:invalid|malformed): (?P<why>.+)$", "{kind}令牌无效：{why}"),
+    _r("kb_missing", r"^knowledge base (?P<kb>.+) does not exist$", "知识库 {kb} 不存在"),
+    _r("deadline", r"^the request did not finish within its deadline$", "请求未能在期限内完成"),
+    _r("embedding_down", r"^the embedding model is unavailable: (?P<why>.+)$", "向量模型不可用：{why}"),
+    _r("unknown_field", r"^(?P<path>\S+): unknown field (?P<field>'.+?'); known fields: (?P<known>.*)$", "{path}：未知字段 {field}；已知字段：{known}"),
+    _r("not_json", r"^body: not valid JSON \((?P<detail>.*)\)$", "请求体不是有效的 JSON（{detail}）"),
+    _r("no_body", r"^request body is required$", "缺少请求体"),
+    _r("body_too_large", r"^request body larger than (?P<limit>\d+) bytes$", "请求体超过 {limit} 字节"),
+    _r("one_of_ids", r"^send exactly one of chunk_id and document_id$", "chunk_id 和 document_id 只能且必须发送一个"),
+)  # fmt: skip
+_KIND = {"principal": "主体", "identity": "身份"}
+
+# What each error code says, for a message no row has (its English detail follows).
+SUMMARY = {
+    1001: "Authorization 请求头缺失或格式错误",
+    1002: "无权访问",
+    2001: "知识库不存在",
+    3001: "请求无效",
+    5000: "内部错误",
+    5001: "检索服务暂不可用",
+    5002: "请求超时",
+    5003: "暂时无法校验身份令牌",
+    404: "未找到",
+    405: "不支持此请求方法",
+    413: "请求体过大",
+}
+
+
+def error_message(english: str, code: int, lang: Language) -> str:
+    """An error's message in ``lang``."""
+    if lang != "zh":
+        return english
+    for row in ERRORS:
+        if (found := row.english.search(english)) is not None:
+            values = {k: v or "" for k, v in found.groupdict().items()}
+            if "kind" in values:
+                values["kind"] = _KIND.get(values["kind"], values["kind"])
+            return row.chinese.format(**values)
+    summary = SUMMARY.get(code, "请求失败")
+    return f"{summary}：{english}"
+
+
+def error_body(body: Mapping[str, Any], lang: Language) -> dict[str, Any]:
+    """An error body (``{"error_code", "error_msg", …}``) with its message in ``lang``."""
+    out = dict(body)
+    if lang == "zh" and isinstance(out.get("error_msg"), str):
+        code = out.get("error_code")
+        out["error_msg"] = error_message(
+            out["error_msg"], code if isinstance(code, int) else 0, lang
+        )
+    return out
+
+
+# /v1/explain: the rule that decided a chunk, and why a knowledge base may or may not be read.
+RULES = {
+    "public": "公开：段落未限定角色（access_roles 缺失、为 null 或为空）",
+    "intersection": "可见：用户持有段落所列角色 {roles}",
+    "restricted": "受限：用户不持有段落所列任何角色",
+}
+KB_REASONS = {
+    "granted": "策略授权给 {granted_by}",
+    "no_policy": "没有策略允许此用户读取该知识库",
+    "key_scope": "不在此 API 密钥可用的知识库内",
+}
+
+
+def explained(answer: dict[str, Any], lang: Language) -> dict[str, Any]:
+    """``/v1/explain``'s answer with its reasons in ``lang`` (codes and values unchanged)."""
+    if lang != "zh":
+        return answer
+    for chunk in answer.get("chunks", ()):
+        acl, kb = chunk.get("acl", {}), chunk.get("knowledge_base", {})
+        if acl.get("code") in RULES:
+            acl["rule"] = RULES[acl["code"]].format(roles="、".join(acl.get("matched_roles", ())))
+        if isinstance(acl.get("set_by"), str):
+            acl["set_by"] = roles_source_text(acl["set_by"], "zh")
+        if kb.get("code") in KB_REASONS:
+            kb["reason"] = KB_REASONS[kb["code"]].format(granted_by=kb.get("granted_by") or "")
+    return answer

@@ -1,0 +1,103 @@
+"""The service's answers in the reader's language (issue #58 §3): every message the service
+raises for the common refusals has a row (its code and number unchanged), ``Accept-Language``
+is read as browsers send it, and a message without a row keeps its English detail."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval_svc.languages import ERRORS, error_body, error_message, explained, language
+
+# The messages as the service raises them (their f-strings filled in), with their row.
+RAISED = [
+    ("missing Authorization header; send 'Bearer <api key>'", "missing_authorization"),
+    ("Authorization header must be 'Bearer <api key>'", "malformed_authorization"),
+    ("the API key is not valid", "invalid_key"),
+    ("API key 'ops' is not an admin key", "not_admin"),
+    ("API key 'idp' is a SCIM client's: it serves /scim/v2 only", "scim_key"),
+    ("API key 'dify' may not read knowledge base 'hr'", "key_scope"),
+    ("no policy lets this principal read knowledge base 'hr' in tenant 'acme'", "no_policy"),
+    (
+        "user id 'x@example.com' names no one in the directory of tenant 'acme', and API key "
+        "'dify' refuses unknown users (unknown_user: refuse): sync the person, or map the id "
+        "(retrieval-svc identity map import)",
+        "unknown_user",
+    ),
+    (
+        "user id 'wang' is an alias two people share in the directory of tenant 'acme', and "
+        "API key 'dify' refuses unknown users (unknown_user: refuse): sync the person, or map "
+        "the id (retrieval-svc identity map import)",
+        "ambiguous_user",
+    ),
+    ("the principal token has expired", "token_expired"),
+    ("the identity token has expired", "token_expired"),
+    ("the principal token was minted for another tenant", "token_tenant"),
+    ("the principal token is invalid: Signature verification failed", "token_invalid"),
+    ("knowledge base 'nope' does not exist", "kb_missing"),
+    ("the request did not finish within its deadline", "deadline"),
+    ("filter.and[0].field: unknown field 'colour'; known fields: category, year", "unknown_field"),
+    ("body: not valid JSON (Expecting value at character 0)", "not_json"),
+    ("request body is required", "no_body"),
+    ("request body larger than 1048576 bytes", "body_too_large"),
+    ("send exactly one of chunk_id and document_id", "one_of_ids"),
+]
+
+
+@pytest.mark.parametrize(("message", "code"), RAISED)
+def test_each_refusal_reads_in_chinese(message: str, code: str) -> None:
+    rows = [row.code for row in ERRORS if row.english.search(message)]
+    assert rows and rows[0] == code, rows
+    said = error_message(message, 1002, "zh")
+    assert said != message and not said.isascii(), said
+    assert "{" not in said  # (every value filled in)
+    assert error_message(message, 1002, "en") == message
+
+
+def test_every_row_is_raised_somewhere() -> None:
+    assert {row.code for row in ERRORS} == {code for _, code in RAISED} | {"embedding_down"}
+
+
+def test_a_message_without_a_row_keeps_its_detail_behind_its_code_s_words() -> None:
+    said = error_message("top_k: Input should be less than or equal to 100", 3001, "zh")
+    assert said == "请求无效：top_k: Input should be less than or equal to 100"
+
+
+def test_the_code_and_the_path_never_change() -> None:
+    body = {"error_code": 1002, "error_msg": "the API key is not valid", "path": "x"}
+    assert error_body(body, "zh") == {"error_code": 1002, "error_msg": "API 密钥无效", "path": "x"}
+    assert error_body(body, "en") == body
+
+
+@pytest.mark.parametrize(
+    ("header", "lang"),
+    [
+        (None, "en"),
+        ("", "en"),
+        ("zh-CN,zh;q=0.9,en;q=0.8", "zh"),
+        ("en-US,en;q=0.9,zh-CN;q=0.8", "en"),
+        ("en;q=0.5, zh-TW;q=0.8", "zh"),
+        ("fr-FR, zh;q=0.1", "zh"),
+        ("fr-FR", "en"),
+        ("zh;q=0, en", "en"),
+        ("zh;q=abc", "zh"),  # (a weight it cannot read counts as 1)
+    ],
+)
+def test_accept_language_as_browsers_send_it(header: str | None, lang: str) -> None:
+    assert language(header) == lang
+
+
+def test_explain_s_reasons_in_chinese_its_codes_unchanged() -> None:
+    answer = {
+        "chunks": [
+            {
+                "acl": {"code": "intersection", "rule": "…", "matched_roles": ["财务"],
+                        "set_by": "rule 1 (财务/**) of acl-rules.yaml"},
+                "knowledge_base": {"code": "granted", "reason": "…", "granted_by": "role:财务"},
+            }
+        ]
+    }  # fmt: skip
+    out = explained(answer, "zh")["chunks"][0]
+    assert out["acl"]["rule"] == "可见：用户持有段落所列角色 财务"
+    assert out["acl"]["code"] == "intersection"
+    assert out["knowledge_base"]["reason"] == "策略授权给 role:财务"
+    assert not out["acl"]["set_by"].startswith("rule 1")

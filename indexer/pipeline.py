@@ -43,7 +43,7 @@ from indexer.loading import (
     read_document,
 )
 from indexer.permissions import Outside
-from indexer.report import Report
+from indexer.report import NOT_PRUNED, Report
 from indexer.sources import ObjectRef, Source
 from indexer.store import (
     current_versions,
@@ -150,10 +150,7 @@ class _IndexRun:
         report.documents_withdrawn = len(report.withdraw_ids)
         incomplete = any(f.scope == "rest" for f in source.failures)
         if incomplete and options.prune:
-            report.prune_note = (
-                "not pruned: the listing did not complete (what it did not reach is unknown, "
-                "not gone)"
-            )
+            report.prune_note = NOT_PRUNED
         elif options.prune and not options.dry_run:
             report.documents_pruned = await prune(
                 self.es,

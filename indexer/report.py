@@ -8,6 +8,9 @@ from typing import Any, ClassVar
 
 from retrieval_svc import reasons
 
+# A run that could not list its whole source prunes nothing, and says so.
+NOT_PRUNED = "not pruned: the listing did not complete (what it did not reach is unknown, not gone)"
+
 log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
 
 

@@ -33,6 +33,9 @@ from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.index import ensure_configured_index
 from retrieval_svc.search.runs import last_runs
 from retrieval_svc.settings import IndexSettings
+from retrieval_svc.words import again, passed_over, reason, say
+
+PRUNE_NOTES = ("not_pruned", "pruned_own", "pruned_asked", "not_pruned_dry", "not_pruned_asked")
 
 
 def print_report(report: Report, as_json: bool) -> None:
@@ -40,41 +43,36 @@ def print_report(report: Report, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(report.as_json(), ensure_ascii=False))
         return
-    verb = "would index" if report.dry_run else "indexed"
-    embedded = f", {report.chunks_embedded} embedded" if report.chunks_embedded else ""
-    retagged = (
-        f"{report.documents_retagged} re-tagged (roles changed, text not: not re-embedded), "
-        if report.documents_retagged
-        else ""
-    )
+    verb = say("verb_would_index" if report.dry_run else "verb_indexed")
+    embedded = say("embedded", n=report.chunks_embedded) if report.chunks_embedded else ""
+    retagged = say("retagged", n=report.documents_retagged) if report.documents_retagged else ""
     # Short lines, never wrapped by rich mid-phrase (soft_wrap leaves wrapping to the terminal).
     lines = [
-        f"[bold]{verb} {report.documents_indexed}[/] documents "
-        f"({report.chunks_indexed} chunks{embedded}) in {report.duration_s:.1f} s",
-        f"skipped {report.documents_skipped} unchanged, {retagged}"
-        f"[red]{report.documents_failed} failed[/], "
-        f"{report.documents_pruned} pruned, {report.documents_withdrawn} withdrawn, "
-        f"{report.stale_chunks_deleted} stale chunks removed",
-        f"{report.documents_seen} documents seen, {report.bytes_read:,} bytes read",
-    ]
+        "[bold]" + say("indexed", verb=verb, documents=report.documents_indexed,
+                       chunks=report.chunks_indexed, embedded=embedded,
+                       seconds=f"{report.duration_s:.1f}") + "[/]",
+        say("skipped", skipped=report.documents_skipped, retagged=retagged,
+            failed=f"[red]{report.documents_failed}[/]", pruned=report.documents_pruned,
+            withdrawn=report.documents_withdrawn, stale=report.stale_chunks_deleted),
+        say("seen", seen=report.documents_seen, bytes=f"{report.bytes_read:,}"),
+    ]  # fmt: skip
     if report.prune_note:
-        lines.append(report.prune_note)
+        lines.append(again(report.prune_note, *PRUNE_NOTES))
     if report.passed_over:  # never a silent skip: what the listing passed over, and why
         ranked = sorted(report.passed_over.items(), key=lambda kv: (-kv[1], kv[0]))
         total = sum(n for _, n in ranked)
-        lines.append(f"passed over {total}: " + ", ".join(f"{r} {n}" for r, n in ranked))
+        said = ", ".join(f"{passed_over(r)} {n}" for r, n in ranked)
+        lines.append(escape(say("passed_over", total=total, reasons=said)))
     for line in lines:
-        err.print(escape(line) if line.startswith("passed over") else line, soft_wrap=True)
+        err.print(line, soft_wrap=True)
     for failure in report.failures:
-        err.print(f"  [red]failed[/] {escape(failure['document'])}: {escape(failure['reason'])}")
+        err.print(escape(say("failed_item", document=failure["document"],
+                             reason=reason(failure["reason"]))), soft_wrap=True)  # fmt: skip
     if wanting := report.needs_libreoffice:
         ranked = sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0]))
-        err.print(
-            f"[red]{sum(wanting.values())} failed for want of LibreOffice[/] ("
-            + ", ".join(f"{suffix} {n}" for suffix, n in ranked)
-            + f"): {escape(INSTALL)}",
-            soft_wrap=True,
-        )
+        suffixes = ", ".join(f"{suffix} {n}" for suffix, n in ranked)
+        line = say("need_libreoffice", n=sum(wanting.values()), suffixes=suffixes, install=INSTALL)
+        err.print("[red]" + escape(line) + "[/]", soft_wrap=True)
 
 
 DEFAULT_BUDGET = Budget()

@@ -26,6 +26,7 @@ from retrieval_svc.search.index import LEGACY_MESSAGE, ensure_configured_index, 
 from retrieval_svc.search.runs import forget_run, runs_shown
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias, tenant_of_slug
+from retrieval_svc.words import passed_over, plural, reason, say
 
 
 @app.command()
@@ -207,20 +208,20 @@ def show(
             typer.echo(chunk["content"])
         return
     docs = out["documents"]
-    more = f" (the first {len(docs)} shown)" if out["more"] else ""
-    typer.echo(f"{tenant}/{knowledge_id}: {out['total']} documents{more}")
+    more = say("first_shown", n=len(docs)) if out["more"] else ""
+    typer.echo(say("kb_documents", kb=f"{tenant}/{knowledge_id}", total=out["total"], more=more))
     for source in out.get("sources", []):
-        name = source["source"] or "(written before sources were recorded)"
-        typer.echo(f"  from {name}: {source['documents']} documents")
+        name = source["source"] or say("legacy_source")
+        typer.echo(say("from_source", source=name, n=source["documents"]))
     for d in docs:
-        pages = f", {d['pages']} page{'s' * (d['pages'] != 1)}" if d["pages"] else ""
-        ocr = f", {d['ocr_pages']} by OCR" if d["ocr_pages"] else ""
-        roles = ", restricted" if d["restricted"] else ""
+        pages = say("pages", n=d["pages"], s=plural(d["pages"])) if d["pages"] else ""
+        ocr = say("ocr_pages", n=d["ocr_pages"]) if d["ocr_pages"] else ""
+        roles = say("restricted") if d["restricted"] else ""
         typer.echo(
-            f"  {d['name']}  [{d['format'] or '?'}{pages}{ocr}] {d['chunks']} "
-            f"chunk{'s' * (d['chunks'] != 1)}{roles}"
-            f" — {d['title']}  ({d['document_id']})"
-        )
+            say("doc_line", name=d["name"], format=d["format"] or "?", pages=pages, ocr=ocr,
+                chunks=d["chunks"], s=plural(d["chunks"]), roles=roles, title=d["title"],
+                id=d["document_id"])
+        )  # fmt: skip
     last = out["last_run"] or {}
     if shards := last.get("shards"):
         missing = ", ".join(map(str, shards["missing"]))
@@ -233,9 +234,11 @@ def show(
         )
     if last.get("documents_withdrawn") or last.get("documents_pruned"):
         typer.echo(
-            f"  last run: {last.get('documents_pruned', 0)} pruned (the source no longer holds "
-            f"them), {last.get('documents_withdrawn', 0)} withdrawn (their roles could no longer "
-            "be decided, or changed while they failed: see their failures)"
+            say(
+                "last_run_removed",
+                pruned=last.get("documents_pruned", 0),
+                withdrawn=last.get("documents_withdrawn", 0),
+            )
         )
     for w in last.get("watchers", []):
         lag = w.get("lag_narrowed_s")
@@ -248,7 +251,12 @@ def show(
             + (f"; last error: {w['last_error']}" if w.get("last_error") else "")
         )
     for failure in last.get("failures", []):
-        typer.echo(f"  failed {failure['document']}: {failure['reason']}")
+        typer.echo(
+            say("failed_item", document=failure["document"], reason=reason(failure["reason"]))
+        )
     for item in last.get("passed_over", []):
         examples = ", ".join(item.get("examples", []))
-        typer.echo(f"  passed over {item['count']}: {item['reason']} ({examples})")
+        typer.echo(
+            say("passed_over_item", count=item["count"], reason=passed_over(item["reason"]),
+                examples=examples)
+        )  # fmt: skip

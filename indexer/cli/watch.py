@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from elasticsearch import AsyncElasticsearch
+from rich.markup import escape
 
 from indexer.cli.common import app, err, open_embedder, refuse_legacy, run
 from indexer.cli.index import index
@@ -31,6 +32,7 @@ from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_configured_index
 from retrieval_svc.settings import IndexSettings
+from retrieval_svc.words import reason, say
 
 # index's options a watcher has no use for: it writes (no dry run), serves its own /metrics,
 # and says what each settle did on a line of its own.
@@ -97,14 +99,14 @@ def _said(what: str, done: Settled) -> None:
     indexed = report.documents_indexed if report else 0
     retagged = report.documents_retagged if report else 0
     failed = report.documents_failed if report else 0
-    err.print(
-        f"{time.strftime('%H:%M:%S')} {what}: {done.looked} looked at, {done.deleted} deleted "
-        f"and {done.held} held at once, {indexed} indexed, {retagged} re-tagged, "
-        f"{failed} failed",
-        soft_wrap=True,
-    )
+    kind = say("what_events" if what == "events" else "what_relisting")
+    line = say("settled", at=time.strftime("%H:%M:%S"), what=kind, looked=done.looked,
+               deleted=done.deleted, held=done.held, indexed=indexed, retagged=retagged,
+               failed=failed)  # fmt: skip
+    err.print(escape(line), soft_wrap=True)
     for failure in (report.failures if report else [])[:20]:
-        err.print(f"  failed {failure['document']}: {failure['reason']}", soft_wrap=True)
+        item = say("failed_item", document=failure["document"], reason=reason(failure["reason"]))
+        err.print(escape(item), soft_wrap=True)
 
 
 def watch(**args: Any) -> None:

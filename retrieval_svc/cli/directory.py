@@ -13,6 +13,7 @@ import typer
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import PolicyError, csv_line
 from retrieval_svc.cli.policy import _admin, policy_app
+from retrieval_svc.words import say
 
 if TYPE_CHECKING:
     from retrieval_svc.directory.metrics import SyncOutcome
@@ -120,7 +121,7 @@ def sync_ldap(
         stamp = _stamp(config) if interval is not None and not dry_run else None
         if stamp is not None and stamp == last_stamp and unread < FULL_READ_EVERY:
             unread += 1
-            typer.echo(f"unchanged: the directory's {stamp.split(':')[0]} is as at the last sync")
+            typer.echo(say("unchanged_directory", stamp=stamp.split(":")[0]))
             code, outcome = 0, outcome.next(ok=True)
         else:
             code, outcome = _sync_once(admin, config, outcome, dry_run, max_removed_share, force)
@@ -202,7 +203,7 @@ def _sync_once(
         sign = "+" if change.op == "add" else "-"
         typer.echo(f"{sign} {csv_line('g', change.values)}")
     if dry_run:
-        typer.echo(f"dry run: would add {changes.added}, remove {changes.removed} ({read})")
+        typer.echo(say("would_add", added=changes.added, removed=changes.removed, read=read))
         return 0, last
     detail = read + (" (forced past the removal limits)" if force else "")
     if changes.skipped:
@@ -222,12 +223,12 @@ def _sync_once(
         return 2, last.next(ok=False, failure="invalid")
     gone = sorted(set(before) - changes.owned)
     typer.echo(
-        f"synced: added {changes.added}, removed {changes.removed}; "
-        f"{changes.grants} grants from {read}"
-        + (f"; no longer given by the directory: {', '.join(gone)}" if gone else "")
-        + (f"; {len(changes.skipped)} entries skipped" if changes.skipped else "")
-        + (f"; ids people are known by: +{added} -{removed}" if added or removed else "")
-    )
+        say("synced", added=changes.added, removed=changes.removed, grants=changes.grants,
+            read=read)
+        + (say("no_longer_given", roles=", ".join(gone)) if gone else "")
+        + (say("entries_skipped", n=len(changes.skipped)) if changes.skipped else "")
+        + (say("ids_known", added=added, removed=removed) if added or removed else "")
+    )  # fmt: skip
     outcome = last.next(ok=True)
     outcome.added, outcome.removed, outcome.skipped = (
         changes.added,

@@ -1,0 +1,112 @@
+"""What the command lines print, in the reader's language (issue #58 §3): English, or Chinese
+under a Chinese locale (``LANG=zh_CN.UTF-8``, ``LC_ALL``/``LC_MESSAGES``, or ``RSVC_LANG=zh``).
+
+Each line a command prints has a row here, its English and its Chinese with the same named
+values; the reasons it carries (why a document failed, why a file was passed over, what set
+its roles) come from ``retrieval_svc.reasons``, the table the console uses.
+``tests/unit/test_words.py`` holds every row to both languages and the commands to the rows.
+JSON output (``--json``) never changes: it is for programs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+
+from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
+
+LINES: dict[str, tuple[str, str]] = {
+    # retrieval-indexer index
+    "indexed": ("{verb} {documents} documents ({chunks} chunks{embedded}) in {seconds} s", "{verb} {documents} 个文档（{chunks} 个分段{embedded}），用时 {seconds} 秒"),
+    "verb_indexed": ("indexed", "已索引"),
+    "verb_would_index": ("would index", "将索引"),
+    "embedded": (", {n} embedded", "，{n} 个已生成向量"),
+    "retagged": ("{n} re-tagged (roles changed, text not: not re-embedded), ", "{n} 个重新标注角色（角色变了、文本没变：不重新生成向量），"),
+    "skipped": ("skipped {skipped} unchanged, {retagged}{failed} failed, {pruned} pruned, {withdrawn} withdrawn, {stale} stale chunks removed", "跳过 {skipped} 个未变文档，{retagged}{failed} 个失败，{pruned} 个已清除，{withdrawn} 个已撤下，删除 {stale} 个过期分段"),
+    "seen": ("{seen} documents seen, {bytes} bytes read", "共见到 {seen} 个文档，读取 {bytes} 字节"),
+    "passed_over": ("passed over {total}: {reasons}", "略过 {total} 个：{reasons}"),
+    "failed_item": ("  failed {document}: {reason}", "  失败 {document}：{reason}"),
+    "passed_over_item": ("  passed over {count}: {reason} ({examples})", "  略过 {count} 个：{reason}（{examples}）"),
+    "need_libreoffice": ("{n} failed for want of LibreOffice ({suffixes}): {install}", "{n} 个因缺少 LibreOffice 而失败（{suffixes}）：{install}"),
+    "not_pruned": ("not pruned: the listing did not complete (what it did not reach is unknown, not gone)", "未清除：列举没有完成（没列到的文件是未知，不是已删除）"),
+    "pruned_own": ("pruned what {source} no longer holds (its own documents: other sources' stay)", "已清除 {source} 中已不存在的文档（只清除它自己写入的：其他数据源的保留）"),
+    "pruned_asked": ("pruned as asked (--prune): the knowledge base holds what {source} holds, whichever source wrote the rest", "按要求清除（--prune）：知识库只保留 {source} 中有的文档，不论其余文档由哪个数据源写入"),
+    "not_pruned_dry": ("not pruned: a dry run", "未清除：试运行"),
+    "not_pruned_asked": ("not pruned (--no-prune)", "未清除（--no-prune）"),
+    # retrieval-indexer watch
+    "settled": ("{at} {what}: {looked} looked at, {deleted} deleted and {held} held at once, {indexed} indexed, {retagged} re-tagged, {failed} failed", "{at} {what}：查看 {looked} 个，立即删除 {deleted} 个、暂停 {held} 个，索引 {indexed} 个，重新标注 {retagged} 个，失败 {failed} 个"),
+    "what_events": ("events", "事件"),
+    "what_relisting": ("re-listing", "重新列举"),
+    "doc_line": ("  {name}  [{format}{pages}{ocr}] {chunks} chunk{s}{roles} — {title}  ({id})", "  {name}  [{format}{pages}{ocr}] {chunks} 个分段{roles} — {title}  （{id}）"),
+    "pages": (", {n} page{s}", "，{n} 页"),
+    "ocr_pages": (", {n} by OCR", "，其中 {n} 页经 OCR"),
+    # retrieval-indexer show
+    "kb_documents": ("{kb}: {total} documents{more}", "{kb}：{total} 个文档{more}"),
+    "first_shown": (" (the first {n} shown)", "（只显示前 {n} 个）"),
+    "from_source": ("  from {source}: {n} documents", "  来自 {source}：{n} 个文档"),
+    "legacy_source": ("(written before sources were recorded)", "（记录数据源之前写入）"),
+    "restricted": (", restricted", "，受限"),
+    "last_run_removed": ("  last run: {pruned} pruned (the source no longer holds them), {withdrawn} withdrawn (their roles could no longer be decided, or changed while they failed: see their failures)", "  上次运行：清除 {pruned} 个（数据源里已没有），撤下 {withdrawn} 个（角色无法确定，或在失败期间发生了变化：见各自的失败原因）"),
+    # retrieval-svc sync-ldap
+    "synced": ("synced: added {added}, removed {removed}; {grants} grants from {read}", "已同步：新增 {added}，移除 {removed}；{grants} 条授权，来自 {read}"),
+    "no_longer_given": ("; no longer given by the directory: {roles}", "；目录已不再授予：{roles}"),
+    "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
+    "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
+    "unchanged_directory": ("unchanged: the directory's {stamp} is as at the last sync", "未变化：目录的 {stamp} 与上次同步时相同"),
+    "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
+}  # fmt: skip
+
+
+def cli_language() -> str:
+    """``zh`` under a Chinese locale or ``RSVC_LANG=zh``, else ``en``."""
+    for name in ("RSVC_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(name, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
+def say(key: str, lang: str | None = None, **values: object) -> str:
+    """Line ``key`` in ``lang`` (the command line's own when None) with ``values``."""
+    english, chinese = LINES[key]
+    return (chinese if (lang or cli_language()) == "zh" else english).format(**values)
+
+
+def reason(text: str, lang: str | None = None) -> str:
+    """A failure's reason (the indexer's English) in ``lang``."""
+    return failure_text(text, lang or cli_language())
+
+
+def passed_over(text: str, lang: str | None = None) -> str:
+    return passed_over_text(text, lang or cli_language())
+
+
+def roles_source(text: str, lang: str | None = None) -> str:
+    return roles_source_text(text, lang or cli_language())
+
+
+def again(text: str, *keys: str, lang: str | None = None) -> str:
+    """``text``, made by the English of one of ``keys``, said again in ``lang`` (as it is
+    when none made it)."""
+    if (lang or cli_language()) != "zh":
+        return text
+    for key in keys:
+        english = LINES[key][0]
+        pattern = "".join(
+            re.escape(literal) + (f"(?P<{name}>.*?)" if name else "")
+            for literal, name, _, _ in string.Formatter().parse(english)
+        )
+        if (found := re.fullmatch(pattern, text, re.S)) is not None:
+            return say(key, "zh", **found.groupdict())
+    return text
+
+
+def fields(template: str) -> set[str]:
+    """The named values a line takes (``s``, the English plural's, aside)."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name} - {"s"}
+
+
+def plural(n: int) -> str:
+    """The English plural's ``s`` for ``n`` things."""
+    return "" if n == 1 else "s"

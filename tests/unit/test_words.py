@@ -1,0 +1,47 @@
+"""Every line the command lines print has both languages (issue #58 §3): the same named values
+in English and Chinese, the Chinese in Chinese; the locale picks one."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from retrieval_svc.words import LINES, cli_language, fields, say
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("key", sorted(LINES))
+def test_each_line_in_both_languages_takes_the_same_values(key: str) -> None:
+    english, chinese = LINES[key]
+    assert fields(english) == fields(chinese), key
+    assert CJK.search(chinese), f"{key}: {chinese!r} is not Chinese"
+    assert not CJK.search(english.replace("{", "").replace("}", "")), key
+
+
+@pytest.mark.parametrize(
+    ("env", "lang"),
+    [
+        ({}, "en"),
+        ({"LANG": "zh_CN.UTF-8"}, "zh"),
+        ({"LANG": "en_US.UTF-8"}, "en"),
+        ({"LANG": "zh_CN.UTF-8", "LC_ALL": "C.UTF-8"}, "en"),
+        ({"LANG": "en_US.UTF-8", "LC_MESSAGES": "zh_TW.UTF-8"}, "zh"),
+        ({"LANG": "zh_CN.UTF-8", "RSVC_LANG": "en"}, "en"),
+        ({"RSVC_LANG": "zh"}, "zh"),
+    ],
+)
+def test_the_locale_picks_the_language(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], lang: str
+) -> None:
+    for name in ("RSVC_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli_language() == lang
+
+
+def test_a_line_with_its_values() -> None:
+    assert say("seen", "en", seen=3, bytes="1,024") == "3 documents seen, 1,024 bytes read"
+    assert say("seen", "zh", seen=3, bytes="1,024") == "共见到 3 个文档，读取 1,024 字节"

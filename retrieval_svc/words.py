@@ -38,6 +38,7 @@ LINES: dict[str, tuple[str, str]] = {
     "settled": ("{at} {what}: {looked} looked at, {deleted} deleted and {held} held at once, {indexed} indexed, {retagged} re-tagged, {failed} failed", "{at} {what}：查看 {looked} 个，立即删除 {deleted} 个、暂停 {held} 个，索引 {indexed} 个，重新标注 {retagged} 个，失败 {failed} 个"),
     "what_events": ("events", "事件"),
     "what_relisting": ("re-listing", "重新列举"),
+    "what_rules": ("rules edit", "规则变更"),
     "doc_line": ("  {name}  [{format}{pages}{ocr}] {chunks} chunk{s}{roles} — {title}  ({id})", "  {name}  [{format}{pages}{ocr}] {chunks} 个分段{roles} — {title}  （{id}）"),
     "pages": (", {n} page{s}", "，{n} 页"),
     "ocr_pages": (", {n} by OCR", "，其中 {n} 页经 OCR"),

@@ -99,7 +99,7 @@ def _said(what: str, done: Settled) -> None:
     indexed = report.documents_indexed if report else 0
     retagged = report.documents_retagged if report else 0
     failed = report.documents_failed if report else 0
-    kind = say("what_events" if what == "events" else "what_relisting")
+    kind = say({"events": "what_events", "rules": "what_rules"}.get(what, "what_relisting"))
     line = say("settled", at=time.strftime("%H:%M:%S"), what=kind, looked=done.looked,
                deleted=done.deleted, held=done.held, indexed=indexed, retagged=retagged,
                failed=failed)  # fmt: skip

@@ -171,13 +171,24 @@ class AclRules:
     def match(self, key: str) -> Rule | None:
         """The first rule whose glob matches ``key`` (counted), or None. Keys are compared
         in NFC, as the globs are (and case-folded with ``case: insensitive``)."""
+        found = self._first(key)
+        if found is None:
+            self.unmatched_count += 1
+            return None
+        self.matched[found] += 1
+        return self.rules[found]
+
+    def rule_for(self, key: str) -> Rule | None:
+        """``match`` without counting (what a key's rule would be)."""
+        found = self._first(key)
+        return None if found is None else self.rules[found]
+
+    def _first(self, key: str) -> int | None:
         key = self.fold(key)
         for i in self._rules_for(key.split("/", 1)[0]):
             # (a substring every match must hold, checked in C before the regex's backtracking)
             if any(n in key for n in self._needles[i]) and self._regexes[i].match(key):
-                self.matched[i] += 1
-                return self.rules[i]
-        self.unmatched_count += 1
+                return i
         return None
 
     def fingerprint(self) -> str:

@@ -31,6 +31,7 @@ from elasticsearch.helpers import async_bulk, async_scan
 from indexer.documents import DocumentError, document_id
 from indexer.loading import IndexOptions, outside_of
 from indexer.passing_over import PassedOver
+from indexer.permissions import AclRules
 from indexer.pipeline import Progress, index_source
 from indexer.report import Report
 from indexer.sources import ListingFailure, ObjectRef, Source
@@ -315,6 +316,47 @@ async def narrow(
     done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)
     done.narrowed_at = time.time()
     return Plan(source, options, done, write, len(gone), len(withdraw_below), will_write)
+
+
+def _fate(rules: AclRules | None, name: str) -> tuple[Any, ...]:
+    """What a rules file gives the object at ``name``: its rule's roles (and whether they
+    override), or what an unmatched object gets."""
+    if rules is None:
+        return ("no rules",)
+    rule = rules.rule_for(name)
+    return ("unmatched", rules.unmatched) if rule is None else (rule.roles, rule.override)
+
+
+async def narrow_rules(
+    es: AsyncElasticsearch,
+    source: Source,
+    before: IndexOptions,
+    after: IndexOptions,
+    fence: Fence | None = None,
+) -> Settled:
+    """A rules edit in force without listing the source: every document of this source the
+    index holds whose rule gives it something else now (other roles, override or not, or
+    unmatched) is held at once. The re-listing that follows writes them with their new roles
+    (and handles what the edit newly excludes)."""
+    if not after.source_name:
+        after = replace(after, source_name=source.description)
+    done = Settled()
+    stored = await _stored_ids(es, after, source, [])
+    done.looked = len(stored)
+    hold = [
+        doc_id
+        for doc_id, name in stored.items()
+        if _mine(after, doc_id) and _fate(before.acl_rules, name) != _fate(after.acl_rules, name)
+    ]
+    if hold and not after.dry_run:
+        async with fence.lock if fence is not None else contextlib.nullcontext():
+            if fence is not None:
+                fence.keys.update({doc_id: stored[doc_id] for doc_id in hold})
+            await _hold(es, after.alias, hold)
+            await refresh(es, after.alias)
+    done.held = len(hold)
+    done.narrowed_at = time.time()
+    return done
 
 
 async def finish(

@@ -25,7 +25,7 @@ from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.health import Health, WatchMetrics
 from indexer.watch.lease import Lease, LeaseLost
-from indexer.watch.settle import Settled, finish, narrow
+from indexer.watch.settle import Settled, finish, narrow, narrow_rules
 from indexer.workers import ParserPool
 from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
@@ -34,6 +34,7 @@ from retrieval_svc.search.runs import WATCHER, runs_index
 log = logging.getLogger(__name__)
 
 Events = Callable[[asyncio.Event], AsyncIterator[Heard]]
+MANY_KEYS = 200  # keys heard at once past which one listing is cheaper than a look at each
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ class Watcher:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._pass: _Pass | None = None
+        self._rules_before: IndexOptions | None = None  # the options before a rules edit
         self._next_relisting = 0.0
         self._backoff = 1.0
 
@@ -184,6 +186,7 @@ class Watcher:
     def _files_changed(self) -> None:
         if self.reload is None:
             return
+        before = self.options
         try:
             self.options = self.reload()
         except Exception as exc:  # (a rules file being written, or wrong: the old one stays)
@@ -192,6 +195,8 @@ class Watcher:
             log.error("%s; the rules in force stay", self.status.last_error)
             return
         log.warning("the rules or the manifest changed: settling everything")
+        if self._rules_before is None:  # (held at once from the index; then re-listed)
+            self._rules_before = before
         self.metrics.events.labels(kind="files", **self.metrics.labels).inc()
         self.status.last_event_at = time.time()
         self.everything = True
@@ -218,8 +223,12 @@ class Watcher:
             if self._pass is not None and self._pass.task.done():
                 await self._passed(self._pass)
                 continue
-            # (also while a pass runs: its listing narrows at once, its writes wait for the pass)
-            relist = self.everything or time.monotonic() >= self._next_relisting
+            if self._rules_before is not None:  # (from the index, without listing the source)
+                await self._narrow_rules()
+                continue
+            due = self.everything or time.monotonic() >= self._next_relisting
+            # (a re-listing waits for a running pass; many keys are cheaper listed than looked at)
+            relist = self._pass is None and (due or len(self.pending.keys) > MANY_KEYS)
             if not relist and not (self.pending.keys or self.pending.ack):
                 self._wake.clear()
                 if self._pass is not None and self._pass.task.done():
@@ -248,10 +257,8 @@ class Watcher:
             if running is not None:  # (narrowed now; read and written after the pass)
                 running.after.add(taken)
                 running.after.keys.update(ref.key for ref in plan.write)
-                self._account(taken, plan.done, relist, indexed=False)
-                if relist:
-                    self._next_relisting = time.monotonic() + self.watch.rescan_s
-                self.said("re-listing" if relist else "events", plan.done)
+                self._account(taken, plan.done, False, indexed=False)
+                self.said("events", plan.done)
                 continue
             fence = Fence()  # (what is narrowed from now on, this pass must not write)
             task = asyncio.create_task(
@@ -260,6 +267,23 @@ class Watcher:
             task.add_done_callback(lambda _task: self._wake.set())
             self._pass = _Pass(task, fence, taken, relist, everything, plan.planned)
             self.status.state = "indexing"
+
+    async def _narrow_rules(self) -> None:
+        """A rules edit held in force from the index at once (a pass running or not); the
+        re-listing it asked for follows."""
+        before, self._rules_before = self._rules_before, None
+        assert before is not None
+        running = self._pass
+        try:
+            done = await narrow_rules(
+                self.es, self.source, before, self.options, running.fence if running else None
+            )
+        except LeaseLost:
+            raise
+        except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
+            log.warning("a rules edit not held from the index (%s): re-listing", exc)
+            return
+        self.said("rules", done)
 
     async def _passed(self, done_pass: _Pass) -> None:
         """A pass is over: its report accounted, what was narrowed or heard meanwhile queued

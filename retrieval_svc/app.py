@@ -12,17 +12,15 @@ from zoneinfo import ZoneInfo
 
 import httpx
 from elasticsearch import ApiError, TransportError
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry, start_http_server
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval_svc import __version__
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError, PolicyFiles, PolicySource
 from retrieval_svc.audit import Audit
+from retrieval_svc.auth.key_file import KeyFile
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
 from retrieval_svc.deps import authenticate
@@ -35,13 +33,10 @@ from retrieval_svc.embedding import (
     embedder_config,
     make_embedder,
 )
+from retrieval_svc.error_handlers import install_error_handlers
 from retrieval_svc.errors import (
-    INTERNAL_ERROR_BODY,
     ConfigurationError,
-    ServiceError,
-    invalid_body,
 )
-from retrieval_svc.languages import error_body, language
 from retrieval_svc.limits import (
     BodyLimitMiddleware,
     CollapseSlashesMiddleware,
@@ -247,11 +242,16 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     )
     catalog = CatalogCache(engine, ZoneInfo(settings.timezone))
     stack.push_async_callback(catalog.close)
+    keys = KeyStore(settings.api_keys)
+    key_file = KeyFile(settings, keys) if settings.api_keys_file else None
+    if key_file is not None:  # (reloaded like the policy: no restart for a key file edit)
+        background(stack, key_file.watch(settings.policy_check_interval_s), "keys-watcher")
     return AppState(
         settings=settings,
         es=es,
         http=http,
-        keys=KeyStore(settings.api_keys),
+        keys=keys,
+        key_file=key_file,
         engine=engine,
         catalog=catalog,
         acl=acl,
@@ -366,34 +366,3 @@ def hybrid_config(settings: Settings) -> HybridConfig:
         num_candidates=settings.knn_num_candidates,
         oversample=settings.knn_oversample,
     )
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    """Render every error in the one documented shape."""
-
-    def said(request: Request, body: dict[str, object]) -> dict[str, object]:
-        return error_body(body, language(request.headers.get("accept-language")))
-
-    @app.exception_handler(ServiceError)
-    async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        body = said(request, exc.body())
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        err = invalid_body(exc.errors())
-        return JSONResponse(said(request, err.body()), status_code=err.status_code)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> Response:
-        # A bug outside InternalErrorMiddleware (in an outer middleware): the same answer.
-        log.exception("unhandled error: %s", type(exc).__name__)
-        return Response(INTERNAL_ERROR_BODY, status_code=500, media_type="application/json")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(
-            said(request, {"error_code": exc.status_code, "error_msg": str(exc.detail)}),
-            status_code=exc.status_code,
-            headers=exc.headers,
-        )

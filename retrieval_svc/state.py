@@ -10,6 +10,7 @@ from elasticsearch import AsyncElasticsearch
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.identities import Unresolved
 from retrieval_svc.audit import Audit
+from retrieval_svc.auth.key_file import KeyFile
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcVerifier
 from retrieval_svc.embedding import Embedder, EmbeddingModel, QueryCache
@@ -41,6 +42,7 @@ class AppState:
     query_vectors: QueryCache | None = None
     reranker: Reranker | None = None
     oidc: OidcVerifier | None = None
+    key_file: KeyFile | None = None  # RSVC_API_KEYS_FILE, reloaded when it changes
     # User ids that resolved to no one lately (design.md §17), for the console.
     unknown_users: Unresolved = field(default_factory=Unresolved)
 

@@ -35,6 +35,15 @@ class KeyStore:
     def __init__(self, keys: list[ApiKeyConfig]) -> None:
         self._keys = [(bytes.fromhex(k.sha256), k) for k in keys]
 
+    @property
+    def keys(self) -> list[ApiKeyConfig]:
+        """The keys in force."""
+        return [key for _, key in self._keys]
+
+    def replace(self, keys: list[ApiKeyConfig]) -> None:
+        """Put ``keys`` in force (one assignment: a request sees the old set or the new)."""
+        self._keys = [(bytes.fromhex(k.sha256), k) for k in keys]
+
     def lookup(self, presented: str) -> ApiKeyConfig:
         """The key whose hash matches ``presented``; raises AuthorizationFailed otherwise."""
         digest = hashlib.sha256(presented.encode("utf-8")).digest()

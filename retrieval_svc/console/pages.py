@@ -71,7 +71,7 @@ _SESSIONS: dict[int, tuple[AppState, Sessions]] = {}
 
 
 def _admin(state: AppState, name: str) -> ApiKeyConfig | None:
-    return next((k for k in state.settings.api_keys if k.name == name and k.admin), None)
+    return next((k for k in state.keys.keys if k.name == name and k.admin), None)
 
 
 async def signed_in(

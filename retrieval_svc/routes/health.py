@@ -52,7 +52,9 @@ async def readyz(state: StateDep) -> JSONResponse:
                 )
     except Exception as exc:  # any failure to reach Elasticsearch means not ready
         ready, reason = False, f"Elasticsearch unreachable: {type(exc).__name__}"
-    body = {"ready": ready, "reason": reason, "cluster_status": status}
+    body: dict[str, object] = {"ready": ready, "reason": reason, "cluster_status": status}
+    if state.key_file is not None:  # (which version of the keys file is in force)
+        body["api_keys_file"] = state.key_file.view()
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -325,3 +325,49 @@ def test_serve_sends_no_server_banner(tmp_path: Path) -> None:
     finally:
         child.terminate()
         child.wait(timeout=20)
+
+
+async def test_a_key_file_edit_is_in_force_without_a_restart(corpus: str, tmp_path: Path) -> None:
+    """Issue #58 §2: a key added, and a key's unknown_user turned to refuse, are in force
+    within the policy's check interval; a file that does not load changes nothing and says
+    why; /readyz names the digest of the file in force."""
+    first, second = "keyfile-first-0123456789", "keyfile-second-0123456789"
+    path = tmp_path / "keys.json"
+    entry = {"name": "first", "sha256": hash_key(first), "tenant": "acme", "mode": "trusted"}
+    path.write_text(json.dumps([entry]))
+    settings = make_settings(corpus, api_keys=[], api_keys_file=path, policy_check_interval_s=0.2)
+    body = {"query": "巡更", "knowledge_ids": [SAMPLES_KB], "principal": {"user_id": "nobody"}}
+
+    def bearer(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    async def until(check: Callable[[], Awaitable[bool]]) -> None:
+        async with asyncio.timeout(60):  # (the interval is 0.2 s; a busy machine is slower)
+            while not await check():
+                await asyncio.sleep(0.1)
+
+    async with app_client(settings) as c:
+        ready = (await c.get("/readyz")).json()["api_keys_file"]
+        assert ready["keys"] == 1 and ready["error"] is None
+        assert (await c.post("/v1/search", json=body, headers=bearer(second))).status_code == 403
+        assert (await c.post("/v1/search", json=body, headers=bearer(first))).status_code == 200
+        refusing = {**entry, "unknown_user": "refuse"}
+        added = {**entry, "name": "second", "sha256": hash_key(second)}
+        path.write_text(json.dumps([refusing, added]))
+
+        async def second_works() -> bool:
+            answer = await c.post("/v1/search", json=body, headers=bearer(second))
+            return answer.status_code == 200
+
+        await until(second_works)
+        refused = await c.post("/v1/search", json=body, headers=bearer(first))
+        assert refused.status_code == 403, refused.text  # (unknown_user: refuse, now)
+        now = (await c.get("/readyz")).json()["api_keys_file"]
+        assert now["keys"] == 2 and now["digest"] != ready["digest"]
+        path.write_text("[not json")  # (a file being written, or wrong: the keys stay)
+
+        async def said_why() -> bool:
+            return bool((await c.get("/readyz")).json()["api_keys_file"]["error"])
+
+        await until(said_why)
+        assert (await c.post("/v1/search", json=body, headers=bearer(second))).status_code == 200

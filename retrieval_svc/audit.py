@@ -230,6 +230,49 @@ class Audit:
         )
         return [hit["_source"] for hit in found["hits"]["hits"]]
 
+    async def unresolved(
+        self, tenant: str, since: datetime, size: int = 200
+    ) -> list[tuple[str, str, str, int, float]]:
+        """The ids that resolved to no one (or to several people) in ``tenant``'s trail since
+        ``since``: (id as events record it, status, key, requests, last seen), the most
+        recently seen first — what the console lists, kept across restarts and replicas.
+        Nothing without the ``elasticsearch`` sink."""
+        if self.sink != "elasticsearch":
+            return []
+        query = {"bool": {"filter": [
+            {"range": {"@timestamp": {"gte": since.isoformat()}}},
+            {"terms": {"identity": ["unknown", "ambiguous"]}},
+            {"exists": {"field": "user"}},
+        ]}}  # fmt: skip
+        sources = [{"user": {"terms": {"field": "user"}}}, {"key": {"terms": {"field": "key"}}}]
+        out: list[tuple[str, str, str, int, float]] = []
+        after: dict[str, Any] | None = None
+        for _ in range(10):  # (a composite aggregation: the cluster's basic features only)
+            composite: dict[str, Any] = {"size": 1000, "sources": sources}
+            if after:
+                composite["after"] = after
+            found = await self.es.search(
+                index=audit_prefix(self.settings.index_alias) + f"{tenant_slug(tenant)}-*",
+                size=0,
+                query=query,
+                aggs={"ids": {"composite": composite, "aggs": {
+                    "last": {"max": {"field": "@timestamp"}},
+                    "status": {"terms": {"field": "identity", "size": 1}},
+                }}},
+                ignore_unavailable=True,
+                allow_no_indices=True,
+            )  # fmt: skip
+            agg = (found.body.get("aggregations") or {}).get("ids") or {}
+            for bucket in agg.get("buckets", []):
+                status = (bucket["status"]["buckets"] or [{"key": "unknown"}])[0]["key"]
+                last = (bucket["last"]["value"] or 0.0) / 1000
+                user, key = bucket["key"]["user"], bucket["key"]["key"]
+                out.append((str(user), str(status), str(key), int(bucket["doc_count"]), last))
+            after = agg.get("after_key")
+            if not after or not agg.get("buckets"):
+                break
+        return sorted(out, key=lambda row: row[4], reverse=True)[:size]
+
     async def put_template(self) -> None:
         """The template of the audit indices (strict mapping, one shard)."""
         prefix = audit_prefix(self.settings.index_alias)

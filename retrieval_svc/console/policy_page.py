@@ -15,10 +15,12 @@ from fastapi.responses import Response
 from retrieval_svc.acl import owned
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.history import Actor
+from retrieval_svc.acl.identities import Seen, Status
 from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.console.pages import _guarded, router
 from retrieval_svc.deps import StateDep
+from retrieval_svc.state import AppState
 from retrieval_svc.tenancy import EVERY_TENANT
 
 
@@ -90,7 +92,7 @@ async def policy(request: Request, state: StateDep) -> Response:
             "inherits": inherits,
             "users": sorted(users.items()),
             "owned": owned_roles,  # roles a directory sync gives (a hand grant is refused)
-            "unknown_users": state.unknown_users.recent(mine),
+            "unknown_users": await _unknown_users(state, mine),
             "skipped": len(read.skipped_in(mine)),
             # By equality: this tenant's lines, and the global ones ("*" alone) that apply here.
             "grants": sorted(p for p in grants if p[1] in (mine, EVERY_TENANT)),
@@ -99,3 +101,20 @@ async def policy(request: Request, state: StateDep) -> Response:
         } | ({"error": refused} if refused else {})
 
     return await _guarded(request, state, "policy", work)
+
+
+async def _unknown_users(state: AppState, tenant: str) -> list[Seen]:
+    """The ids that named no one lately: the audit trail's of the last 30 days (kept across
+    restarts and replicas, with the elasticsearch sink) and this process's not yet written
+    there, one row an id and key."""
+    rows = {(s.asked, s.key): s for s in state.unknown_users.recent(tenant)}
+    try:
+        kept = await state.audit.unresolved(tenant, datetime.now(UTC) - timedelta(days=30))
+    except Exception:  # (the trail unreadable: this process's list still shows)
+        kept = []
+    for asked, status, key, count, last in kept:
+        mine = rows.get((asked, key))
+        if mine is None or mine.count < count:
+            said: Status = "ambiguous" if status == "ambiguous" else "unknown"
+            rows[(asked, key)] = Seen(asked, said, key, count, max(last, mine.last if mine else 0))
+    return sorted(rows.values(), key=lambda s: s.last, reverse=True)

@@ -51,7 +51,7 @@ WORDS: dict[str, dict[str, str]] = {
         "identity_alias": "another id of",
         "identity_unknown": "names no one: public passages only",
         "identity_ambiguous": "shared by several people: names no one, public passages only",
-        "unknown_users": "User ids that named no one lately (this process)",
+        "unknown_users": "User ids that named no one (with the audit trail on: its last 30 days)",
         "sent_by": "API key",
         "count": "Requests",
         "lines_skipped": "stored policy lines of this tenant mean nothing and are skipped "
@@ -170,7 +170,7 @@ WORDS: dict[str, dict[str, str]] = {
         "identity_alias": "是以下人员的另一个 ID",
         "identity_unknown": "无法对应到任何人：只能看到公开内容",
         "identity_ambiguous": "被多人共用：无法对应到任何人，只能看到公开内容",
-        "unknown_users": "近期无法对应到人员的用户 ID（本进程）",
+        "unknown_users": "无法对应到人员的用户 ID（开启审计时：审计记录中的最近 30 天）",
         "sent_by": "API 密钥",
         "count": "请求数",
         "lines_skipped": "条本租户的策略记录无法解读，已跳过（相应授权不生效）："

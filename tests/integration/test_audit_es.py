@@ -263,3 +263,35 @@ async def test_retention_deletes_old_indices_only(corpus: str) -> None:
     finally:
         await es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
         await es.close()
+
+
+async def test_the_ids_that_named_no_one_outlive_a_restart(corpus: str) -> None:
+    """Issue #58 §2: the console's list of unknown ids comes from the audit trail too, so
+    after a restart (or on another replica) the operator still sees who was served
+    public-only."""
+    from retrieval_svc.console.policy_page import _unknown_users
+
+    stranger = f"stranger-{uuid.uuid4().hex[:6]}@corp.example"
+    settings = make_settings(
+        corpus, audit="elasticsearch", api_keys=[key_entry("anon", tenant=TENANT, mode="trusted")]
+    )
+    body = {"query": "巡更", "knowledge_ids": [SAMPLES_KB], "principal": {"user_id": stranger}}
+    try:
+        async with app_client(settings) as c:
+            answer = await c.post("/v1/search", json=body, headers=auth("anon"))
+            assert answer.status_code == 200
+            await written(c, 1)
+        async with app_client(settings) as c:  # (a new process: nothing seen in it yet)
+            state = c._transport.app.state.rsvc  # type: ignore[attr-defined]
+            assert state.unknown_users.recent(TENANT) == []
+            deadline = time.monotonic() + 60
+            while not (listed := await _unknown_users(state, TENANT)):
+                assert time.monotonic() < deadline, "the trail's unknown ids were not listed"
+                await asyncio.sleep(0.2)
+            assert [(s.asked, s.status, s.key, s.count) for s in listed] == [
+                (stranger, "unknown", "anon", 1)
+            ]
+    finally:
+        es = AsyncElasticsearch(ES_URL)
+        await es.options(ignore_status=404).indices.delete(index=f"{audit_prefix(corpus)}*")
+        await es.close()

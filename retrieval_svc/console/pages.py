@@ -33,7 +33,7 @@ from retrieval_svc.console.session import (
     Sessions,
     ended_index,
 )
-from retrieval_svc.console.text import WORDS, language
+from retrieval_svc.console.text import WORDS, actor_text, language
 from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.key_entry import reserved_role
@@ -47,6 +47,7 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["failure"] = reasons.failure_text
 templates.env.filters["passed_over"] = reasons.passed_over_text
 templates.env.filters["roles_source"] = reasons.roles_source_text
+templates.env.filters["actor"] = actor_text
 router = APIRouter(prefix="/console", include_in_schema=False)
 PAGES = ("search", "why-not", "policy", "knowledge-bases", "audit")
 SPAN = re.compile(r"[1-9][0-9]{0,3}[mhd]")  # the audit page's "since": up to 9999 days

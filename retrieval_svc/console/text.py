@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from retrieval_svc.languages import language
 
-__all__ = ["WORDS", "language"]
+__all__ = ["ACTOR_KINDS", "WORDS", "actor_text", "language"]
 
 WORDS: dict[str, dict[str, str]] = {
     "en": {
@@ -102,6 +102,9 @@ WORDS: dict[str, dict[str, str]] = {
         "route": "Route",
         "actor": "Actor",
         "actor_hint": "key:<name> or console:<name>",
+        "mode_hybrid": "hybrid (words and meaning)",
+        "mode_bm25": "words (BM25)",
+        "mode_vector": "meaning (vectors)",
         "subject": "Subject (whose permissions)",
         "no_events": "No events (is RSVC_AUDIT=elasticsearch set?).",
         "refused": "This key cannot open the console (an admin key of a tenant can).",
@@ -221,6 +224,9 @@ WORDS: dict[str, dict[str, str]] = {
         "route": "接口",
         "actor": "操作者",
         "actor_hint": "key:<名称> 或 console:<名称>",
+        "mode_hybrid": "混合（字词与语义）",
+        "mode_bm25": "字词（BM25）",
+        "mode_vector": "语义（向量）",
         "subject": "对象用户（按其权限）",
         "no_events": "没有事件（是否设置了 RSVC_AUDIT=elasticsearch？）",
         "refused": "此密钥不能打开控制台（需要租户的管理员密钥）。",
@@ -246,3 +252,19 @@ WORDS: dict[str, dict[str, str]] = {
         "no_document": "此知识库中没有该文档。",
     },
 }
+
+# Who acted, as the trail and the history record it (``key:dify``), in the reader's words: the
+# kind in the page's language, the name as it is (the filter still takes the recorded form).
+ACTOR_KINDS = {
+    "en": {"key": "API key", "console": "console", "indexer": "indexer", "scim": "SCIM"},
+    "zh": {"key": "API 密钥", "console": "控制台", "indexer": "索引器", "scim": "SCIM"},
+}
+
+
+def actor_text(actor: str | None, lang: str) -> str:
+    """``key:dify`` as ``API 密钥 dify`` (``zh``) or ``API key dify`` (``en``)."""
+    if not actor:
+        return "—"
+    kind, sep, name = actor.partition(":")
+    said = ACTOR_KINDS.get(lang, ACTOR_KINDS["en"]).get(kind)
+    return f"{said} {name}" if sep and said else actor

@@ -206,6 +206,7 @@ def test_the_console_in_a_browser(
     # Policy: a grant in the database reaches Search as at once.
     before, _ = search_as(chrome, console, user_id="zhao")
     assert POWER not in before
+    assert "混合（字词与语义）" in chrome.page_source  # (the search modes in Chinese too)
     chrome.get(f"{console}/console/policy")
     form = chrome.find_element(By.ID, "form-grant-role")
     form.find_element(By.NAME, "user").send_keys("zhao")
@@ -214,7 +215,8 @@ def test_the_console_in_a_browser(
     assert "zhao" in chrome.find_element(By.ID, "users").text
     # ... and is in the history, with the admin who made it (issue #35 §4).
     changes = chrome.find_element(By.ID, "history").text
-    assert "console:admin" in changes and "user:zhao → 物业经理" in changes, changes
+    # (who acted, in the page's language: the browser asks for Chinese; issue #58 §3)
+    assert "控制台 admin" in changes and "user:zhao → 物业经理" in changes, changes
     shot(chrome, "policy")
     after, _ = search_as(chrome, console, user_id="zhao")
     assert POWER in after

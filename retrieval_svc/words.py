@@ -55,6 +55,15 @@ LINES: dict[str, tuple[str, str]] = {
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
     "unchanged_directory": ("unchanged: the directory's {stamp} is as at the last sync", "未变化：目录的 {stamp} 与上次同步时相同"),
+    # retrieval-svc policy, identity
+    "policy_done": ("done: {what}", "已完成：{what}"),
+    "policy_unchanged": ("unchanged (already so): {what}", "未变化（本来就是如此）：{what}"),
+    "policy_no_db": ("error: which policy database? Set RSVC_CASBIN_DB_URL or pass --db (e.g. sqlite:///policy.db) before the command", "错误：用哪个策略数据库？请设置 RSVC_CASBIN_DB_URL，或在子命令前加 --db（例如 sqlite:///policy.db）"),
+    "policy_skipped": ("{n} stored lines skipped; remove one with `retrieval-svc policy delete ROW`, or fix it at its source", "{n} 行已存储的策略被跳过；用 `retrieval-svc policy delete ROW` 删除，或在它的来源处修正"),
+    "policy_all_in_force": ("every stored line is in force", "所有已存储的策略行都已生效"),
+    "policy_no_row": ("error: there is no row {row}", "错误：没有第 {row} 行"),
+    "policy_imported": ("imported {n} rules from {file}", "已从 {file} 导入 {n} 条规则"),
+    "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
     "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
 }  # fmt: skip
 

@@ -14,6 +14,7 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import PolicyError
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.cli.policy import TenantOption, _admin, policy_database
+from retrieval_svc.words import say
 
 identity_app = typer.Typer(
     help="Who a caller's user id is (the policy database, RSVC_CASBIN_DB_URL): the explicit "
@@ -75,7 +76,7 @@ def import_map(
     except PolicyError as exc:
         typer.echo(f"error: {exc}; the map is unchanged", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"identity map of {tenant}: +{added} -{removed} from {file}")
+    typer.echo(say("identity_map", tenant=tenant, added=added, removed=removed, file=file))
 
 
 @map_app.command("list")

@@ -13,6 +13,7 @@ from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError, csv_line
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.config_checks import database_url
+from retrieval_svc.words import say
 
 if TYPE_CHECKING:
     pass
@@ -56,11 +57,7 @@ def policy_database(
 
 def _admin(ctx: typer.Context) -> PolicyAdmin:
     if ctx.obj is None:
-        typer.echo(
-            "error: which policy database? Set RSVC_CASBIN_DB_URL or pass --db "
-            "(e.g. sqlite:///policy.db) before the command",
-            err=True,
-        )
+        typer.echo(say("policy_no_db"), err=True)
         raise typer.Exit(2)
     try:
         return PolicyAdmin(ctx.obj)
@@ -75,7 +72,7 @@ def _change(what: str, change: Callable[[], bool]) -> None:
     except PolicyError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"{'done' if changed else 'unchanged (already so)'}: {what}")
+    typer.echo(say("policy_done" if changed else "policy_unchanged", what=what))
 
 
 @policy_app.command("grant-role")
@@ -178,13 +175,9 @@ def check_policy(ctx: typer.Context) -> None:
     for line in skipped:
         typer.echo(line.describe())
     if skipped:
-        typer.echo(
-            f"{len(skipped)} stored lines skipped; remove one with "
-            "`retrieval-svc policy delete ROW`, or fix it at its source",
-            err=True,
-        )
+        typer.echo(say("policy_skipped", n=len(skipped)), err=True)
         raise typer.Exit(1)
-    typer.echo("every stored line is in force")
+    typer.echo(say("policy_all_in_force"))
 
 
 @policy_app.command("delete")
@@ -196,7 +189,7 @@ def delete_row(
     admin = _admin(ctx)
     found = _read(lambda: admin.delete_row(row))
     if found is None:
-        typer.echo(f"error: there is no row {row}", err=True)
+        typer.echo(say("policy_no_row", row=row), err=True)
         raise typer.Exit(2)
     typer.echo(f"deleted row {row}: {found[0]}, {', '.join(repr(v) for v in found[1])}")
 
@@ -218,4 +211,4 @@ def import_policy(
     except PolicyError as exc:
         typer.echo(f"error: {exc}; the database is unchanged", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"imported {count} rules from {file}")
+    typer.echo(say("policy_imported", n=count, file=file))

@@ -4,6 +4,7 @@ in English and Chinese, the Chinese in Chinese; the locale picks one."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,20 @@ def test_the_locale_picks_the_language(
 def test_a_line_with_its_values() -> None:
     assert say("seen", "en", seen=3, bytes="1,024") == "3 documents seen, 1,024 bytes read"
     assert say("seen", "zh", seen=3, bytes="1,024") == "共见到 3 个文档，读取 1,024 字节"
+
+
+@pytest.mark.parametrize(("lang", "said"), [("C.UTF-8", "done: "), ("zh_CN.UTF-8", "已完成：")])
+def test_retrieval_svc_policy_speaks_the_locale_s_language(
+    tmp_path: Path, lang: str, said: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app
+
+    db = f"sqlite:///{tmp_path}/policy.db"
+    env = {"LANG": lang, "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = CliRunner(env=env).invoke(
+        app, ["policy", "--db", db, "allow", "anyone", "kb-*", "--tenant", "acme"]
+    )
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith(said), done.output

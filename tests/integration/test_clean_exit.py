@@ -56,6 +56,13 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT as a shell at a terminal gives it: under scripts/test, pytest runs in the
+    background, where bash ignores SIGINT — and a signal ignored at a shell's start cannot be
+    trapped, so the inner run would never see the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
     marker = tmp_path / "held.json"
     log = tmp_path / "test.log"
@@ -70,8 +77,9 @@ def _run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
     argv = [script, "tests/integration/servers_held.py", "-p", "no:cacheprovider"]
     with log.open("w") as out:
         process = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
-        )
+            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=_as_from_a_terminal,
+        )  # fmt: skip
     return process, marker, log
 
 

@@ -88,6 +88,7 @@ def _ended(process: subprocess.Popen[str], log: Path) -> str:
         process.wait(timeout=300)
     except subprocess.TimeoutExpired:
         process.kill()
+        process.wait(timeout=30)  # (reaped: no process object left running behind the test)
         raise AssertionError(f"scripts/test did not end:\n{log.read_text()[-3000:]}") from None
     return log.read_text()
 

@@ -21,6 +21,7 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.cli import app
 from retrieval_svc.directory import DirectoryError, load_sync, read_directory
+from tests.support import SERVERS_DIR
 from tests.support.tcp_proxy import TcpProxy
 
 ADMIN = ("cn=admin,dc=example,dc=org", "admin")
@@ -209,7 +210,9 @@ def test_start_tls_verifies_the_server(tree: Tree, policy_db_url: str, tmp_path:
     wang = tree.user("wang")
     tree.group("ops", wang)
     port = tree.url.rsplit(":", 1)[1]
-    ca = Path(f"/var/tmp/retrieval-svc-ldap/{port}/ca.pem")
+    # (scripts/ldap.sh's folder: under scripts/test's RSVC_SERVERS_DIR when it set one)
+    base = Path(SERVERS_DIR) / "ldap" if SERVERS_DIR else Path("/var/tmp/retrieval-svc-ldap")
+    ca = base / str(port) / "ca.pem"
     untrusted = tree.sync_file(tmp_path, start_tls=True)
     refused = cli(policy_db_url, "sync-ldap", str(untrusted))
     assert refused.exit_code == 3 and "nothing changed" in refused.output, refused.output

@@ -64,6 +64,8 @@ LINES: dict[str, tuple[str, str]] = {
     "policy_no_row": ("error: there is no row {row}", "错误：没有第 {row} 行"),
     "policy_imported": ("imported {n} rules from {file}", "已从 {file} 导入 {n} 条规则"),
     "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
+    "resolved": ("{status}: {person}{via}; roles: {roles}", "{status}：{person}{via}；角色：{roles}"),
+    "resolved_via": (" via {how}", "，经由 {how}"),
     "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
 }  # fmt: skip
 

@@ -111,7 +111,9 @@ def resolve(
         raise typer.Exit(2) from None
     found = acl.identify(user_id, tenant)
     roles = sorted(acl.user_roles(found.person, tenant)) if found.person else []
-    via = f" via {found.via}" if found.via else ""
-    typer.echo(f"{found.status}: {found.person or '-'}{via}; roles: {', '.join(roles) or '-'}")
+    via = say("resolved_via", how=found.via) if found.via else ""
+    said = say("resolved", status=found.status, person=found.person or "-", via=via,
+               roles=", ".join(roles) or "-")  # fmt: skip
+    typer.echo(said)
     if found.unresolved:
         raise typer.Exit(1)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from retrieval_svc.reasons import Reason, roles_source_text
+from retrieval_svc.reasons import Reason, match_row, roles_source_text, row
 
 Language = str  # "en" | "zh"
 
@@ -36,33 +36,29 @@ def language(accept_language: str | None) -> Language:
     return min(ranked)[2] if ranked else "en"
 
 
-def _r(code: str, english: str, chinese: str) -> Reason:
-    return Reason(code, re.compile(english, re.S), chinese)
-
-
 # The messages of the errors the service answers with (retrieval_svc.errors and where they
 # are raised), most specific first.
 ERRORS: tuple[Reason, ...] = (
-    _r("missing_authorization", r"^missing Authorization header; send 'Bearer <api key>'$", "缺少 Authorization 请求头：请发送 'Bearer <API 密钥>'"),
-    _r("malformed_authorization", r"^Authorization header must be 'Bearer <api key>'$", "Authorization 请求头必须是 'Bearer <API 密钥>'"),
-    _r("invalid_key", r"^the API key is not valid$", "API 密钥无效"),
-    _r("not_admin", r"^API key (?P<key>'.+?') is not an admin key$", "API 密钥 {key} 不是管理员密钥"),
-    _r("scim_key", r"^API key (?P<key>'.+?') is a SCIM client's: it serves /scim/v2 only$", "API 密钥 {key} 属于 SCIM 客户端：只能用于 /scim/v2"),
-    _r("key_scope", r"^API key (?P<key>'.+?') may not read knowledge base (?P<kb>'.+?')$", "API 密钥 {key} 无权读取知识库 {kb}"),
-    _r("no_policy", r"^no policy lets this principal read knowledge base (?P<kb>'.+?') in tenant (?P<tenant>'.+?')$", "没有策略允许此用户读取租户 {tenant} 的知识库 {kb}"),
-    _r("unknown_user", r"^user id (?P<id>'.*?'|None) names no one in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中对不上任何人，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请同步此人，或映射这个 ID（retrieval-svc identity map import）"),
-    _r("ambiguous_user", r"^user id (?P<id>'.*?'|None) is an alias two people share in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中是两个人共用的别名，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请修正目录，或映射这个 ID（retrieval-svc identity map import）"),
-    _r("token_expired", r"^the (?P<kind>principal|identity) token has expired$", "{kind}令牌已过期"),
-    _r("token_tenant", r"^the principal token was minted for another tenant$", "主体令牌是为另一个租户签发的"),
-    _r("token_invalid", r"^the (?P<kind>principal|identity) token is (?:invalid|malformed): (?P<why>.+)$", "{kind}令牌无效：{why}"),
-    _r("kb_missing", r"^knowledge base (?P<kb>.+) does not exist$", "知识库 {kb} 不存在"),
-    _r("deadline", r"^the request did not finish within its deadline$", "请求未能在期限内完成"),
-    _r("embedding_down", r"^the embedding model is unavailable: (?P<why>.+)$", "向量模型不可用：{why}"),
-    _r("unknown_field", r"^(?P<path>\S+): unknown field (?P<field>'.+?'); known fields: (?P<known>.*)$", "{path}：未知字段 {field}；已知字段：{known}"),
-    _r("not_json", r"^body: not valid JSON \((?P<detail>.*)\)$", "请求体不是有效的 JSON（{detail}）"),
-    _r("no_body", r"^request body is required$", "缺少请求体"),
-    _r("body_too_large", r"^request body larger than (?P<limit>\d+) bytes$", "请求体超过 {limit} 字节"),
-    _r("one_of_ids", r"^send exactly one of chunk_id and document_id$", "chunk_id 和 document_id 只能且必须发送一个"),
+    row("missing_authorization", r"^missing Authorization header; send 'Bearer <api key>'$", "缺少 Authorization 请求头：请发送 'Bearer <API 密钥>'"),
+    row("malformed_authorization", r"^Authorization header must be 'Bearer <api key>'$", "Authorization 请求头必须是 'Bearer <API 密钥>'"),
+    row("invalid_key", r"^the API key is not valid$", "API 密钥无效"),
+    row("not_admin", r"^API key (?P<key>'.+?') is not an admin key$", "API 密钥 {key} 不是管理员密钥"),
+    row("scim_key", r"^API key (?P<key>'.+?') is a SCIM client's: it serves /scim/v2 only$", "API 密钥 {key} 属于 SCIM 客户端：只能用于 /scim/v2"),
+    row("key_scope", r"^API key (?P<key>'.+?') may not read knowledge base (?P<kb>'.+?')$", "API 密钥 {key} 无权读取知识库 {kb}"),
+    row("no_policy", r"^no policy lets this principal read knowledge base (?P<kb>'.+?') in tenant (?P<tenant>'.+?')$", "没有策略允许此用户读取租户 {tenant} 的知识库 {kb}"),
+    row("unknown_user", r"^user id (?P<id>'.*?'|None) names no one in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中对不上任何人，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请同步此人，或映射这个 ID（retrieval-svc identity map import）"),
+    row("ambiguous_user", r"^user id (?P<id>'.*?'|None) is an alias two people share in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中是两个人共用的别名，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请修正目录，或映射这个 ID（retrieval-svc identity map import）"),
+    row("token_expired", r"^the (?P<kind>principal|identity) token has expired$", "{kind}令牌已过期"),
+    row("token_tenant", r"^the principal token was minted for another tenant$", "主体令牌是为另一个租户签发的"),
+    row("token_invalid", r"^the (?P<kind>principal|identity) token is (?:invalid|malformed): (?P<why>.+)$", "{kind}令牌无效：{why}"),
+    row("kb_missing", r"^knowledge base (?P<kb>.+) does not exist$", "知识库 {kb} 不存在"),
+    row("deadline", r"^the request did not finish within its deadline$", "请求未能在期限内完成"),
+    row("embedding_down", r"^the embedding model is unavailable: (?P<why>.+)$", "向量模型不可用：{why}"),
+    row("unknown_field", r"^(?P<path>\S+): unknown field (?P<field>'.+?'); known fields: (?P<known>.*)$", "{path}：未知字段 {field}；已知字段：{known}"),
+    row("not_json", r"^body: not valid JSON \((?P<detail>.*)\)$", "请求体不是有效的 JSON（{detail}）"),
+    row("no_body", r"^request body is required$", "缺少请求体"),
+    row("body_too_large", r"^request body larger than (?P<limit>\d+) bytes$", "请求体超过 {limit} 字节"),
+    row("one_of_ids", r"^send exactly one of chunk_id and document_id$", "chunk_id 和 document_id 只能且必须发送一个"),
 )  # fmt: skip
 _KIND = {"principal": "主体", "identity": "身份"}
 
@@ -86,12 +82,11 @@ def error_message(english: str, code: int, lang: Language) -> str:
     """An error's message in ``lang``."""
     if lang != "zh":
         return english
-    for row in ERRORS:
-        if (found := row.english.search(english)) is not None:
-            values = {k: v or "" for k, v in found.groupdict().items()}
-            if "kind" in values:
-                values["kind"] = _KIND.get(values["kind"], values["kind"])
-            return row.chinese.format(**values)
+    if (found := match_row(ERRORS, english)) is not None:
+        reason, values = found
+        if "kind" in values:
+            values["kind"] = _KIND.get(values["kind"], values["kind"])
+        return reason.chinese.format(**values)
     summary = SUMMARY.get(code, "请求失败")
     return f"{summary}：{english}"
 

@@ -372,6 +372,12 @@ def load_api_keys(path: Path) -> list[ApiKeyConfig]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"cannot read API keys file {path}: {exc.strerror}") from exc
+    return parse_api_keys(text, path)
+
+
+def parse_api_keys(text: str, path: Path) -> list[ApiKeyConfig]:
+    """The API key entries of ``text``, the content of the file at ``path`` (JSON by its
+    suffix, else YAML)."""
     data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     if isinstance(data, dict):
         data = data.get("keys", [])

@@ -40,20 +40,8 @@ as_pg() {
 
 cmd=${1:-}
 port=${2:-}
-case "$cmd" in
-  -h|--help|help)
-    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
-    exit 0
-    ;;
-  stop-all)  # every server under BASE (scripts/test, on any exit)
-    for d in "$BASE"/*/; do
-      [ -d "$d" ] || continue
-      p=$(basename "$d")
-      [[ "$p" =~ ^[0-9]+$ ]] && "$0" stop "$p"
-    done
-    exit 0
-    ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/_servers.sh"
+server_commands "$cmd"
 [[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/pg.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
 dir=$BASE/$port
 

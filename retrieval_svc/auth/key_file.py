@@ -17,7 +17,7 @@ from typing import Any
 
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.key_entry import ApiKeyConfig
-from retrieval_svc.settings import Settings, load_api_keys
+from retrieval_svc.settings import Settings, parse_api_keys
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class KeyFile:
         self.path: Path = settings.api_keys_file
         self.store, self.settings = store, settings
         data = self._read()
-        from_file = {k.name for k in load_api_keys(self.path)}
+        from_file = {k.name for k in parse_api_keys(data.decode("utf-8"), self.path)}
         # The keys set elsewhere (RSVC_API_KEYS) stay whatever the file says.
         self.inline = [k for k in settings.api_keys if k.name not in from_file]
         self.tenants = set(settings.tenants)
@@ -68,7 +68,7 @@ class KeyFile:
         if _digest(data) == self.digest:
             return False
         try:
-            keys = self._validated(load_api_keys(self.path))
+            keys = self._validated(parse_api_keys(data.decode("utf-8"), self.path))
         except Exception as exc:  # (any reason the file cannot be used: said, nothing changes)
             self.error = str(exc)
             log.error("API keys file %s not reloaded: %s; the keys in force stay", self.path, exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,10 +52,10 @@ class Gated(LocalSource):
         return super().read(ref)
 
 
-def stored(es: Elasticsearch, alias: str) -> dict[str, tuple[tuple[str, ...], str]]:
-    """Each stored document's name → its roles and content."""
+def stored(es: Elasticsearch, alias: str, kb: str = KB) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Each stored document of ``kb``: its name → its roles and content."""
     es.indices.refresh(index=alias)
-    hits = es.search(index=alias, query={"term": {"knowledge_id": KB}}, size=100)
+    hits = es.search(index=alias, query={"term": {"knowledge_id": kb}}, size=100)
     return {
         h["_source"]["document_name"]: (
             tuple(h["_source"].get("access_roles") or ()),
@@ -63,6 +63,17 @@ def stored(es: Elasticsearch, alias: str) -> dict[str, tuple[tuple[str, ...], st
         )
         for h in hits["hits"]["hits"]
     }
+
+
+def heard_from(queue: asyncio.Queue[Heard]) -> Callable[[asyncio.Event], AsyncIterator[Heard]]:
+    """The watcher's events: what the test puts on ``queue``."""
+
+    async def events(stop: asyncio.Event) -> AsyncIterator[Heard]:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                yield await asyncio.wait_for(queue.get(), timeout=0.2)
+
+    return events
 
 
 async def until(check: object, why: str) -> None:
@@ -93,15 +104,10 @@ async def test_a_move_heard_during_a_long_pass_is_in_force_before_the_pass_ends(
     )
     heard: asyncio.Queue[Heard] = asyncio.Queue()
 
-    async def events(stop: asyncio.Event) -> AsyncIterator[Heard]:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                yield await asyncio.wait_for(heard.get(), timeout=0.2)
-
     reports: list[tuple[str, Settled]] = []
     watcher = Watcher(
         es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
-        events=events, said=lambda what, done: reports.append((what, done)),
+        events=heard_from(heard), said=lambda what, done: reports.append((what, done)),
     )  # fmt: skip
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
@@ -167,33 +173,17 @@ async def test_a_rules_edit_during_a_long_pass_narrows_at_once_and_spares_the_pa
     )
     heard: asyncio.Queue[Heard] = asyncio.Queue()
 
-    async def events(stop: asyncio.Event) -> AsyncIterator[Heard]:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                yield await asyncio.wait_for(heard.get(), timeout=0.2)
-
-    def now_stored() -> dict[str, tuple[tuple[str, ...], str]]:
-        es_sync.indices.refresh(index=index)
-        hits = es_sync.search(index=index, query={"term": {"knowledge_id": kb}}, size=100)
-        return {
-            h["_source"]["document_name"]: (
-                tuple(h["_source"].get("access_roles") or ()),
-                h["_source"]["content"],
-            )
-            for h in hits["hits"]["hits"]
-        }
-
     reports: list[tuple[str, Settled]] = []
     watcher = Watcher(
         es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
-        events=events, files=FileStamps([rules]),
+        events=heard_from(heard), files=FileStamps([rules]),
         reload=lambda: replace(options, acl_rules=load_rules(rules)),
         said=lambda what, done: reports.append((what, done)),
     )  # fmt: skip
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
     try:
-        await until(lambda: len(now_stored()) == 2, "the first pass indexes both")
+        await until(lambda: len(stored(es_sync, index, kb)) == 2, "the first pass indexes both")
         # A pass held at the gate: a new 甲 (read first, held there) and 丁's second version.
         source.close("公共/甲.md")
         (root / "公共/甲.md").write_text("# 甲\n\n新文档。", encoding="utf-8")
@@ -207,14 +197,18 @@ async def test_a_rules_edit_during_a_long_pass_narrows_at_once_and_spares_the_pa
             public.replace("rules:\n", "rules:\n  - match: 公共/乙.md\n    access_roles: [人事]\n"),
             encoding="utf-8",
         )
-        await until(lambda: now_stored()["公共/乙.md"][0] != (), "乙 narrowed mid-pass")
+        await until(
+            lambda: stored(es_sync, index, kb)["公共/乙.md"][0] != (), "乙 narrowed mid-pass"
+        )
         assert not source.gates["公共/甲.md"].is_set()  # (the pass was still running)
 
         # The pass writes 甲 and 丁 (the new rules leave 丁 as the pass read it: not fenced);
         # then 乙 is written with its new roles.
         source.gates["公共/甲.md"].set()
-        await until(lambda: now_stored()["公共/乙.md"][0] == ("人事",), "乙 re-tagged")
-        after = now_stored()
+        await until(
+            lambda: stored(es_sync, index, kb)["公共/乙.md"][0] == ("人事",), "乙 re-tagged"
+        )
+        after = stored(es_sync, index, kb)
         assert after["公共/丁.md"][0] == () and "第二版" in after["公共/丁.md"][1]
         assert after["公共/甲.md"][0] == ()
         written = [done.report.documents_indexed for _, done in reports[passes:] if done.report]

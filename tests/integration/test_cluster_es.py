@@ -112,6 +112,17 @@ async def wait_health(es: AsyncElasticsearch, status: str, timeout_s: float = 30
     assert not health["timed_out"], f"the cluster did not become {status}: {health}"
 
 
+async def seen_lost(app: httpx.AsyncClient, timeout_s: float = 120) -> httpx.Response:
+    """/readyz once the cluster's health no longer counts the killed node (the master may
+    take a moment to drop it, or be the node killed and need electing)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = await app.get("/readyz")
+        if answer.json().get("cluster_status") != "green" or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.5)
+
+
 @dataclass
 class Load:
     """Four clients asking /retrieval until told to stop; every answer recorded."""
@@ -160,6 +171,12 @@ async def test_a_node_killed_under_load_loses_nothing(
     try:
         await ensure_index(es, alias, tenant=TENANT, shards=3, replicas="1")
         own = tenant_alias(alias, TENANT)
+        # The lost node's replicas stay unassigned (yellow) until it is back: without this,
+        # Elasticsearch re-allocates them after a minute (green again), and on a busy machine
+        # the load after the kill can last longer than that.
+        await es.indices.put_settings(
+            index=own, settings={"index.unassigned.node_left.delayed_timeout": "30m"}
+        )
         reports: list[Report] = []
         for kb, source in [
             ("building-ops", LocalSource(SAMPLES)),
@@ -209,7 +226,7 @@ async def test_a_node_killed_under_load_loses_nothing(
             before_kill, written_at_kill = len(load.answers), len(progressed)
             await asyncio.to_thread(cluster.run, "kill", "1")
             await load.until(before_kill + 80)
-            yellow = await app.get("/readyz")
+            yellow = await seen_lost(app)
             red = await red_app.get("/readyz")
             more_report = await writer
             await writer_es.close()

@@ -303,16 +303,21 @@ async def narrow(
         for doc_id, name in stored_names.items()
         if any(f.covers(name) for f in unlisted_below) and _mine(options, doc_id)
     ]
-    if not options.dry_run and (gone or hold or withdraw_below):
+    # With a pass running, what changed since it read the source is fenced from it too, not
+    # only what is narrowed here: a new object given a sidecar after the pass listed it (no
+    # stored chunks to hold) must not be written by the pass with its older, wider roles.
+    fenced = [*gone, *withdraw_below, *hold, *(will_write if fence is not None else ())]
+    if not options.dry_run and fenced:
         async with fence.lock if fence is not None else contextlib.nullcontext():
             if fence is not None:
                 names_of = {**stored_names, **{i: r.key for i, r in refs.items()}}
-                fence.keys.update({i: names_of[i] for i in [*gone, *withdraw_below, *hold]})
+                fence.keys.update({i: names_of[i] for i in fenced})
             if gone or withdraw_below:
                 await withdraw(es, alias, tenant, kb, gone + withdraw_below)
             if hold:
                 await _hold(es, alias, hold)
-            await refresh(es, alias)
+            if gone or withdraw_below or hold:
+                await refresh(es, alias)
     done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)
     done.narrowed_at = time.time()
     return Plan(source, options, done, write, len(gone), len(withdraw_below), will_write)

@@ -218,3 +218,49 @@ async def test_a_rules_edit_during_a_long_pass_narrows_at_once_and_spares_the_pa
             gate.set()
         stop.set()
         await running
+
+
+async def test_a_new_document_restricted_while_a_pass_reads_it_is_never_written_wide(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    (root / "公共/甲.md").write_text("# 甲\n\n已有的文档。", encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    source = Gated(root)
+    kb = KB + "-new"
+    options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+    reports: list[tuple[str, Settled]] = []
+    watcher = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=heard_from(heard), said=lambda what, done: reports.append((what, done)),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(watcher.run(stop))
+    try:
+        await until(lambda: len(stored(es_sync, index, kb)) == 1, "the first pass indexes 甲")
+        # A new document, public as the pass reads it (held at the gate) …
+        source.close("公共/新.md")
+        (root / "公共/新.md").write_text("# 新\n\n薪酬调整方案。", encoding="utf-8")
+        await heard.put(Heard({"公共/新.md"}, at=0.0))
+        await asyncio.to_thread(source.entered["公共/新.md"].wait, WAIT_S)
+        passes = len(reports)
+        # … given a sidecar naming 人事 before the pass writes it: nothing to hold (it is not
+        # stored yet), but the pass's copy is older than the change.
+        (root / "公共/新.md.meta.json").write_text('{"access_roles": ["人事"]}', "utf-8")
+        await heard.put(Heard({"公共/新.md", "公共/新.md.meta.json"}, at=0.0))
+        await until(lambda: len(reports) > passes, "the change looked at during the pass")
+        source.gates["公共/新.md"].set()
+        await until(
+            lambda: stored(es_sync, index, kb).get("公共/新.md", ((), ""))[0] == ("人事",),
+            "新 written with the sidecar's roles after the pass",
+        )
+        written = [done.report.documents_indexed for _, done in reports[passes:] if done.report]
+        assert written[0] == 0, "the pass wrote its public copy of 新 (it was fenced)"
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running

@@ -161,21 +161,24 @@ def roles_source(layers: list[tuple[str, Mapping[str, Any]]], outside: Outside) 
     return outside.unmatched_source()
 
 
-def document_title(
-    meta: Mapping[str, Any], body: str, name: str, own_title: str | None = None
-) -> str:
-    """Metadata title → the file's own title (PDF or Office properties) → first heading →
-    file name stem."""
-    for key in _TITLE_KEYS:
-        value = meta.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
+def bytes_title(body: str, own_title: str | None = None) -> str:
+    """The title the bytes give: the file's own title (PDF or Office properties), else its
+    first heading; empty when they give none (the file name's stem then)."""
     if own_title and own_title.strip():
         return " ".join(own_title.split())
     for is_heading, text in blocks(body):
         if is_heading:
             return text
-    return PurePosixPath(name).stem
+    return ""
+
+
+def document_title(meta: Mapping[str, Any], name: str, from_bytes: str = "") -> str:
+    """Metadata title → the title the bytes give (``bytes_title``) → file name stem."""
+    for key in _TITLE_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return from_bytes or PurePosixPath(name).stem
 
 
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -208,22 +211,20 @@ def _sections(obj: SourceObject) -> list[tuple[str, dict[str, Any]]]:
     return [("\n\n".join(texts), marks) for texts, marks in runs]
 
 
-def build_chunks(
-    obj: SourceObject,
-    *,
-    knowledge_id: str,
-    dataset_name: str,
-    url: str | None = None,
-    options: ChunkOptions | None = None,
-    now: datetime | None = None,
-    tz: tzinfo = UTC,
-    tenant: str = DEFAULT_TENANT,
-    source: str = "",
-) -> list[dict[str, Any]]:
-    """The chunk documents of one object (``source``: the name of the source it came from, so
-    a run prunes only its own source's documents). Raises DocumentError when it cannot be
-    indexed."""
-    body = obj.text
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """What a document's metadata layers give each of its chunks."""
+
+    title: str
+    dataset_name: str
+    metadata: dict[str, Any]  # (each chunk's marks are added to it)
+    roles: list[str]
+    version: str  # the permissions version
+
+
+def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo) -> Fields:
+    """The chunk fields ``obj``'s layers set (``title``: what its bytes give, see
+    ``bytes_title``). Raises DocumentError when its metadata or roles cannot be indexed."""
     layers = named_layers(obj)
     meta = merge_metadata(tuple(layer for _, layer in layers))
     try:
@@ -241,7 +242,58 @@ def build_chunks(
                 "a role and grant it to the user (retrieval-svc policy grant-role)"
             )
     roles_from = roles_source(layers, obj.outside)
-    title = document_title(meta, body, obj.name, obj.own_title)
+    custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
+    if roles_from is not None:
+        custom["access_roles_from"] = roles_from
+    dataset = meta.get("dataset_name")
+    return Fields(
+        title=document_title(meta, obj.name, title),
+        dataset_name=dataset if isinstance(dataset, str) and dataset else dataset_name,
+        metadata=custom,
+        roles=list(roles),
+        version=obj.outside.version,
+    )
+
+
+def stamp(chunk: dict[str, Any], fields: Fields, marks: Mapping[str, Any], source: str) -> None:
+    """Set on ``chunk`` what its document's layers give it (``marks``: its own, from the
+    reader), replacing what an earlier version of them gave."""
+    chunk["document_title"] = fields.title
+    chunk["dataset_name"] = fields.dataset_name
+    chunk["metadata"] = {**fields.metadata, **marks} if marks else dict(fields.metadata)
+    for key, value in (
+        ("access_roles", fields.roles),
+        ("source_name", source),
+        ("permissions_version", fields.version),
+    ):
+        if value:
+            chunk[key] = value
+        else:
+            chunk.pop(key, None)
+
+
+def build_chunks(
+    obj: SourceObject,
+    *,
+    knowledge_id: str,
+    dataset_name: str,
+    url: str | None = None,
+    options: ChunkOptions | None = None,
+    now: datetime | None = None,
+    tz: tzinfo = UTC,
+    tenant: str = DEFAULT_TENANT,
+    source: str = "",
+) -> list[dict[str, Any]]:
+    """The chunk documents of one object (``source``: the name of the source it came from, so
+    a run prunes only its own source's documents). Raises DocumentError when it cannot be
+    indexed.
+
+    Each chunk keeps what its bytes gave (``from_bytes``: the reader's facts, the front
+    matter, the title and the chunk's marks, none of it searched), so a change of its roles
+    alone is re-stamped from the index without reading the document again
+    (``indexer.restamp``)."""
+    title = bytes_title(obj.text, obj.own_title)
+    fields = document_fields(obj, title, dataset_name, tz)
     texts = [
         (content, {**marks, "headings": list(path)} if path else marks)
         for text, marks in _sections(obj)
@@ -250,10 +302,11 @@ def build_chunks(
     if not texts:
         raise DocumentError("no text to index")
     doc_id = document_id(knowledge_id, obj.identity, tenant)
-    custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
-    if roles_from is not None:
-        custom["access_roles_from"] = roles_from
-    dataset = meta.get("dataset_name")
+    from_bytes = {
+        "info": {k: metadata_value(v, tz) for k, v in obj.info.items()},
+        "front_matter": {k: metadata_value(v, tz) for k, v in obj.front_matter.items()},
+        "title": title,
+    }
     indexed_at = (now or datetime.now(UTC)).isoformat()
     docs: list[dict[str, Any]] = []
     for position, (content, marks) in enumerate(texts, start=1):
@@ -263,23 +316,16 @@ def build_chunks(
             "tenant": tenant,
             "knowledge_id": knowledge_id,
             "content": content,
-            "document_title": title,
             "document_name": obj.name,
-            "dataset_name": dataset if isinstance(dataset, str) and dataset else dataset_name,
             "source_file_url": url or obj.uri,
             "segment_position": position,
             "segment_count": len(texts),
-            "metadata": {**custom, **marks} if marks else custom,
             "content_seg": segment(content),
             "content_hash": hashlib.sha256(content.encode()).hexdigest(),
             "source_etag": obj.etag,
             "indexed_at": indexed_at,
+            "from_bytes": {**from_bytes, "marks": marks},
         }
-        if roles:
-            doc["access_roles"] = roles
-        if source:
-            doc["source_name"] = source
-        if obj.outside.version:
-            doc["permissions_version"] = obj.outside.version
+        stamp(doc, fields, marks, source)
         docs.append(doc)
     return docs

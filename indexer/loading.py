@@ -87,7 +87,7 @@ def chunk_settings(options: IndexOptions) -> ChunkSettings:
     )
 
 
-Read = tuple[ObjectRef, bytes, tuple[tuple[str, dict[str, Any]], ...], str, Outside]
+Read = tuple[ObjectRef, bytes, "Layers", str, Outside]
 
 
 def manifest_line(options: IndexOptions, ref: ObjectRef) -> dict[str, Any]:
@@ -131,9 +131,19 @@ def read_document(
     if outside is None:
         outside = outside_of(source, ref, options)
     data = source.read(ref)
+    layers, url = document_layers(source, ref, options)
+    return ref, data, layers, url, outside
+
+
+Layers = tuple[tuple[str, dict[str, Any]], ...]
+
+
+def document_layers(source: Source, ref: ObjectRef, options: IndexOptions) -> tuple[Layers, str]:
+    """The object's metadata layers beside its bytes (its sidecar and manifest line, with their
+    names) and its URL (blocking I/O when it has a sidecar: run it in a thread)."""
     layers = (("sidecar", source.sidecar(ref)), ("manifest", manifest_line(options, ref)))
     bucket = ref.uri.split("/")[2] if "://" in ref.uri else ""
-    return ref, data, layers, _url(options, ref, bucket), outside
+    return layers, _url(options, ref, bucket)
 
 
 def load_document(

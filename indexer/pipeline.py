@@ -7,13 +7,15 @@ waits behind Elasticsearch nor Elasticsearch behind embedding.
 Work goes in batches of objects. For each batch the indexer asks Elasticsearch which
 versions (``source_etag``) its documents have; a document whose every chunk carries the
 object's current ETag is skipped — unless what its roles come from outside its bytes (its
-folder rule, roles tag or manifest line: ``permissions_version``) changed, when it is re-read
-and its chunks re-tagged in place, not re-embedded. A changed document is written chunk by
-chunk (ids are deterministic, so chunks are overwritten in place), then every chunk of it that
-carries another ETag or lies past its new end is deleted. A crash between the two steps leaves a
-document with mixed ETags, which the next run sees as changed and repairs; a run killed between
-two bulk requests of one new document leaves fewer chunks than the count each carries
-(``segment_count``), which the next run sees as incomplete and writes again: re-runs converge.
+folder rule, roles tag, sidecar or manifest line: ``permissions_version``) changed, when its
+chunks are re-stamped from the index (``indexer.restamp``; re-read when written before chunks
+kept what their bytes gave) and written back with their vectors. A changed document is
+written chunk by chunk (ids are deterministic, so chunks are overwritten in place), then every
+chunk of it that carries another ETag or lies past its new end is deleted. A crash between the
+two steps leaves a document with mixed ETags, which the next run sees as changed and repairs; a
+run killed between two bulk requests of one new document leaves fewer chunks than the count each
+carries (``segment_count``), which the next run sees as incomplete and writes again: re-runs
+converge.
 
 A document that fails never keeps older, wider chunks standing: when it is in the index and
 its roles can no longer be decided (its tag unreadable, its rule now refusing, its metadata
@@ -44,8 +46,10 @@ from indexer.loading import (
 )
 from indexer.permissions import Outside
 from indexer.report import NOT_PRUNED, Report
+from indexer.restamp import restamp_stored
 from indexer.sources import ObjectRef, Source
 from indexer.store import (
+    Stored,
     current_versions,
     kb_query,
     prune,
@@ -238,6 +242,8 @@ class _IndexRun:
                     if need == "retag":
                         retag.add(ids[ref.key])  # the same bytes, other roles
                     todo.append(ref)
+                # (the same bytes, other roles: re-stamped from the index when it can be)
+                todo, restamped = await self._restamp(todo, retag, versions, outside, ids)
                 docs: dict[str, list[dict[str, Any]]] = {}
                 for ref, result in await self._load(todo, outside):
                     self.progress(ref.key)
@@ -261,9 +267,41 @@ class _IndexRun:
                     if len(docs[d]) == versions[d].chunks  # (else: written whole, as changed)
                 }
                 existed = {d: versions[d].last for d in docs if d in versions}
-                await self._read.put(Batch(docs, names, existed, retagged))
+                names.update({d: c[0]["document_name"] for d, c in restamped.items()})
+                await self._read.put(Batch(docs, names, existed, retagged, restamped))
         finally:
             await self._read.put(None)
+
+    async def _restamp(
+        self,
+        todo: list[ObjectRef],
+        retag: set[str],
+        versions: dict[str, Stored],
+        outside: dict[str, Outside | str],
+        ids: dict[str, str],
+    ) -> tuple[list[ObjectRef], dict[str, list[dict[str, Any]]]]:
+        """Of ``todo``, the documents to re-tag whose stored chunks can be re-stamped
+        (``indexer.restamp``): their chunks; the rest, to be read."""
+        wanted = [
+            (ref, ids[ref.key], here, versions[ids[ref.key]].chunks)
+            for ref in todo
+            if ids[ref.key] in retag and isinstance(here := outside[ref.key], Outside)
+        ]
+        if not wanted:
+            return todo, {}
+        found = await restamp_stored(
+            self.es, self.source, self.options, self._settings, wanted, self._reading
+        )
+        restamped: dict[str, list[dict[str, Any]]] = {}
+        for ref in todo:
+            if (result := found.get(ref.key)) is None:
+                continue
+            self.progress(ref.key)
+            if isinstance(result, str):  # (it now fails: its older, other roles withdrawn)
+                self._fail(ref.key, ids[ref.key], result, True)
+            else:
+                restamped[ids[ref.key]] = result
+        return [ref for ref in todo if ref.key not in found], restamped
 
     def _fail(self, key: str, document_id: str, reason: str, withdrawn: bool) -> None:
         """Record a failed document; ``withdrawn``: its older chunks leave the index."""

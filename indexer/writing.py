@@ -71,13 +71,16 @@ class Batch:
     # Documents that had chunks before (only they can leave stale ones): their highest
     # stored position.
     existed: dict[str, int]
-    # Unchanged documents whose roles changed outside their bytes: re-tagged in place.
+    # Unchanged documents whose roles changed outside their bytes: re-tagged in place, their
+    # chunks re-read from the source (``retag``) or re-stamped from the index (``restamped``,
+    # vectors in them).
     retag: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    restamped: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def chunks(self) -> int:
         """The chunks this batch writes or re-tags."""
-        return sum(map(len, self.docs.values())) + sum(map(len, self.retag.values()))
+        return sum(sum(map(len, part.values())) for part in (self.docs, self.retag, self.restamped))
 
     def join(self, later: Batch) -> Batch:
         """This batch and a later one as one (their documents are distinct)."""
@@ -86,6 +89,7 @@ class Batch:
             {**self.names, **later.names},
             {**self.existed, **later.existed},
             {**self.retag, **later.retag},
+            {**self.restamped, **later.restamped},
         )
 
 
@@ -101,13 +105,15 @@ class Fence:
 
     def drop(self, batch: Batch) -> Batch:
         """``batch`` without the fenced documents (not written, not counted)."""
-        if not self.keys or not (set(batch.docs) | set(batch.retag)) & self.keys.keys():
+        held = set(batch.docs) | set(batch.retag) | set(batch.restamped)
+        if not self.keys or not held & self.keys.keys():
             return batch
         return Batch(
             {d: c for d, c in batch.docs.items() if d not in self.keys},
             batch.names,
             {d: n for d, n in batch.existed.items() if d not in self.keys},
             {d: c for d, c in batch.retag.items() if d not in self.keys},
+            {d: c for d, c in batch.restamped.items() if d not in self.keys},
         )
 
 
@@ -133,15 +139,18 @@ async def retag_batch(
 ) -> None:
     """Re-write re-tagged documents' chunks with their new roles and metadata and the vectors
     they already have (no re-embedding). A chunk whose stored text differs from the one re-read
-    fails its document (the chunking changed: ``--force`` re-writes it)."""
-    if dry_run or not batch.retag:
-        report.documents_retagged += len(batch.retag)
+    fails its document (the chunking changed: ``--force`` re-writes it). Re-stamped documents
+    (from the index, vectors in them) are written as they are."""
+    if dry_run or not (batch.retag or batch.restamped):
+        report.documents_retagged += len(batch.retag) + len(batch.restamped)
         return
     ids = [chunk["chunk_id"] for chunks in batch.retag.values() for chunk in chunks]
-    found = await es.mget(
-        index=alias, ids=ids, source_includes=["content_hash", "embedding"], realtime=True
-    )
-    kept = {d["_id"]: d.get("_source", {}) for d in found["docs"] if d.get("found")}
+    kept: dict[str, dict[str, Any]] = {}
+    if ids:
+        found = await es.mget(
+            index=alias, ids=ids, source_includes=["content_hash", "embedding"], realtime=True
+        )
+        kept = {d["_id"]: d.get("_source", {}) for d in found["docs"] if d.get("found")}
     ready: dict[str, list[dict[str, Any]]] = {}
     for doc_id, chunks in batch.retag.items():
         if any(
@@ -158,6 +167,7 @@ async def retag_batch(
             if (vector := kept[chunk["chunk_id"]].get("embedding")) is not None:
                 chunk["embedding"] = vector
         ready[doc_id] = chunks
+    ready.update(batch.restamped)
     indexed = report.chunks_indexed
     failed = await _bulk(es, alias, ready, report)
     report.chunks_indexed = indexed  # (re-tagged chunks are counted as such, not as indexed)

@@ -18,7 +18,7 @@ from retrieval_svc.acl import acl_query, tenant_query
 from retrieval_svc.search.segment import segment
 
 # Fields the index needs and an answer does not: never sent back (half the bytes otherwise).
-SOURCE_EXCLUDES = ("embedding", "content_seg")
+SOURCE_EXCLUDES = ("embedding", "content_seg", "from_bytes")
 
 
 def normalize_score(raw: float, saturation: float) -> float:

@@ -20,9 +20,16 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from indexer.loading import IndexOptions
+from indexer.sources import Source
+from retrieval_svc.search.runs import WATCHER
 
 LAG_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 900)
 
@@ -115,3 +122,48 @@ class Health:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+@dataclass(slots=True)
+class Status:
+    """What the status record says."""
+
+    started_at: float = field(default_factory=time.time)
+    events: int = 0
+    errors: int = 0
+    last_event_at: float | None = None
+    last_relisting_at: float | None = None
+    relisting_s: float | None = None
+    lag_narrowed_s: float | None = None
+    lag_indexed_s: float | None = None
+    last_error: str = ""
+    state: str = "starting"
+
+
+def _iso(at: float | None) -> str | None:
+    return datetime.fromtimestamp(at, UTC).isoformat() if at else None
+
+
+def status_record(
+    status: Status, options: IndexOptions, source: Source, rescan_s: float, queue: int
+) -> dict[str, Any]:
+    """The watcher's status record (``show`` and the console read it)."""
+    return {
+        "kind": WATCHER,
+        "knowledge_id": options.knowledge_id,
+        "finished_at": datetime.now(UTC).isoformat(),  # (its heartbeat)
+        "source": source.description,
+        "shard": str(options.shard) if options.shard else None,
+        "state": status.state,
+        "started_at": _iso(status.started_at),
+        "last_event_at": _iso(status.last_event_at),
+        "last_relisting_at": _iso(status.last_relisting_at),
+        "relisting_s": status.relisting_s,
+        "lag_narrowed_s": status.lag_narrowed_s,
+        "lag_indexed_s": status.lag_indexed_s,
+        "queue": queue,
+        "events": status.events,
+        "errors": status.errors,
+        "last_error": status.last_error,
+        "rescan_s": rescan_s,
+    }

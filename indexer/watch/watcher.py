@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -23,13 +23,13 @@ from elasticsearch import AsyncElasticsearch
 from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
-from indexer.watch.health import Health, WatchMetrics
+from indexer.watch.health import Health, Status, WatchMetrics, status_record
 from indexer.watch.lease import Lease, LeaseLost
-from indexer.watch.settle import Settled, finish, narrow, narrow_rules
+from indexer.watch.settle import Plan, Settled, finish, narrow, narrow_rules
 from indexer.workers import ParserPool
 from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
-from retrieval_svc.search.runs import WATCHER, runs_index
+from retrieval_svc.search.runs import runs_index
 
 log = logging.getLogger(__name__)
 
@@ -45,26 +45,6 @@ class WatchOptions:
     lease_ttl_s: float = 30.0
     status_s: float = 10.0  # the status record and the lease renewed this often
     backoff_max_s: float = 30.0  # the longest wait before a failed settle is tried again
-
-
-@dataclass(slots=True)
-class Status:
-    """What the status record says."""
-
-    started_at: float = field(default_factory=time.time)
-    events: int = 0
-    errors: int = 0
-    last_event_at: float | None = None
-    last_relisting_at: float | None = None
-    relisting_s: float | None = None
-    lag_narrowed_s: float | None = None
-    lag_indexed_s: float | None = None
-    last_error: str = ""
-    state: str = "starting"
-
-
-def _iso(at: float | None) -> str | None:
-    return datetime.fromtimestamp(at, UTC).isoformat() if at else None
 
 
 class Watcher:
@@ -246,9 +226,11 @@ class Watcher:
             try:
                 if self.lease is not None and not self.lease.fresh:  # (never on a lapsed one)
                     await self.lease.renew()
-                keys = None if relist else taken.keys
+                if relist:  # (listed in the pass: the loop narrows what it hears meanwhile)
+                    self._start(self._relisting, taken, True, everything)
+                    continue
                 fence, planned = (running.fence, running.planned) if running else (None, None)
-                plan = await narrow(self.es, self.source, self.options, keys, fence, planned)
+                plan = await narrow(self.es, self.source, self.options, taken.keys, fence, planned)
             except LeaseLost:
                 raise
             except Exception as exc:  # (Elasticsearch or the source away: kept, tried again)
@@ -260,13 +242,34 @@ class Watcher:
                 self._account(taken, plan.done, False, indexed=False)
                 self.said("events", plan.done)
                 continue
-            fence = Fence()  # (what is narrowed from now on, this pass must not write)
-            task = asyncio.create_task(
-                finish(self.es, plan, embedder=self.embedder, pool=self.pool, fence=fence)
-            )
-            task.add_done_callback(lambda _task: self._wake.set())
-            self._pass = _Pass(task, fence, taken, relist, everything, plan.planned)
-            self.status.state = "indexing"
+            self._start(functools.partial(self._finish, plan), taken, False, False, plan.planned)
+
+    def _start(
+        self,
+        work: Callable[[Fence, dict[str, tuple[str, str]]], Coroutine[Any, Any, Settled]],
+        taken: Heard,
+        relist: bool,
+        everything: bool,
+        planned: dict[str, tuple[str, str]] | None = None,
+    ) -> None:
+        """Run ``work`` as the pass, with the fence of what is narrowed from now on (the pass
+        must not write it) and what it plans to write (``work`` fills it when it lists)."""
+        fence, planned = Fence(), dict(planned or {})
+        task = asyncio.create_task(work(fence, planned))
+        task.add_done_callback(lambda _task: self._wake.set())
+        self._pass = _Pass(task, fence, taken, relist, everything, planned)
+        self.status.state = "re-listing" if relist else "indexing"
+
+    async def _finish(self, plan: Plan, fence: Fence, _planned: object = None) -> Settled:
+        return await finish(self.es, plan, embedder=self.embedder, pool=self.pool, fence=fence)
+
+    async def _relisting(self, fence: Fence, planned: dict[str, tuple[str, str]]) -> Settled:
+        """A re-listing as a pass: the whole source listed and compared (what is gone deleted,
+        what changed held), then indexed; events heard meanwhile are narrowed by the loop."""
+        plan = await narrow(self.es, self.source, self.options, None)
+        planned.update(plan.planned)  # (from now on, an event leaves these to the pass)
+        self.status.state = "indexing"
+        return await self._finish(plan, fence)
 
     async def _narrow_rules(self) -> None:
         """A rules edit held in force from the index at once (a pass running or not); the
@@ -343,26 +346,8 @@ class Watcher:
         self.metrics.queue.labels(**labels).set(len(self.pending.keys))
 
     async def _record(self) -> None:
-        status = self.status
-        record: dict[str, Any] = {
-            "kind": WATCHER,
-            "knowledge_id": self.options.knowledge_id,
-            "finished_at": datetime.now(UTC).isoformat(),  # (its heartbeat)
-            "source": self.source.description,
-            "shard": str(self.options.shard) if self.options.shard else None,
-            "state": status.state,
-            "started_at": _iso(status.started_at),
-            "last_event_at": _iso(status.last_event_at),
-            "last_relisting_at": _iso(status.last_relisting_at),
-            "relisting_s": status.relisting_s,
-            "lag_narrowed_s": status.lag_narrowed_s,
-            "lag_indexed_s": status.lag_indexed_s,
-            "queue": len(self.pending.keys),
-            "events": status.events,
-            "errors": status.errors,
-            "last_error": status.last_error,
-            "rescan_s": self.watch.rescan_s,
-        }
+        queue = len(self.pending.keys)
+        record = status_record(self.status, self.options, self.source, self.watch.rescan_s, queue)
         await self.es.index(index=self.runs, id=self.status_id, document=record)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from indexer.sources import ObjectRef
 from indexer.sources.local import LocalSource
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.settle import Settled
-from indexer.watch.watcher import Watcher, WatchOptions
+from indexer.watch.watcher import MANY_KEYS, Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.tenancy import tenant_alias
 from tests.support.corpus import TENANT
@@ -44,6 +44,12 @@ class Gated(LocalSource):
 
     def close(self, key: str) -> None:
         self.gates[key], self.entered[key] = threading.Event(), threading.Event()
+
+    def list(self) -> Iterator[ObjectRef]:
+        if "(listing)" in self.gates:
+            self.entered["(listing)"].set()
+            self.gates["(listing)"].wait(WAIT_S)
+        return super().list()
 
     def read(self, ref: ObjectRef) -> bytes:
         if ref.key in self.gates:
@@ -259,6 +265,61 @@ async def test_a_new_document_restricted_while_a_pass_reads_it_is_never_written_
         )
         written = [done.report.documents_indexed for _, done in reports[passes:] if done.report]
         assert written[0] == 0, "the pass wrote its public copy of 新 (it was fenced)"
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running
+
+
+async def test_a_move_heard_while_a_re_listing_lists_is_in_force_before_the_listing_ends(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    (root / "法务").mkdir()
+    for name in ("甲", "乙"):
+        (root / f"公共/{name}.md").write_text(f"# {name}\n\n正文。", encoding="utf-8")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\n"
+        "  - match: 法务/**\n    access_roles: [法务]\n",
+        encoding="utf-8",
+    )
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    source = Gated(root)
+    kb = KB + "-listing"
+    options = IndexOptions(
+        knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+    watcher = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=heard_from(heard),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(watcher.run(stop))
+    try:
+        await until(lambda: len(stored(es_sync, index, kb)) == 2, "the first pass indexes both")
+        # A re-listing (more keys heard at once than are worth a look each), held while it
+        # lists the source — as a bucket of 100,000 objects takes a while to list.
+        source.close("(listing)")
+        await heard.put(Heard({f"公共/未知-{i}.md" for i in range(MANY_KEYS + 1)}, at=0.0))
+        await asyncio.to_thread(source.entered["(listing)"].wait, WAIT_S)
+        # 乙 moved into 法务/ meanwhile: gone from 公共/ at once, the listing still held.
+        (root / "公共/乙.md").rename(root / "法务/乙.md")
+        await heard.put(Heard({"公共/乙.md", "法务/乙.md"}, at=0.0))
+        await until(
+            lambda: "公共/乙.md" not in stored(es_sync, index, kb), "the move narrowed mid-listing"
+        )
+        assert not source.gates["(listing)"].is_set()  # (the listing was still held)
+        source.gates["(listing)"].set()
+        await until(
+            lambda: stored(es_sync, index, kb).get("法务/乙.md", ((), ""))[0] == ("法务",),
+            "乙 indexed in 法务/ after the re-listing",
+        )
+        assert set(stored(es_sync, index, kb)) == {"公共/甲.md", "法务/乙.md"}
     finally:
         for gate in source.gates.values():
             gate.set()

@@ -67,6 +67,7 @@ __all__ = ["IndexOptions", "Progress", "index_source", "load_document"]
 
 Progress = Callable[[str], None]
 WRITE_AT_LEAST = 500  # chunks (new and re-tagged) gathered before a write, batches joined
+FENCED_CHUNKS = 100  # chunks written at once under a watcher's fence (see ``_write``)
 
 
 async def index_source(
@@ -197,9 +198,12 @@ class _IndexRun:
         if self.fence is None:
             await write_batch(self.es, options.alias, batch, options.dry_run, self.report)
             return
-        async with self.fence.lock:  # (no narrowing lands between the check and the write)
-            batch = self.fence.drop(batch)
-            await write_batch(self.es, options.alias, batch, options.dry_run, self.report)
+        # A few documents at a time, each under the lock (no narrowing lands between the check
+        # and the write), so a narrowing waits for one small write, not a whole batch.
+        for part in batch.parts(FENCED_CHUNKS):
+            async with self.fence.lock:
+                part = self.fence.drop(part)
+                await write_batch(self.es, options.alias, part, options.dry_run, self.report)
 
     async def read(self, has_chunks: bool) -> None:
         """Stage 1: batches of changed documents, parsed, onto the next stage's queue."""

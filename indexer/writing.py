@@ -4,9 +4,10 @@ previous versions left behind removed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,21 @@ class Batch:
         """The chunks this batch writes or re-tags."""
         return sum(sum(map(len, part.values())) for part in (self.docs, self.retag, self.restamped))
 
+    def parts(self, chunks: int) -> Iterator[Batch]:
+        """This batch as batches of whole documents, each of about ``chunks`` chunks."""
+        kinds = [("docs", d) for d in self.docs] + [("retag", d) for d in self.retag]
+        kinds += [("restamped", d) for d in self.restamped]
+        part = Batch({}, self.names, {})
+        for kind, doc_id in kinds:
+            getattr(part, kind)[doc_id] = getattr(self, kind)[doc_id]
+            if doc_id in self.existed:
+                part.existed[doc_id] = self.existed[doc_id]
+            if part.chunks >= chunks:
+                yield part
+                part = Batch({}, self.names, {})
+        if part.chunks:
+            yield part
+
     def join(self, later: Batch) -> Batch:
         """This batch and a later one as one (their documents are distinct)."""
         return Batch(
@@ -115,6 +131,18 @@ class Fence:
             {d: c for d, c in batch.retag.items() if d not in self.keys},
             {d: c for d, c in batch.restamped.items() if d not in self.keys},
         )
+
+
+@contextlib.asynccontextmanager
+async def fencing(fences: Sequence[Fence], keys: Mapping[str, str]) -> AsyncIterator[None]:
+    """Every running pass's lock held (in the order given: passes take only their own, so
+    this never deadlocks) and ``keys`` (document id → key) fenced from each, while the body
+    narrows them."""
+    async with contextlib.AsyncExitStack() as stack:
+        for fence in fences:
+            await stack.enter_async_context(fence.lock)
+            fence.keys.update(keys)
+        yield
 
 
 async def embed_batch(

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from indexer.loading import IndexOptions
 from indexer.sources import Source
+from indexer.watch.settle import Settled
 from retrieval_svc.search.runs import WATCHER
 
 LAG_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 900)
@@ -167,3 +168,29 @@ def status_record(
         "last_error": status.last_error,
         "rescan_s": rescan_s,
     }
+
+
+def account(
+    status: Status,
+    metrics: WatchMetrics,
+    heard_at: float,
+    done: Settled,
+    relist: bool,
+    queue: int,
+    indexed: bool,
+) -> None:
+    """A settle's lags (from ``heard_at``, the change; 0: none heard), a re-listing's time,
+    the queue's depth: into the status record and the metrics."""
+    labels = metrics.labels
+    if heard_at:
+        status.lag_narrowed_s = max(0.0, done.narrowed_at - heard_at)
+        metrics.lag.labels(stage="narrowed", **labels).observe(status.lag_narrowed_s)
+        if indexed:
+            status.lag_indexed_s = max(0.0, time.time() - heard_at)
+            metrics.lag.labels(stage="indexed", **labels).observe(status.lag_indexed_s)
+    if relist:
+        status.last_relisting_at = time.time()
+        status.relisting_s = done.listed_s
+        metrics.relisting.labels(**labels).set(done.listed_s)
+        metrics.last_relisting.labels(**labels).set(status.last_relisting_at)
+    metrics.queue.labels(**labels).set(queue)

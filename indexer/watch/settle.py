@@ -19,9 +19,8 @@ does.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,7 +30,6 @@ from elasticsearch.helpers import async_bulk, async_scan
 from indexer.documents import DocumentError, document_id
 from indexer.loading import IndexOptions, outside_of
 from indexer.passing_over import PassedOver
-from indexer.permissions import AclRules
 from indexer.pipeline import Progress, index_source
 from indexer.report import Report
 from indexer.sources import ListingFailure, ObjectRef, Source
@@ -46,7 +44,7 @@ from indexer.store import (
 )
 from indexer.unlisted import still_held
 from indexer.workers import ParserPool
-from indexer.writing import Fence
+from indexer.writing import Fence, fencing
 from retrieval_svc.embedding import Embedder
 
 BATCH = 500  # objects compared with the index at once
@@ -100,7 +98,7 @@ class _Chosen:
         return self._source.tags(ref)
 
 
-def _mine(options: IndexOptions, doc_id: str) -> bool:
+def mine(options: IndexOptions, doc_id: str) -> bool:
     return options.shard is None or options.shard.holds(doc_id)
 
 
@@ -128,7 +126,7 @@ def _under(source: Source, key: str) -> list[ObjectRef]:
     return list(source.under(key))
 
 
-async def _hold(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> int:
+async def hold_documents(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> int:
     """Make every chunk of ``doc_ids`` answer no one (``HELD_ROLE``); how many chunks."""
     actions: list[dict[str, Any]] = []
     for i in range(0, len(doc_ids), 500):
@@ -147,7 +145,7 @@ async def _hold(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> int:
     return len(actions)
 
 
-async def _stored_ids(
+async def stored_ids(
     es: AsyncElasticsearch, options: IndexOptions, source: Source, names: list[dict[str, Any]]
 ) -> dict[str, str]:
     """This source's stored documents matching ``names`` (all of them for none): id → name."""
@@ -224,13 +222,16 @@ async def narrow(
     source: Source,
     options: IndexOptions,
     keys: Iterable[str] | None,
-    fence: Fence | None = None,
+    fences: Sequence[Fence] = (),
     planned: Mapping[str, tuple[str, str]] | None = None,
+    spare: Mapping[str, str] | None = None,
 ) -> Plan:
     """Look at ``keys`` (None: everything) and put what narrows in force: the gone deleted,
-    the changed held. ``fence``: a pass is running; what this narrows joins the fence (under
-    its lock, so none of the pass's writes lands after it); ``planned``: what that pass will
-    write — a document it will write as it is now is left to it."""
+    the changed held. ``fences``: of the passes running; what this narrows, and what changed
+    since they read it, joins each (under its lock, so none of their writes lands after it);
+    ``planned``: what they will write — a document one will write as it is now is left to it;
+    ``spare``: documents this leaves alone (a re-listing's pass: what the loop settles beside
+    it, which it may have written since this listed)."""
     import asyncio
 
     if not options.source_name:
@@ -251,11 +252,11 @@ async def narrow(
     refs = {
         document_id(kb, ref.identity, tenant): ref
         for ref in listed.values()
-        if _mine(options, document_id(kb, ref.identity, tenant))
+        if mine(options, document_id(kb, ref.identity, tenant))
     }
     done.looked = len(refs)
     done.failures = list(source.failures)
-    stored_names = await _stored_ids(es, options, source, names)
+    stored_names = await stored_ids(es, options, source, names)
     # What the index holds of the listed objects, as a run compares them.
     write: list[ObjectRef] = []
     hold: list[str] = []
@@ -265,6 +266,8 @@ async def narrow(
         part = ids[i : i + BATCH]
         versions = await current_versions(es, alias, tenant, kb, part)
         for doc_id in part:
+            if spare and doc_id in spare:
+                continue
             ref = refs[doc_id]
             stored = versions.get(doc_id)
             try:  # (tags are a request each: in a thread; rules and sidecar stamps are not)
@@ -294,74 +297,32 @@ async def narrow(
         doc_id
         for doc_id, name in stored_names.items()
         if doc_id not in refs
-        and _mine(options, doc_id)
+        and mine(options, doc_id)
+        and not (spare and doc_id in spare)
         and not (keys is None and incomplete)
         and not any(f.covers(name) for f in unlisted_below)
     ]
     withdraw_below = [
         doc_id
         for doc_id, name in stored_names.items()
-        if any(f.covers(name) for f in unlisted_below) and _mine(options, doc_id)
+        if any(f.covers(name) for f in unlisted_below) and mine(options, doc_id)
     ]
     # With a pass running, what changed since it read the source is fenced from it too, not
     # only what is narrowed here: a new object given a sidecar after the pass listed it (no
     # stored chunks to hold) must not be written by the pass with its older, wider roles.
-    fenced = [*gone, *withdraw_below, *hold, *(will_write if fence is not None else ())]
+    fenced = [*gone, *withdraw_below, *hold, *(will_write if fences else ())]
     if not options.dry_run and fenced:
-        async with fence.lock if fence is not None else contextlib.nullcontext():
-            if fence is not None:
-                names_of = {**stored_names, **{i: r.key for i, r in refs.items()}}
-                fence.keys.update({i: names_of[i] for i in fenced})
+        names_of = {**stored_names, **{i: r.key for i, r in refs.items()}}
+        async with fencing(fences, {i: names_of[i] for i in fenced}):
             if gone or withdraw_below:
                 await withdraw(es, alias, tenant, kb, gone + withdraw_below)
             if hold:
-                await _hold(es, alias, hold)
+                await hold_documents(es, alias, hold)
             if gone or withdraw_below or hold:
                 await refresh(es, alias)
     done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)
     done.narrowed_at = time.time()
     return Plan(source, options, done, write, len(gone), len(withdraw_below), will_write)
-
-
-def _fate(rules: AclRules | None, name: str) -> tuple[Any, ...]:
-    """What a rules file gives the object at ``name``: its rule's roles (and whether they
-    override), or what an unmatched object gets."""
-    if rules is None:
-        return ("no rules",)
-    rule = rules.rule_for(name)
-    return ("unmatched", rules.unmatched) if rule is None else (rule.roles, rule.override)
-
-
-async def narrow_rules(
-    es: AsyncElasticsearch,
-    source: Source,
-    before: IndexOptions,
-    after: IndexOptions,
-    fence: Fence | None = None,
-) -> Settled:
-    """A rules edit in force without listing the source: every document of this source the
-    index holds whose rule gives it something else now (other roles, override or not, or
-    unmatched) is held at once. The re-listing that follows writes them with their new roles
-    (and handles what the edit newly excludes)."""
-    if not after.source_name:
-        after = replace(after, source_name=source.description)
-    done = Settled()
-    stored = await _stored_ids(es, after, source, [])
-    done.looked = len(stored)
-    hold = [
-        doc_id
-        for doc_id, name in stored.items()
-        if _mine(after, doc_id) and _fate(before.acl_rules, name) != _fate(after.acl_rules, name)
-    ]
-    if hold and not after.dry_run:
-        async with fence.lock if fence is not None else contextlib.nullcontext():
-            if fence is not None:
-                fence.keys.update({doc_id: stored[doc_id] for doc_id in hold})
-            await _hold(es, after.alias, hold)
-            await refresh(es, after.alias)
-    done.held = len(hold)
-    done.narrowed_at = time.time()
-    return done
 
 
 async def finish(

@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -23,9 +23,10 @@ from elasticsearch import AsyncElasticsearch
 from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
-from indexer.watch.health import Health, Status, WatchMetrics, status_record
+from indexer.watch.from_index import hold_keys, narrow_rules
+from indexer.watch.health import Health, Status, WatchMetrics, account, status_record
 from indexer.watch.lease import Lease, LeaseLost
-from indexer.watch.settle import Plan, Settled, finish, narrow, narrow_rules
+from indexer.watch.settle import Plan, Settled, finish, narrow
 from indexer.workers import ParserPool
 from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
@@ -78,11 +79,15 @@ class Watcher:
         self.status = Status()
         self.lease: Lease | None = None
         self.pool: ParserPool | None = None
-        self.pending = Heard()
+        self.pending = Heard()  # heard, not yet looked at
+        self.narrowed = Heard()  # narrowed while a pass ran: settled once none runs
         self.everything = True  # (the first settle is a full re-listing)
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
-        self._pass: _Pass | None = None
+        # The passes running: a re-listing's, and one for what was heard (which may start
+        # while a re-listing runs, so a new document never waits for a long listing).
+        self._relisting_pass: _Pass | None = None
+        self._events_pass: _Pass | None = None
         self._rules_before: IndexOptions | None = None  # the options before a rules edit
         self._next_relisting = 0.0
         self._backoff = 1.0
@@ -192,26 +197,34 @@ class Watcher:
         try:
             await self._loop(stop)
         finally:
-            if self._pass is not None:  # (stopped mid-pass: the next start re-lists)
-                self._pass.task.cancel()
+            for running in self._running():  # (stopped mid-pass: the next start re-lists)
+                running.task.cancel()
                 with contextlib.suppress(BaseException):
-                    await self._pass.task
+                    await running.task
+
+    def _running(self) -> list[_Pass]:
+        """The passes running, the re-listing's first (the order their locks are taken)."""
+        return [p for p in (self._relisting_pass, self._events_pass) if p is not None]
 
     async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.health.beat()
-            if self._pass is not None and self._pass.task.done():
-                await self._passed(self._pass)
+            if ended := [p for p in self._running() if p.task.done()]:
+                await self._passed(ended[0])
                 continue
             if self._rules_before is not None:  # (from the index, without listing the source)
                 await self._narrow_rules()
                 continue
+            if not self._running() and (self.narrowed.keys or self.narrowed.ack):
+                self.pending.add(self.narrowed)  # (many of them: re-listed, below)
+                self.narrowed = Heard()
             due = self.everything or time.monotonic() >= self._next_relisting
-            # (a re-listing waits for a running pass; many keys are cheaper listed than looked at)
-            relist = self._pass is None and (due or len(self.pending.keys) > MANY_KEYS)
+            # (a re-listing waits for the passes running; many keys are cheaper listed than
+            # looked at)
+            relist = not self._running() and (due or len(self.pending.keys) > MANY_KEYS)
             if not relist and not (self.pending.keys or self.pending.ack):
                 self._wake.clear()
-                if self._pass is not None and self._pass.task.done():
+                if any(p.task.done() for p in self._running()):
                     continue
                 wait = max(0.1, min(5.0, self._next_relisting - time.monotonic()))
                 with contextlib.suppress(TimeoutError):
@@ -221,7 +234,7 @@ class Watcher:
             everything = relist and self.everything
             if relist:
                 self.everything = False
-            running = self._pass
+            running = self._running()
             self.status.state = "re-listing" if relist else "settling"
             try:
                 if self.lease is not None and not self.lease.fresh:  # (never on a lapsed one)
@@ -229,20 +242,30 @@ class Watcher:
                 if relist:  # (listed in the pass: the loop narrows what it hears meanwhile)
                     self._start(self._relisting, taken, True, everything)
                     continue
-                fence, planned = (running.fence, running.planned) if running else (None, None)
-                plan = await narrow(self.es, self.source, self.options, taken.keys, fence, planned)
+                fences = [p.fence for p in running]
+                if running and len(taken.keys) > MANY_KEYS:  # (held unlooked, re-listed after)
+                    done = await hold_keys(self.es, self.source, self.options, taken.keys, fences)
+                    self._narrowed_only(taken, done, relist=True)
+                    continue
+                planned = {k: v for p in running for k, v in p.planned.items()}
+                plan = await narrow(self.es, self.source, self.options, taken.keys, fences, planned)
             except LeaseLost:
                 raise
             except Exception as exc:  # (Elasticsearch or the source away: kept, tried again)
                 await self._failed(stop, exc, taken, everything or relist)
                 continue
-            if running is not None:  # (narrowed now; read and written after the pass)
-                running.after.add(taken)
-                running.after.keys.update(ref.key for ref in plan.write)
-                self._account(taken, plan.done, False, indexed=False)
-                self.said("events", plan.done)
+            if self._events_pass is not None:  # (narrowed now; read and written after it)
+                taken.keys.update(ref.key for ref in plan.write)
+                self._narrowed_only(taken, plan.done)
                 continue
             self._start(functools.partial(self._finish, plan), taken, False, False, plan.planned)
+
+    def _narrowed_only(self, taken: Heard, done: Settled, *, relist: bool = False) -> None:
+        """``taken`` narrowed while a pass runs: settled once none does (by a re-listing)."""
+        self.narrowed.add(taken)
+        self.everything = self.everything or relist
+        self._account(taken, done, False, indexed=False)
+        self.said("events", done)
 
     def _start(
         self,
@@ -257,7 +280,10 @@ class Watcher:
         fence, planned = Fence(), dict(planned or {})
         task = asyncio.create_task(work(fence, planned))
         task.add_done_callback(lambda _task: self._wake.set())
-        self._pass = _Pass(task, fence, taken, relist, everything, planned)
+        if relist:
+            self._relisting_pass = _Pass(task, fence, taken, relist, everything, planned)
+        else:
+            self._events_pass = _Pass(task, fence, taken, relist, everything, planned)
         self.status.state = "re-listing" if relist else "indexing"
 
     async def _finish(self, plan: Plan, fence: Fence, _planned: object = None) -> Settled:
@@ -265,8 +291,10 @@ class Watcher:
 
     async def _relisting(self, fence: Fence, planned: dict[str, tuple[str, str]]) -> Settled:
         """A re-listing as a pass: the whole source listed and compared (what is gone deleted,
-        what changed held), then indexed; events heard meanwhile are narrowed by the loop."""
-        plan = await narrow(self.es, self.source, self.options, None)
+        what changed held), then indexed. What is heard meanwhile the loop narrows and settles
+        in a pass of its own beside this one: fenced from this one, and spared by its listing
+        (which may be older than what that pass wrote)."""
+        plan = await narrow(self.es, self.source, self.options, None, spare=fence.keys)
         planned.update(plan.planned)  # (from now on, an event leaves these to the pass)
         self.status.state = "indexing"
         return await self._finish(plan, fence)
@@ -276,11 +304,9 @@ class Watcher:
         re-listing it asked for follows."""
         before, self._rules_before = self._rules_before, None
         assert before is not None
-        running = self._pass
         try:
-            done = await narrow_rules(
-                self.es, self.source, before, self.options, running.fence if running else None
-            )
+            fences = [p.fence for p in self._running()]
+            done = await narrow_rules(self.es, self.source, before, self.options, fences)
         except LeaseLost:
             raise
         except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
@@ -291,11 +317,13 @@ class Watcher:
     async def _passed(self, done_pass: _Pass) -> None:
         """A pass is over: its report accounted, what was narrowed or heard meanwhile queued
         to be settled whole."""
-        self._pass = None
-        self.pending.add(done_pass.after)
+        if done_pass is self._relisting_pass:
+            self._relisting_pass = None
+        else:
+            self._events_pass = None
         for key in done_pass.fence.keys.values():
-            self.pending.keys.add(key)
-            self.pending.at = self.pending.at or time.time()
+            self.narrowed.keys.add(key)
+            self.narrowed.at = self.narrowed.at or time.time()
         try:
             done = done_pass.task.result()
         except LeaseLost:
@@ -330,20 +358,8 @@ class Watcher:
         self._backoff = min(self.watch.backoff_max_s, self._backoff * 2)
 
     def _account(self, taken: Heard, done: Settled, relist: bool, *, indexed: bool = True) -> None:
-        labels = self.metrics.labels
-        if taken.keys and taken.at:
-            narrowed = max(0.0, done.narrowed_at - taken.at)
-            self.status.lag_narrowed_s = narrowed
-            self.metrics.lag.labels(stage="narrowed", **labels).observe(narrowed)
-        if taken.keys and taken.at and indexed:
-            self.status.lag_indexed_s = max(0.0, time.time() - taken.at)
-            self.metrics.lag.labels(stage="indexed", **labels).observe(self.status.lag_indexed_s)
-        if relist:
-            self.status.last_relisting_at = time.time()
-            self.status.relisting_s = done.listed_s
-            self.metrics.relisting.labels(**labels).set(done.listed_s)
-            self.metrics.last_relisting.labels(**labels).set(self.status.last_relisting_at)
-        self.metrics.queue.labels(**labels).set(len(self.pending.keys))
+        at = taken.at if taken.keys else 0.0
+        account(self.status, self.metrics, at, done, relist, len(self.pending.keys), indexed)
 
     async def _record(self) -> None:
         queue = len(self.pending.keys)
@@ -361,7 +377,6 @@ class _Pass:
     relist: bool
     everything: bool
     planned: dict[str, tuple[str, str]]  # what it will write: document → (ETag, version)
-    after: Heard = field(default_factory=Heard)  # heard and narrowed while it ran
 
 
 async def _either(wake: asyncio.Event, stop: asyncio.Event) -> None:

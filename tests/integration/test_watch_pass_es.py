@@ -46,10 +46,13 @@ class Gated(LocalSource):
         self.gates[key], self.entered[key] = threading.Event(), threading.Event()
 
     def list(self) -> Iterator[ObjectRef]:
+        """The listing as it is now, handed over once the test opens the listing's gate (as a
+        long listing's first pages are older than its last)."""
+        listed = list(super().list())
         if "(listing)" in self.gates:
             self.entered["(listing)"].set()
             self.gates["(listing)"].wait(WAIT_S)
-        return super().list()
+        return iter(listed)
 
     def read(self, ref: ObjectRef) -> bytes:
         if ref.key in self.gates:
@@ -320,6 +323,54 @@ async def test_a_move_heard_while_a_re_listing_lists_is_in_force_before_the_list
             "乙 indexed in 法务/ after the re-listing",
         )
         assert set(stored(es_sync, index, kb)) == {"公共/甲.md", "法务/乙.md"}
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running
+
+
+async def test_a_new_document_heard_while_a_re_listing_runs_is_indexed_beside_it(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    (root / "公共/甲.md").write_text("# 甲\n\n正文。", encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    source = Gated(root)
+    kb = KB + "-beside"
+    options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+    at_relisting_end: list[set[str]] = []
+
+    def said(what: str, _done: Settled) -> None:
+        if what == "re-listing":  # (what the index holds the moment a re-listing is over)
+            at_relisting_end.append(set(stored(es_sync, index, kb)))
+
+    watcher = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=heard_from(heard), said=said,
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(watcher.run(stop))
+    try:
+        await until(lambda: len(at_relisting_end) == 1, "the first re-listing")
+        # A re-listing whose listing (taken before 丙 existed) is held at the gate …
+        source.close("(listing)")
+        await heard.put(Heard({f"公共/未知-{i}.md" for i in range(MANY_KEYS + 1)}, at=0.0))
+        await asyncio.to_thread(source.entered["(listing)"].wait, WAIT_S)
+        # … and a new document heard meanwhile: indexed beside it, not after it.
+        (root / "公共/丙.md").write_text("# 丙\n\n新文档。", encoding="utf-8")
+        await heard.put(Heard({"公共/丙.md"}, at=0.0))
+        await until(
+            lambda: "公共/丙.md" in stored(es_sync, index, kb), "丙 indexed during the re-listing"
+        )
+        assert not source.gates["(listing)"].is_set()  # (the re-listing was still held)
+        # The re-listing's older listing does not take 丙 for gone.
+        source.gates["(listing)"].set()
+        await until(lambda: len(at_relisting_end) == 2, "the re-listing ends")
+        assert at_relisting_end[1] == {"公共/甲.md", "公共/丙.md"}
     finally:
         for gate in source.gates.values():
             gate.set()

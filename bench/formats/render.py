@@ -256,6 +256,23 @@ def rotated(sections: Sequence[Section], degrees: int) -> bytes:
     return _encoded(_page(sections).rotate(degrees, expand=True))
 
 
+def rotated_pdf(sections: Sequence[Section], degrees: int, turn: str = "scan") -> bytes:
+    """A scanned PDF whose page is turned counter-clockwise ``degrees``: the scan itself
+    sideways or upside down (``scan``, the page as wide as the picture), or an upright scan
+    on a page whose ``/Rotate`` turns it as a viewer shows it (``page``)."""
+    if turn == "scan":
+        page = _page(sections).rotate(degrees, expand=True)
+        return _encoded(page, "PDF", resolution=DPI)
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for sheet in PdfReader(io.BytesIO(scanned_pdf(sections))).pages:
+        writer.add_page(sheet.rotate(-degrees % 360))  # (/Rotate turns clockwise)
+    buf = io.BytesIO()
+    writer.write(buf)
+    return buf.getvalue()
+
+
 def skewed(sections: Sequence[Section], degrees: float = 3.0) -> bytes:
     """A page that went through the feeder at an angle."""
     from PIL import Image

@@ -24,9 +24,18 @@ RENDERERS = {
     "scan-rot90": (".png", lambda s: render.rotated(s, 90)),
     "scan-rot180": (".png", lambda s: render.rotated(s, 180)),
     "scan-rot270": (".png", lambda s: render.rotated(s, 270)),
+    # The same pages inside image-only PDFs: a sideways scan, and an upright one turned by
+    # its page's /Rotate (issue #56).
+    "pdf-rot90": (".pdf", lambda s: render.rotated_pdf(s, 90)),
+    "pdf-rot180": (".pdf", lambda s: render.rotated_pdf(s, 180)),
+    "pdf-rot270": (".pdf", lambda s: render.rotated_pdf(s, 270)),
+    "pdf-rotate90": (".pdf", lambda s: render.rotated_pdf(s, 90, "page")),
+    "pdf-rotate270": (".pdf", lambda s: render.rotated_pdf(s, 270, "page")),
     "scan-skew3": (".png", render.skewed),
     "scan-seal": (".png", render.sealed),
     "photo": (".jpg", render.photographed),
 }
+# One page each: one passage.
 IMAGES = {"png", "scan-300dpi", "scan-rot90", "scan-rot180", "scan-rot270", "scan-skew3",
-          "scan-seal", "photo"}  # fmt: skip
+          "scan-seal", "photo", "pdf-rot90", "pdf-rot180", "pdf-rot270", "pdf-rotate90",
+          "pdf-rotate270"}  # fmt: skip

@@ -165,16 +165,8 @@ def _weight(result: Any) -> float:
     )
 
 
-def _upright(pixels: Any, result: Any) -> tuple[Any, int]:
-    """The page read the right way up, and the quarter turns that took. A page fed sideways
-    shows as lines taller than wide (the engine reads them, but bottom line first), one upside
-    down as lines read with low confidence; such a page is read again turned (90° both ways,
-    or 180°) and the pass that read most kept; so is a page where nothing was found (blank,
-    or the detector missed sideways lines). An upright page with text — nearly every page —
-    costs nothing more (measured in bench.formats: scan-rot90/180/270; docs/indexer.md "OCR").
-    """
-    import numpy as np
-
+def _shape(result: Any) -> tuple[int, int]:
+    """How many of the lines read are taller than wide, and how many wider than tall."""
     texts = list(result.txts or ())
     tall = wide = 0
     for box, text in zip(result.boxes if texts else (), texts, strict=True):
@@ -184,16 +176,40 @@ def _upright(pixels: Any, result: Any) -> tuple[Any, int]:
         height = float(max(p[1] for p in box) - min(p[1] for p in box))
         tall += height > 1.5 * width
         wide += width > 1.5 * height
+    return tall, wide
+
+
+def _upright(pixels: Any, result: Any) -> tuple[Any, int]:
+    """The page read the right way up, and the quarter turns that took. A page fed sideways
+    shows as lines taller than wide (the engine reads them, but bottom line first), one upside
+    down as lines read with low confidence; such a page is read again turned (90° both ways,
+    or 180°) and the pass that read most kept; so is a page where nothing was found (blank,
+    or the detector missed sideways lines). A page read with low confidence whose lines show
+    no shape (a sideways page where the detector found one stray box) is read turned all three
+    ways, and a pass whose lines lie wide wins over one still sideways. An upright page with
+    text — nearly every page — costs nothing more (measured in bench.formats:
+    scan-rot90/180/270, pdf-rot90/180/270; docs/indexer.md "OCR").
+    """
+    import numpy as np
+
+    texts = list(result.txts or ())
+    tall, wide = _shape(result)
     confident = bool(texts) and statistics.fmean(map(float, result.scores)) >= UPRIGHT_CONFIDENCE
     if tall <= wide and confident:
         return result, 0
     sideways = tall > wide or not texts  # (nothing found: a blank page, or lines sideways)
-    turns = (1, 3) if sideways else (2,)  # quarter turns counter-clockwise
+    shapeless = not sideways and tall == wide  # (no line to tell which way the page lies)
+    turns = (1, 2, 3) if shapeless else (1, 3) if sideways else (2,)  # counter-clockwise
     passes = [(_recognise(np.ascontiguousarray(np.rot90(pixels, k))), k) for k in turns]
-    best, turn = max(passes, key=lambda p: _weight(p[0]))
+
+    def lying_wide(read: Any) -> bool:
+        down, across = _shape(read)
+        return across >= down
+
+    best, turn = max(passes, key=lambda p: (lying_wide(p[0]), _weight(p[0])))
     # Sideways, a turned pass that reads about as much wins (the first read its lines in the
     # wrong order); otherwise it must read more. Text really set vertically reads worse turned.
-    if _weight(best) > (0.9 if sideways else 1.0) * _weight(result):
+    if _weight(best) > (0.9 if sideways or shapeless else 1.0) * _weight(result):
         return best, turn
     return result, 0
 

@@ -240,6 +240,22 @@ def test_a_scan_as_it_comes_is_read_in_order(kind: str) -> None:
     assert kept(source, part.text.replace("##", "")) >= 0.95, (kind, part.text)
 
 
+@pytest.mark.parametrize("kind", ["pdf-rot90", "pdf-rot180", "pdf-rot270", "pdf-rotate90",
+                                  "pdf-rotate270"])  # fmt: skip
+def test_a_turned_page_of_an_image_only_pdf_reads_as_the_same_scan_as_an_image(kind: str) -> None:
+    # Issue #56: a page turned inside a scanned PDF — the scan sideways or upside down, or an
+    # upright scan turned by the page's /Rotate — is rendered for OCR as a viewer shows it
+    # and read turned back, as the same page as an image is.
+    image = "scan-rot" + kind.removeprefix("pdf-rotate").removeprefix("pdf-rot")
+    source = "".join(h + t for h, t in SECTIONS[:2])
+    reads = []
+    for name in (kind, image):
+        suffix, renderer = renderers.RENDERERS[name]
+        (part,) = parse(f"scan{suffix}", renderer(SECTIONS[:2])).parts
+        reads.append(kept(source, part.text.replace("##", "")))
+    assert reads[0] >= 0.95 and reads[0] >= reads[1] - 0.02, (kind, reads)
+
+
 @pytest.mark.parametrize("degrees", [-3.0, 3.0, 5.0])
 def test_a_skewed_page_is_read_line_after_line(degrees: float) -> None:
     # Issue #48 §3: the engine reads a slanted line well, but sorted by their tops the lines

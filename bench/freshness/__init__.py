@@ -15,6 +15,11 @@ change at the source to the first moment every answer agrees. Reported per kind:
 max, for events and for the re-listing alone (``--events none``), for a folder and for an S3
 bucket with its notifications through SQS (moto's server), and how many changes were missed.
 
+Each source is written and indexed once; the modes then watch it in turn, each changing
+documents, folders and words of its own (the watcher's first re-listing checks the whole
+source against the index: its time is reported as ``first_relisting_s``).
+
 Targets (issue #55 §4): narrowing p95 ≤ 5 s with events, ≤ one re-listing interval + 5 s
-without; widening (new text, embedded) p95 ≤ 30 s; none missed.
+without; widening (new text, embedded) p95 ≤ 30 s with events — without them nothing is seen
+before the next re-listing, so ≤ one interval + 30 s; none missed.
 """

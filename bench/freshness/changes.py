@@ -110,14 +110,26 @@ def write_source(source: Source, objects: int) -> None:
 
 
 def changes(
-    source: Source, index: str, kb: str, objects: int, per_kind: int, seed: int, rules: Path
+    source: Source,
+    index: str,
+    kb: str,
+    objects: int,
+    per_kind: int,
+    seed: int,
+    rules: Path,
+    turn: int = 0,
+    turns: int = 1,
 ) -> list[tuple[str, Callable[[], Change]]]:
     """The changes to make, interleaved by kind: each a callable that makes it and says
-    what must hold afterwards."""
+    what must hold afterwards. Turn ``turn`` of ``turns`` over one source changes documents,
+    folders and words no other turn does."""
     rng = random.Random(seed)
     folders = sorted({i // 1000 for i in range(objects)})
-    restricted = min(per_kind, len(folders) - 1)  # (the first folders: a rules edit each)
-    picked = rng.sample(range(restricted * 1000, objects), per_kind * 4)  # (the others)
+    restricted = min(per_kind, (len(folders) - 1) // turns)  # (the first: a rules edit each)
+    everyone = rng.sample(range(restricted * turns * 1000, objects), per_kind * 4 * turns)
+    picked = everyone[turn * per_kind * 4 : (turn + 1) * per_kind * 4]  # (this turn's)
+    folders = folders[turn * restricted : (turn + 1) * restricted]
+    tag = "甲乙丙丁戊己"[turn % 6]
     made: dict[str, list[Callable[[], Change]]] = {k: [] for k in (*NARROWING, *WIDENING)}
 
     def gone(key: str) -> Callable[[Elasticsearch], bool]:
@@ -148,14 +160,14 @@ def changes(
             )
 
         def edit(i: int = d, n: int = n) -> Change:
-            word = f"新版标记{n:04d}甲"
+            word = f"新版标记{n:04d}{tag}甲"
             source.put(key_of(i), text(i, word))
             match = {"match_phrase": {"content": word}}
             return Change("edit", time.time(), lambda es: count(es, index, kb, [], match) > 0)
 
         def new(n: int = n) -> Change:
-            word = f"新建标记{n:04d}乙"
-            source.put(f"公共/new/n{n:04d}.md", text(objects + n, word))
+            word = f"新建标记{n:04d}{tag}乙"
+            source.put(f"公共/new/t{turn}n{n:04d}.md", text(objects + n, word))
             match = {"match_phrase": {"content": word}}
             return Change("new", time.time(), lambda es: count(es, index, kb, [], match) > 0)
 

@@ -10,6 +10,8 @@ so every membership becomes a grant. Measured:
 
 * the first sync (every grant added) and a second one with nothing changed (a cron's steady
   state): seconds and the peak resident memory of the command;
+* ``sync-ldap --every`` after ``--moves`` people changed group: its second sync reads only
+  what changed (bench/permissions/directory_delta.py);
 * the policy: rows, the SQLite file's size;
 * a reload: loading and indexing the whole policy, as the service's compiler child does;
 * ``POST /retrieval`` p50 at concurrency 1 with a casbin key and a directory user as the
@@ -40,6 +42,7 @@ from elasticsearch import AsyncElasticsearch
 from bench.harness import ROOT, finish, machine, parser
 from bench.harness.service import start_service
 from bench.harness.tree import run_measured
+from bench.permissions.directory_delta import delta_sync
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -117,7 +120,15 @@ def sync(db: str, config: Path) -> dict[str, Any]:
 
 
 def directory(
-    db_path: Path, url: str, port: int, ou: str, users: int, groups: int, per_user: int, work: Path
+    db_path: Path,
+    url: str,
+    port: int,
+    ou: str,
+    users: int,
+    groups: int,
+    per_user: int,
+    work: Path,
+    moves: int = 0,
 ) -> dict[str, Any]:
     """Load one directory into slapd, sync it twice into a fresh database; the figures."""
     ldif = work / f"{ou}.ldif"
@@ -143,6 +154,7 @@ def directory(
     sync_file(config, url, ou)
     first = sync(db, config)
     again = sync(db, config)
+    changed = delta_sync(db, config, url, ou, SUFFIX, users, groups, moves) if moves else None
     store = PolicyDatabase(DEFAULT_MODEL, db)
     started = time.perf_counter()
     acl = AccessControl(source=store)
@@ -154,6 +166,7 @@ def directory(
         "directory_load_s": round(load_s, 1),
         "first_sync": first,
         "unchanged_sync": again,
+        "changed_sync": changed,
         "grants": len(grouping),
         "policy_db_mb": round(db_path.stat().st_size / 2**20, 1),
         "reload_s": round(reload_s, 2),
@@ -258,8 +271,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         small = directory(work / "small.db", url, port, "small", 500, 50, args.per_user, work)
         print(f"small directory: {small}", file=sys.stderr)
         large = directory(
-            work / "large.db", url, port, "large", args.users, args.groups, args.per_user, work
-        )
+            work / "large.db", url, port, "large", args.users, args.groups, args.per_user, work,
+            moves=args.moves,
+        )  # fmt: skip
         print(f"large directory: {large}", file=sys.stderr)
         both = await served(("small", 500), ("large", args.users), args.requests, args.es_url, work)
         served_small, served_large = both["small"], both["large"]
@@ -290,6 +304,9 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--groups", type=int, default=5_000)
     p.add_argument("--per-user", type=int, default=2)
     p.add_argument("--requests", type=int, default=1000)
+    p.add_argument(
+        "--moves", type=int, default=10, help="People changing group between two --every syncs."
+    )
     args = p.parse_args(argv)
     result = asyncio.run(main(args))
     return finish(result, args.out)

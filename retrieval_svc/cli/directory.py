@@ -16,6 +16,7 @@ from retrieval_svc.cli.policy import _admin, policy_app
 from retrieval_svc.words import say
 
 if TYPE_CHECKING:
+    from retrieval_svc.directory import DirectoryReplica
     from retrieval_svc.directory.metrics import SyncOutcome
 
 _EVERY = re.compile(r"^(\d+)([smh])$")
@@ -77,7 +78,8 @@ def sync_ldap(
             help="Sync again at this interval (15m, 1h, 90s, or seconds: 10) until stopped: a "
             "schedule without Kubernetes. A directory whose contextCSN (OpenLDAP with "
             "syncprov) or highestCommittedUSN (Active Directory) has not changed is not read "
-            "again. A failed sync is reported and the next one tried.",
+            "again; a changed OpenLDAP directory is read only where it changed (a syncrepl "
+            "refresh). A failed sync is reported and the next one tried.",
             show_default=False,
         ),
     ] = None,
@@ -101,7 +103,7 @@ def sync_ldap(
     transaction and recorded (actor sync-ldap), with the roles the sync now owns. A deleted or
     renamed group's grants go. Exit 2: the file or what was read cannot be applied; 3: the
     directory failed or answered partially; 4: past the removal limits. Each changes nothing."""
-    from retrieval_svc.directory import DirectoryError, load_sync
+    from retrieval_svc.directory import DirectoryError, DirectoryReplica, load_sync
     from retrieval_svc.directory.metrics import SyncOutcome, export
 
     interval = _interval(every)
@@ -115,6 +117,10 @@ def sync_ldap(
     done = 0
     last_stamp: str | None = None
     unread = 0
+    # With --every, only what changed is read (an RFC 4533 refresh) where the directory
+    # allows; the replica is read whole again every FULL_READ_EVERY refreshes.
+    replica = DirectoryReplica() if interval is not None and not dry_run else None
+    refreshed = 0
     while True:
         # With --every: a directory that says nothing changed (its contextCSN or
         # highestCommittedUSN) is not read again, but whole at least every FULL_READ_EVERY.
@@ -124,8 +130,12 @@ def sync_ldap(
             typer.echo(say("unchanged_directory", stamp=stamp.split(":")[0]))
             code, outcome = 0, outcome.next(ok=True)
         else:
-            code, outcome = _sync_once(admin, config, outcome, dry_run, max_removed_share, force)
-            last_stamp, unread = (stamp if code == 0 else None), 0
+            if replica is not None and refreshed >= FULL_READ_EVERY:
+                replica, refreshed = DirectoryReplica(), 0
+            code, outcome = _sync_once(
+                admin, config, outcome, dry_run, max_removed_share, force, replica
+            )
+            last_stamp, unread, refreshed = (stamp if code == 0 else None), 0, refreshed + 1
         done += 1
         if (metrics_textfile or pushgateway) and not dry_run:
             try:
@@ -146,6 +156,7 @@ def _sync_once(
     dry_run: bool,
     max_removed_share: float | None,
     force: bool,
+    replica: DirectoryReplica | None = None,
 ) -> tuple[int, SyncOutcome]:
     """One sync, the file read anew; its exit code and outcome (messages on the way)."""
     from retrieval_svc.acl.grant_sources import directory as directory_source
@@ -166,14 +177,19 @@ def _sync_once(
         typer.echo(f"error: {exc}", err=True)
         return 2, last.next(ok=False, failure="invalid")
     admin.actor = Actor(sync.name, "ldap")
+    was_usable = replica is not None and replica.usable
     try:
-        directory = read_directory(sync)
+        directory = read_directory(sync, replica)
     except DirectoryError as exc:  # unreachable, cut off, refused: exit 3, as for a cluster
         typer.echo(f"error: {exc}; nothing changed", err=True)
         return 3, last.next(ok=False, failure="unreachable")
+    if replica is not None and was_usable and not replica.usable:
+        typer.echo(say("syncrepl_unavailable", reason=replica.reason), err=True)
     share = sync.max_removed_share if max_removed_share is None else max_removed_share
     limits = Limits(share, sync.removal_floor, force)
     read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
+    if replica is not None and replica.changed is not None:
+        read += say("read_changed", n=replica.changed)
     try:
         # What this sync gave before, and every other grant but another directory's: a sync
         # shares a role with another directory, never takes back that one's members.

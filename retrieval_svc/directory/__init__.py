@@ -9,11 +9,18 @@ from retrieval_svc.directory.groups import (
     RemovalLimit,
     plan,
 )
-from retrieval_svc.directory.ldap import LdapSync, directory_stamp, load_sync, read_directory
+from retrieval_svc.directory.ldap import (
+    DirectoryReplica,
+    LdapSync,
+    directory_stamp,
+    load_sync,
+    read_directory,
+)
 
 __all__ = [
     "Directory",
     "DirectoryError",
+    "DirectoryReplica",
     "LdapSync",
     "Limits",
     "Plan",

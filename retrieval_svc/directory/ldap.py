@@ -15,7 +15,8 @@ import contextlib
 import math
 import os
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ from retrieval_svc.directory.groups import (
     mapping,
     normal_dn,
 )
+from retrieval_svc.directory.syncrepl import Replica, SyncUnavailable, refresh
 from retrieval_svc.tenancy import check_tenant
 
 
@@ -209,20 +211,99 @@ def directory_stamp(sync: LdapSync) -> str | None:
     return None
 
 
-def read_directory(sync: LdapSync) -> Directory:
-    """Everything the sync needs, read whole; raises DirectoryError on any failure."""
+@dataclass(slots=True)
+class DirectoryReplica:
+    """What a sync run ``--every`` keeps between syncs to read only what changed (an RFC 4533
+    refresh; ``syncrepl.py``): the groups and the users, each with the server's cookie.
+    ``usable`` turns false, with the ``reason``, when the server cannot answer one; ``changed``
+    is how many entries the last read brought with their attributes."""
+
+    groups: Replica = field(default_factory=Replica)
+    users: Replica = field(default_factory=Replica)
+    usable: bool = True
+    reason: str = ""
+    changed: int | None = None
+    searches: tuple[str, ...] = ()  # (what the replica copies: another file, another replica)
+
+
+def _attributes(sync: LdapSync) -> tuple[list[str], list[str]]:
+    """What is read of each group and of each user."""
+    member_of = sync.groups.membership == "memberOf"
+    groups = [sync.groups.name_attribute, "memberOf" if member_of else "member"]
+    users = [sync.users.id_attribute, *sync.users.aliases, *(["memberOf"] if member_of else [])]
+    return groups, users
+
+
+def _refreshed(
+    conn: Any, sync: LdapSync, replica: DirectoryReplica
+) -> tuple[Iterable[Any], Iterable[Any]] | None:
+    """The groups' and the users' entries from a refresh of ``replica`` (which then holds
+    them), or None when the server cannot give one: the caller reads whole.
+
+    Two things a refresh cannot see, because OpenLDAP's ``memberof`` and ``refint`` overlays
+    write them without a new entryCSN: the ``memberOf`` values (so a ``memberOf`` sync always
+    reads whole), and the member values rewritten when a person or group is deleted or
+    renamed. So when an entry is gone from where it was, the replica is read again whole —
+    a group that still named the old DN would otherwise give its roles to the next person
+    created under it."""
+    if sync.groups.membership == "memberOf":
+        replica.usable, replica.changed = False, None
+        replica.reason = "memberOf is written by an overlay, unseen by syncrepl"
+        return None
+    group_attributes, user_attributes = _attributes(sync)
+    searches = (sync.url, sync.groups.base, sync.groups.filter, *group_attributes, "",
+                sync.users.base, sync.users.filter, *user_attributes)  # fmt: skip
+    if replica.searches != searches:
+        replica.groups, replica.users, replica.searches = Replica(), Replica(), searches
+    since = replica.groups.cookie is not None and replica.users.cookie is not None
+    try:
+        groups, n_groups = refresh(
+            conn, sync.groups.base, sync.groups.filter, group_attributes, replica.groups
+        )
+        users, n_users = refresh(
+            conn, sync.users.base, sync.users.filter, user_attributes, replica.users
+        )
+    except SyncUnavailable as exc:
+        replica.usable, replica.reason, replica.changed = False, str(exc)[:300], None
+        return None
+    if since and (_gone(replica.groups, groups) or _gone(replica.users, users)):
+        replica.groups, replica.users = Replica(), Replica()  # (read again, whole)
+        return _refreshed(conn, sync, replica)
+    replica.groups, replica.users = groups, users
+    replica.changed = n_groups + n_users if since else None  # (None: read whole)
+    return groups.entries.values(), users.entries.values()
+
+
+def _gone(before: Replica, after: Replica) -> bool:
+    """Whether a DN ``before`` held is no longer where it was (deleted, renamed, moved out
+    of the search)."""
+    now = {normal_dn(e["dn"]) for e in after.entries.values()}
+    return any(normal_dn(e["dn"]) not in now for e in before.entries.values())
+
+
+def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> Directory:
+    """Everything the sync needs; raises DirectoryError on any failure. With a ``replica``
+    that can be refreshed, only what changed since its last read comes from the server (the
+    directory returned is still whole); otherwise every entry is read (paged)."""
     import ldap3.core.exceptions as errors
 
     directory = Directory()
     users, groups = sync.users, sync.groups
     member_of = groups.membership == "memberOf"
+    group_attributes, user_attributes = _attributes(sync)
     try:
         conn = _connection(sync)
         try:
-            group_attributes = [groups.name_attribute, "memberOf" if member_of else "member"]
-            for entry in _entries(
-                conn, groups.base, groups.filter, group_attributes, sync.page_size
-            ):
+            entries = None
+            if replica is not None and replica.usable:
+                entries = _refreshed(conn, sync, replica)
+            if entries is None:
+                entries = (
+                    _entries(conn, groups.base, groups.filter, group_attributes, sync.page_size),
+                    _entries(conn, users.base, users.filter, user_attributes, sync.page_size),
+                )
+            group_entries, user_entries = entries
+            for entry in group_entries:
                 dn = entry["dn"]
                 (name, *_) = [*_values(entry, groups.name_attribute), ""]
                 if not name:
@@ -234,12 +315,7 @@ def read_directory(sync: LdapSync) -> Directory:
                 else:
                     for member in _values(entry, "member"):
                         directory.add_member(member, dn)
-            user_attributes = [
-                users.id_attribute,
-                *users.aliases,
-                *(["memberOf"] if member_of else []),
-            ]
-            for entry in _entries(conn, users.base, users.filter, user_attributes, sync.page_size):
+            for entry in user_entries:
                 (uid, *_) = [*_values(entry, users.id_attribute), ""]
                 if not uid:
                     continue  # (no id: nobody retrieval can name)

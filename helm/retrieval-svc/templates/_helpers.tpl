@@ -25,6 +25,12 @@ app.kubernetes.io/name: {{ .Chart.Name }}-watch
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{- /* Pods of jobs and syncs (the indexer, sync-ldap): not the service's either. */ -}}
+{{- define "rsvc.taskSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-task
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
 {{- define "rsvc.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
@@ -82,7 +88,7 @@ backoffLimit: 2
 {{- end }}
 template:
   metadata:
-    labels: {{- include "rsvc.selectorLabels" . | nindent 6 }}
+    labels: {{- include "rsvc.taskSelectorLabels" . | nindent 6 }}
   spec:
     restartPolicy: Never
     automountServiceAccountToken: false

@@ -17,6 +17,7 @@ would read what staff may.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class Limits:
     force: bool = False
 
 
+@functools.lru_cache(maxsize=1 << 18)  # (each person's DN comes again in every group of theirs)
 def normal_dn(dn: str) -> str:
     """A DN as compared here: case and spaces around separators do not matter."""
     parts = [p.strip() for p in dn.split(",")]

@@ -36,13 +36,11 @@ from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
-from indexer.documents import DocumentError, document_id
+from indexer.batch_loading import BatchLoader
+from indexer.documents import document_id
 from indexer.loading import (
     IndexOptions,
-    chunk_settings,
     load_document,
-    outside_of,
-    read_document,
 )
 from indexer.permissions import Outside
 from indexer.report import NOT_PRUNED, Report
@@ -57,7 +55,7 @@ from indexer.store import (
     withdraw,
 )
 from indexer.unlisted import another_source, still_held, what_was_not_listed
-from indexer.workers import InFlight, ParserPool
+from indexer.workers import ParserPool
 from indexer.writing import Batch, EmbedProgress, Fence, embed_batch, write_batch
 from retrieval_svc.embedding import Embedder
 
@@ -89,7 +87,7 @@ async def index_source(
     watcher's, while it narrows new events during a long pass).
     """
     run = _IndexRun(es, source, options, progress, embedder, embed_progress)
-    run.pool, run.fence = pool, fence
+    run.loader.pool, run.fence = pool, fence
     return await run.run()
 
 
@@ -124,11 +122,8 @@ class _IndexRun:
         self._listing = iter(source.list())
         self._read: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
         self._embedded: asyncio.Queue[Batch | None] = asyncio.Queue(maxsize=1)
-        self.pool: ParserPool | None = None  # worker processes, when options.workers
         self.fence: Fence | None = None
-        self._reading = asyncio.Semaphore(max(1, options.concurrency))
-        self._in_flight = InFlight(options.budget.max_bytes)
-        self._settings = chunk_settings(options)
+        self.loader = BatchLoader(source, options)
 
     async def run(self) -> Report:
         started = time.perf_counter()
@@ -141,12 +136,14 @@ class _IndexRun:
         )
         has_chunks = bool(counted.get("count", 0))
         async with contextlib.AsyncExitStack() as stack:
-            if options.workers and self.pool is None:
-                self.pool = await stack.enter_async_context(
+            if options.workers and self.loader.pool is None:
+                self.loader.pool = await stack.enter_async_context(
                     ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
                 )
             await self._stages(has_chunks)
-            report.parser_workers_started = self.pool.started if self.pool is not None else 0
+            report.parser_workers_started = (
+                self.loader.pool.started if self.loader.pool is not None else 0
+            )
         report.passed_over = dict(self.source.passed_over.counts)
         report.passed_over_examples = dict(self.source.passed_over.examples)
         unlisted = await what_was_not_listed(es, source, options, report, has_chunks)
@@ -220,7 +217,7 @@ class _IndexRun:
                     if has_chunks
                     else {}
                 )
-                outside = await self._outside(batch)
+                outside = await self.loader.outside(batch)
                 todo, retag = [], set()
                 for ref in batch:
                     here = outside[ref.key]
@@ -249,7 +246,7 @@ class _IndexRun:
                 # (the same bytes, other roles: re-stamped from the index when it can be)
                 todo, restamped = await self._restamp(todo, retag, versions, outside, ids)
                 docs: dict[str, list[dict[str, Any]]] = {}
-                for ref, result in await self._load(todo, outside):
+                for ref, result in await self.loader.load(todo, outside):
                     self.progress(ref.key)
                     if isinstance(result, str):
                         stored = versions.get(ids[ref.key])
@@ -294,7 +291,7 @@ class _IndexRun:
         if not wanted:
             return todo, {}
         found = await restamp_stored(
-            self.es, self.source, self.options, self._settings, wanted, self._reading
+            self.es, self.source, self.options, self.loader.settings, wanted, self.loader.reading
         )
         restamped: dict[str, list[dict[str, Any]]] = {}
         for ref in todo:
@@ -313,29 +310,6 @@ class _IndexRun:
             self.report.withdraw(key, document_id, reason)
         else:
             self.report.fail(key, reason)
-
-    async def _outside(self, refs: list[ObjectRef]) -> dict[str, Outside | str]:
-        """Each object's folder rule and roles tag (tags read in ``concurrency`` threads), or
-        why they could not be read."""
-        options = self.options
-
-        def one(ref: ObjectRef) -> Outside | str:
-            try:
-                return outside_of(self.source, ref, options)
-            except DocumentError as exc:
-                return str(exc)
-            except Exception as exc:  # (anything else from one object fails that object)
-                return f"{type(exc).__name__}: {exc}"
-
-        if not options.roles_tag:  # (no I/O: the rules alone)
-            return {ref.key: one(ref) for ref in refs}
-
-        async def limited(ref: ObjectRef) -> Outside | str:
-            async with self._reading:
-                return await asyncio.to_thread(one, ref)
-
-        found = await asyncio.gather(*(limited(ref) for ref in refs))
-        return {ref.key: here for ref, here in zip(refs, found, strict=True)}
 
     async def embed(self) -> None:
         """Stage 2: vectors for every chunk of a batch (when an embedder is configured)."""
@@ -361,54 +335,3 @@ class _IndexRun:
             if len(batch) >= self.options.batch_size or size >= self.options.batch_bytes:
                 break
         return batch
-
-    async def _load(
-        self, refs: list[ObjectRef], outside: dict[str, Outside | str]
-    ) -> list[tuple[ObjectRef, Any]]:
-        """Parse ``refs``: in the worker processes (reading in ``concurrency`` threads), or
-        in ``concurrency`` threads each taking every n-th object."""
-        found = {k: v for k, v in outside.items() if isinstance(v, Outside)}
-        if self.pool is not None:
-            return list(await asyncio.gather(*(self._in_worker(r, found[r.key]) for r in refs)))
-        n = max(1, min(self.options.concurrency, len(refs)))
-        parts = await asyncio.gather(
-            *(asyncio.to_thread(self._parse, refs[i::n], found) for i in range(n))
-        )
-        return [item for part in parts for item in part]
-
-    async def _in_worker(
-        self, ref: ObjectRef, outside: Outside
-    ) -> tuple[ObjectRef, list[dict[str, Any]] | str]:
-        """Read one object here, parse and chunk it in a worker under the budget."""
-        assert self.pool is not None
-        try:
-            self.options.budget.check_bytes(ref.size)  # (before holding anything for it)
-        except DocumentError as exc:
-            return ref, str(exc)
-        # The object's bytes count from its read until its worker is done with them: the
-        # run's memory holds at most --max-doc-bytes of objects, however many are listed.
-        async with self._in_flight.hold(max(1, ref.size)):
-            async with self._reading:  # (at most ``concurrency`` objects read at once)
-                try:
-                    job = await asyncio.to_thread(
-                        read_document, self.source, ref, self.options, outside
-                    )
-                except DocumentError as exc:
-                    return ref, str(exc)
-                except Exception as exc:  # a read error: report it, keep going
-                    return ref, f"{type(exc).__name__}: {exc}"
-            return ref, await self.pool.run((*job, self._settings))
-
-    def _parse(
-        self, refs: list[ObjectRef], outside: dict[str, Outside]
-    ) -> list[tuple[ObjectRef, list[dict[str, Any]] | str]]:
-        """Read and parse some objects (in a worker thread); failures become their reason."""
-        out: list[tuple[ObjectRef, list[dict[str, Any]] | str]] = []
-        for ref in refs:
-            try:
-                out.append((ref, load_document(self.source, ref, self.options, outside[ref.key])))
-            except DocumentError as exc:
-                out.append((ref, str(exc)))
-            except Exception as exc:  # a read error: report it, keep going
-                out.append((ref, f"{type(exc).__name__}: {exc}"))
-        return out

@@ -182,15 +182,15 @@ def refresh(
             dereference_aliases=ldap3.DEREF_NEVER,  # (syncprov refuses any other)
             controls=[request_control(replica.cookie)],
         )
-    except errors.LDAPOperationResult as exc:
-        if getattr(exc, "result", None) == REFRESH_REQUIRED and replica.cookie is not None:
-            return refresh(conn, base, query, attributes, Replica())
-        raise SyncUnavailable(f"{type(exc).__name__}: {exc}") from None
-    result = conn.result or {}
-    if result.get("result") == REFRESH_REQUIRED and replica.cookie is not None:
+    except errors.LDAPOperationResult as exc:  # (the sync's connections raise on a code)
+        code, why = getattr(exc, "result", None), f"{type(exc).__name__}: {exc}"
+    else:
+        result = conn.result or {}
+        code, why = result.get("result"), f"{result.get('description')}: {result.get('message')}"
+    if code == REFRESH_REQUIRED and replica.cookie is not None:  # (start again, whole)
         return refresh(conn, base, query, attributes, Replica())
-    if result.get("result") != 0:
-        raise SyncUnavailable(f"{result.get('description')}: {result.get('message')}")
+    if code != 0:
+        raise SyncUnavailable(why)
     done_control = (result.get("controls") or {}).get(SYNC_DONE)
     if done_control is None:
         raise SyncUnavailable("the search ended without its sync-done control")

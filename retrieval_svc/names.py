@@ -38,6 +38,8 @@ def name_problem(what: str, value: object) -> str | None:
         return f"{what} is longer than {MAX_NAME} characters ({len(value)})"
     if value != value.strip():
         return f"{what} {value!r} begins or ends with white space: remove it"
+    if value.isprintable():  # (every refused category is unprintable to Python)
+        return None
     for position, char in enumerate(value):
         kind = _REFUSED.get(unicodedata.category(char))
         if kind is not None:

@@ -6,6 +6,8 @@ the project.
 
 from __future__ import annotations
 
+import functools
+
 # Tenants are isolated physically (design.md §4): each has its own index behind its own alias,
 # ``<RSVC_INDEX_ALIAS>.<tenant slug>``. The slug keeps ``a``-``z`` and ``0``-``9`` and writes
 # every other character as ``_`` and the hex of each of its UTF-8 bytes (``acme-corp`` →
@@ -51,6 +53,7 @@ def tenant_alias(index_alias: str, tenant: str) -> str:
     return f"{index_alias}.{tenant_slug(tenant)}"
 
 
+@functools.lru_cache(maxsize=4096)  # (every policy line names one of a few tenants)
 def check_tenant(tenant: str) -> str:
     """``tenant``, if it is a plain name that can name an index; ValueError saying why not."""
     if not tenant or tenant != tenant.strip():

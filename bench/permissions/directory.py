@@ -2,7 +2,8 @@
 real slapd, synced into the policy database by ``retrieval-svc policy sync-ldap``; then the
 policy's reload and what a request pays with it, against a small directory's, in one run.
 
-    python -m bench.permissions.directory [--users 50000] [--groups 5000] [--per-user 2] [--out DIR]
+    python -m bench.permissions.directory [--users 50000] [--groups 5000] [--per-user 2]
+        [--window 10] [--interval 60] [--out DIR]
 
 Every user is in ``--per-user`` random groups; one group in ten is nested in another (its
 members pass on). The mapping is ``all_groups: true`` (each group gives the role of its name),
@@ -12,6 +13,10 @@ so every membership becomes a grant. Measured:
   state): seconds and the peak resident memory of the command;
 * ``sync-ldap --every`` after ``--moves`` people changed group: its second sync reads only
   what changed (bench/permissions/directory_delta.py);
+* a person's move in force at the service (``--window`` people join a group and leave it
+  again while ``sync-ldap --every --interval`` runs, a prober asking as them every 100 ms;
+  bench/permissions/directory_window.py): p50 / p95 / max with the change stamp asked every
+  5 s between syncs, and at the interval alone. Target: p95 ≤ one interval;
 * the policy: rows, the SQLite file's size;
 * a reload: loading and indexing the whole policy, as the service's compiler child does;
 * ``POST /retrieval`` p50 at concurrency 1 with a casbin key and a directory user as the
@@ -43,6 +48,7 @@ from bench.harness import ROOT, finish, machine, parser
 from bench.harness.service import start_service
 from bench.harness.tree import run_measured
 from bench.permissions.directory_delta import delta_sync
+from bench.permissions.directory_window import KB, pick, window, write_documents
 from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -280,6 +286,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         print(
             f"/retrieval small: {served_small}\n/retrieval large: {served_large}", file=sys.stderr
         )
+        windows = await in_force(es, args, url, work) if args.window else []
     finally:
         subprocess.run([str(script), "stop", str(port)], capture_output=True, check=False)
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
@@ -290,12 +297,45 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "small": small,
         "large": large,
+        "in_force": windows,
         "retrieval_small": served_small,
         "retrieval_large": served_large,
         "p50_ratio": ratio,
         "target": f"/retrieval p50 with the large policy <= {TARGET_RATIO} x with the small one",
         "met": ratio <= TARGET_RATIO,
     }
+
+
+async def in_force(
+    es: AsyncElasticsearch, args: argparse.Namespace, url: str, work: Path
+) -> list[dict[str, Any]]:
+    """The window of a person's move at the service (directory_window.py): with the change
+    stamp asked between syncs, and at the interval alone."""
+    db = f"sqlite:///{work / 'large.db'}"
+    pairs = pick(db, "large", args.users, args.groups, args.window)
+    write_documents(work / "window", "large", [g for _, g in pairs])
+    await index_source(
+        es,
+        LocalSource(work / "window"),
+        IndexOptions(KB, tenant_alias(ALIAS, DEFAULT_TENANT)),
+    )
+    await es.indices.refresh(index=tenant_alias(ALIAS, DEFAULT_TENANT))
+    port, child, log = _service(db, "large", args.es_url, work)
+    results = []
+    try:
+        for check_every in (5.0, 0.0):
+            result = window(
+                db=db, config=work / "large.yaml", url=url, ou="large", suffix=SUFFIX,
+                port=port, key=KEY, pairs=pairs, interval_s=args.interval,
+                check_every_s=check_every, gap_s=args.interval / 6,
+            )  # fmt: skip
+            print(f"in force: {result}", file=sys.stderr)
+            results.append(result)
+    finally:
+        child.terminate()
+        child.wait(timeout=60)
+        log.close()
+    return results
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -307,6 +347,11 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--moves", type=int, default=10, help="People changing group between two --every syncs."
     )
+    p.add_argument(
+        "--window", type=int, default=10,
+        help="People who join a group and leave it again while sync-ldap --every runs (0: none).",
+    )  # fmt: skip
+    p.add_argument("--interval", type=int, default=60, help="sync-ldap --every, for --window.")
     args = p.parse_args(argv)
     result = asyncio.run(main(args))
     return finish(result, args.out)

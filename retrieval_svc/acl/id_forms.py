@@ -60,6 +60,8 @@ def _email(value: str) -> str:
 
 
 def _directory(value: str) -> str:
+    if value.isascii():  # (no ASCII character is in table B.1; B.2 folds A–Z; NFKC keeps it)
+        return _SPACES.sub(" ", value.translate(_ASCII_UPPER)).strip()
     mapped = "".join(stringprep.map_table_b2(c) for c in value if not stringprep.in_table_b1(c))
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", mapped)).strip()
 

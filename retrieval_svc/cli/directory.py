@@ -23,6 +23,7 @@ _EVERY = re.compile(r"^(\d+)([smh])$")
 
 
 FULL_READ_EVERY = 60  # syncs that may skip reading an unchanged directory in a row
+CHECK_EVERY_S = 5.0  # with --every: how often the directory's change stamp is asked between syncs
 
 
 def _stamp(config: Path) -> str | None:
@@ -83,6 +84,16 @@ def sync_ldap(
             show_default=False,
         ),
     ] = None,
+    check_every: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="With --every: between syncs, ask the directory's change stamp this often "
+            "(seconds) and sync at once when it changed, so a change is in force in seconds "
+            "whatever the interval; one small search of the root or context entry. 0: only "
+            "at the interval. Directories without a stamp sync at the interval.",
+        ),
+    ] = CHECK_EVERY_S,
     count: Annotated[
         int, typer.Option(min=0, help="With --every: stop after this many syncs (0: never).")
     ] = 0,
@@ -146,7 +157,21 @@ def sync_ldap(
             raise typer.Exit(code)
         if count and done >= count:
             raise typer.Exit(0)
-        time.sleep(interval)
+        _wait(config, interval, check_every if last_stamp is not None else 0, last_stamp)
+
+
+def _wait(config: Path, interval: float, check_every: float, stamp: str | None) -> None:
+    """Until the next sync: the interval, or less when the directory's stamp, asked every
+    ``check_every`` seconds (0: never), is no longer ``stamp`` — a change is then synced at
+    once. A stamp that cannot be read is no change: the interval's sync will say why."""
+    deadline = time.monotonic() + interval
+    while (left := deadline - time.monotonic()) > 0:
+        if check_every <= 0:
+            time.sleep(left)
+            return
+        time.sleep(min(check_every, left))
+        if time.monotonic() < deadline and _stamp(config) not in (None, stamp):
+            return
 
 
 def _sync_once(

@@ -356,3 +356,26 @@ def test_a_scheduled_sync_reports_its_metrics_and_keeps_going_after_a_failure(
     assert "rsvc_directory_sync_last_success_timestamp_seconds" not in text  # (a new process)
     bad = cli(policy_db_url, "sync-ldap", str(sync), "--every", "0m")
     assert bad.exit_code == 2 and "not an interval" in bad.output
+
+
+def test_a_change_between_syncs_is_synced_at_once_not_at_the_interval(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    # An hour's interval: the stamp, asked between syncs, brings the move in seconds.
+    wang = tree.user("wang")
+    ops, finance = tree.group("ops", wang), tree.group("finance")
+    sync = tree.sync_file(tmp_path)
+    args = ["sync-ldap", str(sync), "--every", "1h", "--check-every", "0.2", "--count", "2"]
+    runs: list[Any] = []
+    loop = threading.Thread(target=lambda: runs.append(cli(policy_db_url, *args)), daemon=True)
+    loop.start()
+    store = PolicyDatabase(DEFAULT_MODEL, policy_db_url)  # (one CliRunner at a time)
+    deadline = time.monotonic() + 120
+    while ["user:wang", "运维工程师", "acme"] not in map(list, store.rules().grouping):
+        assert time.monotonic() < deadline and loop.is_alive(), runs
+        time.sleep(0.1)
+    tree.move(wang, ops, finance)
+    loop.join(timeout=120)
+    assert not loop.is_alive(), "the change waited for the interval"
+    assert runs[0].exit_code == 0 and runs[0].stdout.count("synced:") == 2, runs[0].output
+    assert grants(policy_db_url) == {"g, user:wang, 财务专员, acme"}

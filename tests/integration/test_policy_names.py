@@ -92,6 +92,12 @@ def test_the_refused_names_are_what_no_store_can_hold() -> None:
     ]:
         problem = name_problem("role", bad)
         assert problem is not None and says in problem, (bad, problem)
+    # Every character of a refused category, anywhere in a name (the check's short cut for
+    # printable text must let none through).
+    refused = {"Cc", "Cs", "Zl", "Zp"}
+    for point in range(0x110000):
+        if unicodedata.category(char := chr(point)) in refused:
+            assert name_problem("role", f"a{char}b") is not None, hex(point)
     # Every other category is a name: marks, format characters, symbols, private use.
     for char in ("\u0301", "\u200d", "\u20ac", "\ue000", "\u3000x"[1:]):
         assert name_problem("role", "r" + char) is None, unicodedata.name(char, "?")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import stringprep
 import unicodedata
 from pathlib import Path
 
@@ -140,6 +141,21 @@ def email_key(s: str) -> str:
 def test_ascii_case_never_parts_an_address(local: str, data: st.DataObject) -> None:
     asked = "".join(c.upper() if data.draw(st.booleans()) else c for c in local)
     assert resolves("email", f"{local}@corp.example", f"{asked}@CORP.example")
+
+
+def _rfc4518(value: str) -> str:
+    """caseIgnoreMatch's preparation, character by character (RFC 4518 §2: B.1 mapped to
+    nothing, B.2 case folding, NFKC, insignificant spaces)."""
+    mapped = "".join(stringprep.map_table_b2(c) for c in value if not stringprep.in_table_b1(c))
+    return " ".join(unicodedata.normalize("NFKC", mapped).split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.text(st.characters(max_codepoint=127), max_size=24))
+def test_an_ascii_directory_id_is_prepared_as_rfc_4518_says(value: str) -> None:
+    # (the ASCII short cut of the directory kind, held to the whole preparation)
+    assert compared("directory", value) == _rfc4518(value)
+    assert compared("directory", value + "Ä") == _rfc4518(value + "Ä")
 
 
 def test_an_id_too_long_once_compared_is_skipped_and_named_not_the_rest() -> None:

@@ -274,6 +274,28 @@ def _refreshed(
     return groups.entries.values(), users.entries.values()
 
 
+def _trusted(
+    replica: DirectoryReplica,
+    refreshed: tuple[Iterable[Any], Iterable[Any]],
+    whole: tuple[list[Any], list[Any]],
+) -> None:
+    """A replica filled from scratch by a refresh, held to the paged read beside it: where
+    they differ, the refresh cannot be trusted and the replica is not used again. OpenLDAP
+    answers syncrepl only with entries whose entryCSN is not past the database's
+    contextCSN, and ``slapadd`` without ``-w`` (a restore, a bulk load) leaves the
+    contextCSN behind the entries it wrote: a refresh would then see nobody."""
+    for got, read in zip(refreshed, whole, strict=True):
+        seen = {normal_dn(e["dn"]) for e in got}
+        missing = {normal_dn(e["dn"]) for e in read} - seen
+        if missing or len(seen) != len(read):
+            replica.usable, replica.changed = False, None
+            replica.reason = (
+                f"its syncrepl answer lacks {len(missing)} of the {len(read)} entries a search "
+                "returns (a contextCSN behind the entries: loaded by slapadd without -w?)"
+            )
+            return
+
+
 def _gone(before: Replica, after: Replica) -> bool:
     """Whether a DN ``before`` held is no longer where it was (deleted, renamed, moved out
     of the search)."""
@@ -297,11 +319,16 @@ def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> D
             entries = None
             if replica is not None and replica.usable:
                 entries = _refreshed(conn, sync, replica)
-            if entries is None:
-                entries = (
-                    _entries(conn, groups.base, groups.filter, group_attributes, sync.page_size),
-                    _entries(conn, users.base, users.filter, user_attributes, sync.page_size),
-                )
+            if entries is None or (replica is not None and replica.changed is None):
+                whole = (
+                    list(_entries(conn, groups.base, groups.filter, group_attributes,
+                                  sync.page_size)),
+                    list(_entries(conn, users.base, users.filter, user_attributes,
+                                  sync.page_size)),
+                )  # fmt: skip
+                if entries is not None and replica is not None:
+                    _trusted(replica, entries, whole)
+                entries = whole
             group_entries, user_entries = entries
             for entry in group_entries:
                 dn = entry["dn"]

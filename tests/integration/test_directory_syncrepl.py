@@ -5,6 +5,9 @@ in a group), a group deleted, an entry leaving the sync's filter."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import ldap3
@@ -15,6 +18,8 @@ from retrieval_svc.directory.groups import Directory
 from retrieval_svc.directory.syncrepl import Replica
 from tests.integration.test_directory_ldap import ADMIN, Tree, cli, grants
 from tests.integration.test_directory_ldap import tree as tree  # (the fixture)
+from tests.support import SERVERS_DIR
+from tests.support.fake_provider import free_port
 
 
 def same(a: Directory, b: Directory) -> bool:
@@ -136,3 +141,52 @@ def test_sync_ldap_every_syncs_through_a_refresh(
     assert run.exit_code == 0, run.output
     assert grants(policy_db_url) == {"g, user:wang, 运维工程师, acme"}
     assert "cannot say what changed" not in run.output, run.output
+
+
+@pytest.fixture
+def loaded_offline(tmp_path: Path) -> Iterator[str]:
+    """A slapd of its own whose people were added by ``slapadd -q`` (as a restore or a bulk
+    load does): its contextCSN is behind those entries' entryCSN. Its URL."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "ldap.sh"
+    env = {**os.environ, **({"RSVC_SERVERS_DIR": SERVERS_DIR} if SERVERS_DIR else {})}
+    port = str(free_port())
+    started = subprocess.run([str(script), "start", port], capture_output=True, text=True,
+                             env=env, timeout=600, check=False)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    ldif = tmp_path / "restore.ldif"
+    suffix = "dc=example,dc=org"
+    lines = [f"dn: ou=restored,ou=people,{suffix}\nobjectClass: organizationalUnit\nou: restored"]
+    lines += [f"dn: ou=restored,ou=groups,{suffix}\nobjectClass: organizationalUnit\nou: restored"]
+    for uid in ("wang", "li"):
+        lines.append(f"dn: uid={uid},ou=restored,ou=people,{suffix}\nobjectClass: inetOrgPerson\n"
+                     f"uid: {uid}\ncn: {uid}\nsn: {uid}")  # fmt: skip
+    lines.append(f"dn: cn=ops,ou=restored,ou=groups,{suffix}\nobjectClass: groupOfNames\ncn: ops\n"
+                 f"member: uid=wang,ou=restored,ou=people,{suffix}")  # fmt: skip
+    ldif.write_text("\n\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        loaded = subprocess.run([str(script), "load", port, str(ldif)], capture_output=True,
+                                text=True, env=env, timeout=600, check=False)  # fmt: skip
+        assert loaded.returncode == 0, loaded.stderr
+        yield started.stdout.strip()
+    finally:
+        subprocess.run([str(script), "stop", port], capture_output=True, env=env, check=False)
+
+
+def test_a_directory_loaded_offline_is_read_whole_not_seen_empty(
+    loaded_offline: str, policy_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenLDAP answers syncrepl only with entries not past its contextCSN: here, nobody. A
+    # replica filled from that would see an empty directory (and each sync be refused as
+    # "answered with no users"); it is held to the paged read beside it and given up.
+    monkeypatch.setenv("TEST_LDAP_PASSWORD", ADMIN[1])
+    tree = Tree.__new__(Tree)  # (the loaded branch, not a new one)
+    tree.url, tree.ou = loaded_offline, "restored"
+    sync = tree.sync_file(tmp_path)
+    replica = DirectoryReplica()
+    read = read_directory(load_sync(sync), replica)
+    assert not replica.usable and "slapadd" in replica.reason, replica.reason
+    assert same(read, read_directory(load_sync(sync))) and len(read.users) == 2
+    run = cli(policy_db_url, "sync-ldap", str(sync), "--every", "1", "--count", "2")
+    assert run.exit_code == 0, run.output
+    assert grants(policy_db_url) == {"g, user:wang, 运维工程师, acme"}
+    assert "cannot say what changed" in run.output and "-w" in run.output, run.output

@@ -2,7 +2,8 @@
 (``retrieval-indexer watch``; docs/indexer.md, "Watching").
 
     python -m bench.freshness [--objects 100000] [--changes 20] [--sources folder,s3]
-                              [--modes events,relisting] [--rescan 60] [--out DIR]
+                              [--modes events,relisting,outage,restart] [--rescan 60]
+                              [--out DIR]
 
 A source of ``--objects`` documents under folder rules (公共 public, 法务 and 人事 restricted)
 is indexed and watched, through the local embedding model. Changes then arrive at a steady
@@ -19,7 +20,14 @@ Each source is written and indexed once; the modes then watch it in turn, each c
 documents, folders and words of its own (the watcher's first re-listing checks the whole
 source against the index: its time is reported as ``first_relisting_s``).
 
+Two more modes interrupt the events mode a quarter into its changes, while they go on arriving:
+``outage`` cuts Elasticsearch off from the watcher for a minute (a TCP proxy between them;
+the prober still asks it directly), ``restart`` kills the watcher (SIGKILL) and starts it again
+5 s later — it waits for its lease to expire (30 s), then re-lists. Their target is that
+nothing is missed; their windows say what the interruption cost.
+
 Targets (issue #55 §4): narrowing p95 ≤ 5 s with events, ≤ one re-listing interval + 5 s
 without; widening (new text, embedded) p95 ≤ 30 s with events — without them nothing is seen
-before the next re-listing, so ≤ one interval + 30 s; none missed.
+before the next re-listing, so ≤ one interval + 30 s; none missed, also through an outage
+and a restart.
 """

@@ -10,7 +10,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +30,14 @@ from bench.freshness.changes import (
 )
 from bench.freshness.report import summary, table, targets
 from bench.harness import machine, print_result
+from tests.support.tcp_proxy import TcpProxy
 
 ALIAS = "rsvc-bench-freshness"
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
 GIVE_UP_S = 600.0
+OUTAGE_S = 60.0  # mode "outage": Elasticsearch unreachable to the watcher this long
+PAUSE_S = 5.0  # mode "restart": the watcher killed (SIGKILL), started again this much later
+INTERRUPTED = ("outage", "restart")
 
 
 @dataclass
@@ -116,33 +122,39 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
     source, kb, root, rules, common = (
         ready.source, ready.kb, ready.root, ready.rules, ready.common
     )  # fmt: skip
-    events = ["--events", f"sqs://{kb}"] if source.kind == "s3" and mode == "events" else []
+    listens = mode in ("events", *INTERRUPTED)
+    events = ["--events", f"sqs://{kb}"] if source.kind == "s3" and listens else []
     if mode == "relisting":
         events = ["--events", "none"]
     rescan = str(args.rescan if mode == "relisting" else 600)
-    log = (root / f"watch-{mode}.log").open("wb")
-    watcher = subprocess.Popen(
-        [*CLI, "watch", *common, *events, "--rescan", rescan, "--health-port", "-1"],
-        env=setup.env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    path = root / f"watch-{mode}.log"
+    log = path.open("ab")
+    proxy = TcpProxy(setup.env["RSVC_ES_URL"]).__enter__() if mode == "outage" else None
+    env = {**setup.env, "RSVC_ES_URL": proxy.url} if proxy else setup.env
+    argv = [*CLI, "watch", *common, *events, "--rescan", rescan, "--health-port", "-1"]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    watcher = [start()]
     index = f"{ALIAS}.*"
     started = time.perf_counter()
     try:
         time.sleep(2.0)
         deadline = time.monotonic() + GIVE_UP_S * 3
-        while "re-listing" not in (root / f"watch-{mode}.log").read_text(errors="replace"):
-            if time.monotonic() > deadline or watcher.poll() is not None:
-                text = (root / f"watch-{mode}.log").read_text(errors="replace")
-                raise RuntimeError(f"the watcher did not start: {text}")
+        while "re-listing" not in path.read_text(errors="replace"):
+            if time.monotonic() > deadline or watcher[0].poll() is not None:
+                raise RuntimeError(f"the watcher did not start: {path.read_text()}")
             time.sleep(1.0)
         first_s = time.perf_counter() - started  # (starting, and its first whole re-listing)
         todo = changes(
             source, index, kb, args.objects, args.changes, args.seed, rules, turn, len(args.modes)
         )
+        interrupt = _interruption(mode, proxy, watcher, start)
         with Prober(es) as prober:
-            for _, make in todo:
+            for n, (_, make) in enumerate(todo):
+                if n == len(todo) // 4 and interrupt is not None:
+                    threading.Thread(target=interrupt, daemon=True).start()
                 prober.add(make())
                 time.sleep(1.0 / args.rate)
             deadline = time.monotonic() + GIVE_UP_S
@@ -151,9 +163,11 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
             missed = len(prober.pending)
             done = list(prober.done)
     finally:
-        watcher.send_signal(signal.SIGTERM)
-        watcher.wait(timeout=120)
+        watcher[0].send_signal(signal.SIGTERM)
+        watcher[0].wait(timeout=120)
         log.close()
+        if proxy is not None:
+            proxy.__exit__(None, None, None)
     by_kind: dict[str, Any] = {}
     for kind in (*NARROWING, *WIDENING):
         windows = [c.window for c in done if c.kind == kind and c.window is not None]
@@ -169,10 +183,43 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         "missed": missed,
         "first_relisting_s": round(first_s, 1),
         "rescan_s": float(rescan) if mode == "relisting" else None,
+        "interrupted": {
+            "outage": f"Elasticsearch unreachable for {OUTAGE_S:g} s",
+            "restart": f"the watcher killed, started again {PAUSE_S:g} s later",
+        }.get(mode),
         "narrowing": summary(narrowing) if narrowing else None,
         "widening": summary(widening) if widening else None,
         "by_kind": by_kind,
     }
+
+
+def _interruption(
+    mode: str,
+    proxy: TcpProxy | None,
+    watcher: list[subprocess.Popen[bytes]],
+    start: Callable[[], subprocess.Popen[bytes]],
+) -> Callable[[], None] | None:
+    """What happens to the watcher a quarter into the changes, while they go on arriving:
+    Elasticsearch cut off for ``OUTAGE_S``, or the watcher killed and started again (it waits
+    for its lease, then re-lists)."""
+    if mode == "outage" and proxy is not None:
+
+        def outage() -> None:
+            proxy.cut()
+            time.sleep(OUTAGE_S)
+            proxy.restore()
+
+        return outage
+    if mode == "restart":
+
+        def restart() -> None:
+            watcher[0].kill()
+            watcher[0].wait(timeout=60)
+            time.sleep(PAUSE_S)
+            watcher[0] = start()
+
+        return restart
+    return None
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -243,7 +290,13 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=1.0, help="Changes per second.")
     parser.add_argument("--rescan", type=float, default=60.0)
     parser.add_argument("--sources", type=lambda s: s.split(","), default=["folder", "s3"])
-    parser.add_argument("--modes", type=lambda s: s.split(","), default=["events", "relisting"])
+    parser.add_argument(
+        "--modes",
+        type=lambda s: s.split(","),
+        default=["events", "relisting"],
+        help="events, relisting, outage (events; Elasticsearch cut off for a minute), restart "
+        "(events; the watcher killed and started again).",
+    )
     parser.add_argument("--embedder", default="local", help="RSVC_EMBEDDER for the runs.")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path)

@@ -137,7 +137,7 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
 
     watcher = [start()]
-    index = f"{ALIAS}.*"
+    index = f"{args.alias}.*"
     started = time.perf_counter()
     try:
         time.sleep(2.0)
@@ -229,7 +229,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     env = {
         **os.environ,
         "RSVC_ES_URL": es_url,
-        "RSVC_INDEX_ALIAS": ALIAS,
+        "RSVC_INDEX_ALIAS": args.alias,
         "RSVC_EMBEDDER": args.embedder,
     }
     setup = Setup(es, env, work, args)
@@ -263,7 +263,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             setattr(setup, name, client)
     result: dict[str, Any] = {"machine": machine(), "scenarios": {}}
     try:
-        es.options(ignore_status=404).indices.delete(index=f"{ALIAS}*")
+        es.options(ignore_status=404).indices.delete(index=f"{args.alias}.*")
         for source_kind in args.sources:
             print(f"freshness: {source_kind}: writing and indexing …", file=sys.stderr)
             ready = prepare(setup, source_kind)
@@ -272,8 +272,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"freshness: {name} …", file=sys.stderr)
                 result["scenarios"][name] = scenario(setup, ready, mode, turn)
     finally:
-        es.options(ignore_status=404).indices.delete(index=f"{ALIAS}*")
-        es.options(ignore_status=404).indices.delete_index_template(name=f"{ALIAS}-template")
+        es.options(ignore_status=404).indices.delete(index=f"{args.alias}.*")
+        es.options(ignore_status=404).indices.delete_index_template(name=f"{args.alias}-template")
         if server is not None:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -299,6 +299,9 @@ def cli(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--embedder", default="local", help="RSVC_EMBEDDER for the runs.")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--alias", default=ALIAS, help="The index alias (its indices are deleted before and after)."
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     result = main(args)

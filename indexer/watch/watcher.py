@@ -80,7 +80,7 @@ class Watcher:
         self.lease: Lease | None = None
         self.pool: ParserPool | None = None
         self.pending = Heard()  # heard, not yet looked at
-        self.narrowed = Heard()  # narrowed while a pass ran: settled once none runs
+        self.narrowed = Heard()  # narrowed while a pass ran: settled once the events pass is over
         self.everything = True  # (the first settle is a full re-listing)
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -190,8 +190,8 @@ class Watcher:
     async def _work(self, stop: asyncio.Event) -> None:
         """Settle what was heard (everything when due), narrowing first. The indexing of a
         settle runs as a *pass* beside this loop: what is heard meanwhile is narrowed at once
-        (a fence keeps the pass from writing back what it read before) and settled whole
-        once the pass is over."""
+        (a fence keeps the pass from writing back what it read before) and settled once the
+        events pass is over — beside a re-listing still running, which is fenced from it."""
         self._next_relisting = 0.0
         self._backoff = 1.0
         try:
@@ -215,8 +215,12 @@ class Watcher:
             if self._rules_before is not None:  # (from the index, without listing the source)
                 await self._narrow_rules()
                 continue
-            if not self._running() and (self.narrowed.keys or self.narrowed.ack):
-                self.pending.add(self.narrowed)  # (many of them: re-listed, below)
+            if (
+                self._events_pass is None
+                and (self.narrowed.keys or self.narrowed.ack)
+                and (self._relisting_pass is None or len(self.narrowed.keys) <= MANY_KEYS)
+            ):  # (settled beside a re-listing, which is fenced from them; many: re-listed)
+                self.pending.add(self.narrowed)
                 self.narrowed = Heard()
             due = self.everything or time.monotonic() >= self._next_relisting
             # (a re-listing waits for the passes running; many keys are cheaper listed than

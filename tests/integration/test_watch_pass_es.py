@@ -376,3 +376,57 @@ async def test_a_new_document_heard_while_a_re_listing_runs_is_indexed_beside_it
             gate.set()
         stop.set()
         await running
+
+
+async def test_what_is_heard_during_an_events_pass_is_settled_after_it_not_after_a_re_listing(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    # A re-listing of a large bucket can take minutes: a document heard while an events pass
+    # runs beside it must not wait for the re-listing, only for the events pass.
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    (root / "公共/甲.md").write_text("# 甲\n\n正文。", encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    source = Gated(root)
+    kb = KB + "-after-events"
+    options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+    relistings: list[set[str]] = []
+
+    def said(what: str, _done: Settled) -> None:
+        if what == "re-listing":
+            relistings.append(set(stored(es_sync, index, kb)))
+
+    watcher = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=heard_from(heard), said=said,
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(watcher.run(stop))
+    try:
+        await until(lambda: len(relistings) == 1, "the first re-listing")
+        source.close("(listing)")  # a re-listing held at its listing …
+        await heard.put(Heard({f"公共/未知-{i}.md" for i in range(MANY_KEYS + 1)}, at=0.0))
+        await asyncio.to_thread(source.entered["(listing)"].wait, WAIT_S)
+        source.close("公共/乙.md")  # … an events pass beside it, held reading 乙 …
+        (root / "公共/乙.md").write_text("# 乙\n\n新文档。", encoding="utf-8")
+        await heard.put(Heard({"公共/乙.md"}, at=0.0))
+        await asyncio.to_thread(source.entered["公共/乙.md"].wait, WAIT_S)
+        (root / "公共/丙.md").write_text("# 丙\n\n又一个新文档。", encoding="utf-8")
+        await heard.put(Heard({"公共/丙.md"}, at=0.0))  # … and 丙 heard meanwhile
+        await until(lambda: watcher.narrowed.keys, "丙 narrowed while the events pass runs")
+        source.gates["公共/乙.md"].set()
+        await until(
+            lambda: {"公共/乙.md", "公共/丙.md"} <= set(stored(es_sync, index, kb)),
+            "乙 and 丙 indexed while the re-listing still lists",
+        )
+        assert not source.gates["(listing)"].is_set()
+        source.gates["(listing)"].set()
+        await until(lambda: len(relistings) == 2, "the re-listing ends")
+        assert relistings[1] == {"公共/甲.md", "公共/乙.md", "公共/丙.md"}
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running

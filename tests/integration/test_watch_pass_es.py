@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -330,52 +330,80 @@ async def test_a_move_heard_while_a_re_listing_lists_is_in_force_before_the_list
         await running
 
 
-async def test_a_new_document_heard_while_a_re_listing_runs_is_indexed_beside_it(
-    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
-) -> None:
+@dataclass
+class Share:
+    """A watched folder of one document (公共/甲.md) behind gates, and what its re-listings
+    left in the index (the moment each was over)."""
+
+    root: Path
+    source: Gated
+    heard: asyncio.Queue[Heard]
+    watcher: Watcher
+    stored: Callable[[], set[str]]
+    relistings: list[set[str]]
+
+    async def hold_a_re_listing(self) -> None:
+        """A re-listing started (many keys heard at once) and held at its listing."""
+        self.source.close("(listing)")
+        await self.heard.put(Heard({f"公共/未知-{i}.md" for i in range(MANY_KEYS + 1)}, at=0.0))
+        await asyncio.to_thread(self.source.entered["(listing)"].wait, WAIT_S)
+
+    async def write(self, key: str, text: str) -> None:
+        (self.root / key).write_text(text, encoding="utf-8")
+        await self.heard.put(Heard({key}, at=0.0))
+
+
+@contextlib.asynccontextmanager
+async def watched_share(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str, kb: str
+) -> AsyncIterator[Share]:
+    """The share watched in this process until the test is over (its first re-listing done),
+    every gate then opened."""
     root = tmp_path / "share"
     (root / "公共").mkdir(parents=True)
     (root / "公共/甲.md").write_text("# 甲\n\n正文。", encoding="utf-8")
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
     source = Gated(root)
-    kb = KB + "-beside"
     options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
     heard: asyncio.Queue[Heard] = asyncio.Queue()
-    at_relisting_end: list[set[str]] = []
+    relistings: list[set[str]] = []
 
     def said(what: str, _done: Settled) -> None:
         if what == "re-listing":  # (what the index holds the moment a re-listing is over)
-            at_relisting_end.append(set(stored(es_sync, index, kb)))
+            relistings.append(set(stored(es_sync, index, kb)))
 
     watcher = Watcher(
         es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
         events=heard_from(heard), said=said,
     )  # fmt: skip
+    share = Share(root, source, heard, watcher, lambda: set(stored(es_sync, index, kb)), relistings)
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
     try:
-        await until(lambda: len(at_relisting_end) == 1, "the first re-listing")
-        # A re-listing whose listing (taken before 丙 existed) is held at the gate …
-        source.close("(listing)")
-        await heard.put(Heard({f"公共/未知-{i}.md" for i in range(MANY_KEYS + 1)}, at=0.0))
-        await asyncio.to_thread(source.entered["(listing)"].wait, WAIT_S)
-        # … and a new document heard meanwhile: indexed beside it, not after it.
-        (root / "公共/丙.md").write_text("# 丙\n\n新文档。", encoding="utf-8")
-        await heard.put(Heard({"公共/丙.md"}, at=0.0))
-        await until(
-            lambda: "公共/丙.md" in stored(es_sync, index, kb), "丙 indexed during the re-listing"
-        )
-        assert not source.gates["(listing)"].is_set()  # (the re-listing was still held)
-        # The re-listing's older listing does not take 丙 for gone.
-        source.gates["(listing)"].set()
-        await until(lambda: len(at_relisting_end) == 2, "the re-listing ends")
-        assert at_relisting_end[1] == {"公共/甲.md", "公共/丙.md"}
+        await until(lambda: len(relistings) == 1, "the first re-listing")
+        yield share
     finally:
         for gate in source.gates.values():
             gate.set()
         stop.set()
         await running
+
+
+async def test_a_new_document_heard_while_a_re_listing_runs_is_indexed_beside_it(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    async with watched_share(tmp_path, es, es_sync, alias, KB + "-beside") as share:
+        # A re-listing whose listing (taken before 丙 existed) is held at the gate …
+        await share.hold_a_re_listing()
+        # … and a new document heard meanwhile: indexed beside it, not after it.
+        await share.write("公共/丙.md", "# 丙\n\n新文档。")
+        await until(lambda: "公共/丙.md" in share.stored(), "丙 indexed during the re-listing")
+        assert not share.source.gates["(listing)"].is_set()  # (the re-listing was still held)
+        # The re-listing's older listing does not take 丙 for gone.
+        share.source.gates["(listing)"].set()
+        await until(lambda: len(share.relistings) == 2, "the re-listing ends")
+        assert share.relistings[1] == {"公共/甲.md", "公共/丙.md"}
 
 
 async def test_what_is_heard_during_an_events_pass_is_settled_after_it_not_after_a_re_listing(
@@ -383,50 +411,19 @@ async def test_what_is_heard_during_an_events_pass_is_settled_after_it_not_after
 ) -> None:
     # A re-listing of a large bucket can take minutes: a document heard while an events pass
     # runs beside it must not wait for the re-listing, only for the events pass.
-    root = tmp_path / "share"
-    (root / "公共").mkdir(parents=True)
-    (root / "公共/甲.md").write_text("# 甲\n\n正文。", encoding="utf-8")
-    index = tenant_alias(alias, TENANT)
-    await ensure_index(es, alias, tenant=TENANT)
-    source = Gated(root)
-    kb = KB + "-after-events"
-    options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
-    heard: asyncio.Queue[Heard] = asyncio.Queue()
-    relistings: list[set[str]] = []
-
-    def said(what: str, _done: Settled) -> None:
-        if what == "re-listing":
-            relistings.append(set(stored(es_sync, index, kb)))
-
-    watcher = Watcher(
-        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
-        events=heard_from(heard), said=said,
-    )  # fmt: skip
-    stop = asyncio.Event()
-    running = asyncio.create_task(watcher.run(stop))
-    try:
-        await until(lambda: len(relistings) == 1, "the first re-listing")
-        source.close("(listing)")  # a re-listing held at its listing …
-        await heard.put(Heard({f"公共/未知-{i}.md" for i in range(MANY_KEYS + 1)}, at=0.0))
-        await asyncio.to_thread(source.entered["(listing)"].wait, WAIT_S)
-        source.close("公共/乙.md")  # … an events pass beside it, held reading 乙 …
-        (root / "公共/乙.md").write_text("# 乙\n\n新文档。", encoding="utf-8")
-        await heard.put(Heard({"公共/乙.md"}, at=0.0))
-        await asyncio.to_thread(source.entered["公共/乙.md"].wait, WAIT_S)
-        (root / "公共/丙.md").write_text("# 丙\n\n又一个新文档。", encoding="utf-8")
-        await heard.put(Heard({"公共/丙.md"}, at=0.0))  # … and 丙 heard meanwhile
-        await until(lambda: watcher.narrowed.keys, "丙 narrowed while the events pass runs")
-        source.gates["公共/乙.md"].set()
+    async with watched_share(tmp_path, es, es_sync, alias, KB + "-after-events") as share:
+        await share.hold_a_re_listing()  # a re-listing held at its listing …
+        share.source.close("公共/乙.md")  # … an events pass beside it, held reading 乙 …
+        await share.write("公共/乙.md", "# 乙\n\n新文档。")
+        await asyncio.to_thread(share.source.entered["公共/乙.md"].wait, WAIT_S)
+        await share.write("公共/丙.md", "# 丙\n\n又一个新文档。")  # … and 丙 heard meanwhile
+        await until(lambda: share.watcher.narrowed.keys, "丙 narrowed while the events pass runs")
+        share.source.gates["公共/乙.md"].set()
         await until(
-            lambda: {"公共/乙.md", "公共/丙.md"} <= set(stored(es_sync, index, kb)),
+            lambda: {"公共/乙.md", "公共/丙.md"} <= share.stored(),
             "乙 and 丙 indexed while the re-listing still lists",
         )
-        assert not source.gates["(listing)"].is_set()
-        source.gates["(listing)"].set()
-        await until(lambda: len(relistings) == 2, "the re-listing ends")
-        assert relistings[1] == {"公共/甲.md", "公共/乙.md", "公共/丙.md"}
-    finally:
-        for gate in source.gates.values():
-            gate.set()
-        stop.set()
-        await running
+        assert not share.source.gates["(listing)"].is_set()
+        share.source.gates["(listing)"].set()
+        await until(lambda: len(share.relistings) == 2, "the re-listing ends")
+        assert share.relistings[1] == {"公共/甲.md", "公共/乙.md", "公共/丙.md"}

@@ -4,6 +4,7 @@ steady rate, each change's window measured by a prober (see the package's docstr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -129,7 +130,8 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
     rescan = str(args.rescan if mode == "relisting" else 600)
     path = root / f"watch-{mode}.log"
     log = path.open("ab")
-    proxy = TcpProxy(setup.env["RSVC_ES_URL"]).__enter__() if mode == "outage" else None
+    closing = contextlib.ExitStack()
+    proxy = closing.enter_context(TcpProxy(setup.env["RSVC_ES_URL"])) if mode == "outage" else None
     env = {**setup.env, "RSVC_ES_URL": proxy.url} if proxy else setup.env
     argv = [*CLI, "watch", *common, *events, "--rescan", rescan, "--health-port", "-1"]
 
@@ -166,8 +168,7 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         watcher[0].send_signal(signal.SIGTERM)
         watcher[0].wait(timeout=120)
         log.close()
-        if proxy is not None:
-            proxy.__exit__(None, None, None)
+        closing.close()
     by_kind: dict[str, Any] = {}
     for kind in (*NARROWING, *WIDENING):
         windows = [c.window for c in done if c.kind == kind and c.window is not None]

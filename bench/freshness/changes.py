@@ -61,6 +61,12 @@ class Source:
 
     def __init__(self, kind: str, root: Path, s3: Any = None, bucket: str = "") -> None:
         self.kind, self.root, self.s3, self.bucket = kind, root, s3, bucket
+        # (a bucket whose server sends no notifications: called as S3 would send them)
+        self.notify: Callable[[str, str], None] | None = None
+
+    def _notified(self, event: str, key: str) -> None:
+        if self.notify is not None:
+            self.notify(event, f"share/{key}")
 
     @property
     def spec(self) -> str:
@@ -73,12 +79,14 @@ class Source:
             path.write_text(body, encoding="utf-8")
         else:
             self.s3.put_object(Bucket=self.bucket, Key=f"share/{key}", Body=body.encode())
+            self._notified("ObjectCreated:Put", key)
 
     def delete(self, key: str) -> None:
         if self.kind == "folder":
             (self.root / "share" / key).unlink()
         else:
             self.s3.delete_object(Bucket=self.bucket, Key=f"share/{key}")
+            self._notified("ObjectRemoved:Delete", key)
 
     def move(self, key: str, to: str) -> None:
         if self.kind == "folder":
@@ -91,7 +99,9 @@ class Source:
                 Key=f"share/{to}",
                 CopySource={"Bucket": self.bucket, "Key": f"share/{key}"},
             )
+            self._notified("ObjectCreated:Copy", to)
             self.s3.delete_object(Bucket=self.bucket, Key=f"share/{key}")
+            self._notified("ObjectRemoved:Delete", key)
 
 
 def key_of(i: int) -> str:

@@ -30,6 +30,7 @@ from bench.freshness.changes import (
     write_source,
 )
 from bench.freshness.report import summary, table, targets
+from bench.freshness.servers import Buckets, bucket_servers
 from bench.harness import machine, print_result
 from tests.support.tcp_proxy import TcpProxy
 
@@ -49,8 +50,7 @@ class Setup:
     env: dict[str, str]
     work: Path
     args: argparse.Namespace
-    s3: Any = None
-    sqs: Any = None
+    buckets: Buckets | None = None
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -79,8 +79,9 @@ def prepare(setup: Setup, source_kind: str) -> Prepared:
     if source_kind == "folder":
         source = Source("folder", root)
     else:
-        setup.s3.create_bucket(Bucket=kb)
-        source = Source("s3", root, setup.s3, kb)
+        assert setup.buckets is not None
+        setup.buckets.s3.create_bucket(Bucket=kb)
+        source = Source("s3", root, setup.buckets.s3, kb)
     started = time.perf_counter()
     write_source(source, args.objects)
     written_s = time.perf_counter() - started
@@ -94,24 +95,10 @@ def prepare(setup: Setup, source_kind: str) -> Prepared:
         stderr=subprocess.DEVNULL,
     )
     indexed_s = time.perf_counter() - started
-    if source_kind == "s3" and "events" in args.modes:  # (from now on: a steady state)
-        url = setup.sqs.create_queue(QueueName=kb)["QueueUrl"]
-        arn = setup.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
-        setup.s3.put_bucket_notification_configuration(
-            Bucket=kb,
-            NotificationConfiguration={
-                "QueueConfigurations": [
-                    {
-                        "QueueArn": arn["Attributes"]["QueueArn"],
-                        "Events": [
-                            "s3:ObjectCreated:*",
-                            "s3:ObjectRemoved:*",
-                            "s3:ObjectTagging:*",
-                        ],
-                    }
-                ]
-            },
-        )
+    listening = any(mode in ("events", *INTERRUPTED) for mode in args.modes)
+    if source_kind == "s3" and listening:  # (from now on: a steady state)
+        assert setup.buckets is not None
+        source.notify = setup.buckets.listen(kb)
     return Prepared(source, kb, root, rules, written_s, indexed_s, common)
 
 
@@ -234,36 +221,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "RSVC_EMBEDDER": args.embedder,
     }
     setup = Setup(es, env, work, args)
-    server = None
-    if "s3" in args.sources:
-        import boto3
-        from moto.server import ThreadedMotoServer
-
-        from tests.support.fake_provider import free_port
-
-        port = free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        endpoint = f"http://127.0.0.1:{port}"
-        env.update(
-            {
-                "AWS_ENDPOINT_URL": endpoint,
-                "AWS_REGION": "us-east-1",
-                "AWS_ACCESS_KEY_ID": "bench",
-                "AWS_SECRET_ACCESS_KEY": "bench",
-            }
-        )
-        for name in ("s3", "sqs"):
-            client = boto3.client(
-                name,
-                endpoint_url=endpoint,
-                region_name="us-east-1",
-                aws_access_key_id="bench",
-                aws_secret_access_key="bench",
-            )
-            setattr(setup, name, client)
+    closing = contextlib.ExitStack()
     result: dict[str, Any] = {"machine": machine(), "scenarios": {}}
     try:
+        if "s3" in args.sources:
+            setup.buckets = closing.enter_context(bucket_servers(args.s3_server, work))
+            env.update(setup.buckets.env)
         es.options(ignore_status=404).indices.delete(index=f"{args.alias}.*")
         for source_kind in args.sources:
             print(f"freshness: {source_kind}: writing and indexing …", file=sys.stderr)
@@ -275,8 +238,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         es.options(ignore_status=404).indices.delete(index=f"{args.alias}.*")
         es.options(ignore_status=404).indices.delete_index_template(name=f"{args.alias}-template")
-        if server is not None:
-            server.stop()
+        closing.close()
         shutil.rmtree(work, ignore_errors=True)
         es.close()
     result["targets"] = targets(result)
@@ -297,6 +259,14 @@ def cli(argv: list[str] | None = None) -> int:
         default=["events", "relisting"],
         help="events, relisting, outage (events; Elasticsearch cut off for a minute), restart "
         "(events; the watcher killed and started again).",
+    )
+    parser.add_argument(
+        "--s3-server",
+        choices=["seaweedfs", "moto"],
+        default="seaweedfs",
+        help="The bucket's server: SeaweedFS (built once by scripts/seaweedfs.sh, about 8 "
+        "minutes; the benchmark sends S3's notifications to moto's queue) or moto (S3 and SQS "
+        "in one process; lists in quadratic time, fine up to about 10,000 objects).",
     )
     parser.add_argument("--embedder", default="local", help="RSVC_EMBEDDER for the runs.")
     parser.add_argument("--seed", type=int, default=7)

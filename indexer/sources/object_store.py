@@ -54,7 +54,8 @@ def s3_client(scheme: str, options: ObjectStoreOptions) -> S3Client:
     ``OSS_ENDPOINT`` (default ``https://s3.oss-<region>.aliyuncs.com``), virtual-hosted
     addressing and V2 signatures as Alibaba documents for AWS SDKs. S3: the standard AWS
     variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
-    ``AWS_ENDPOINT_URL``) and profiles. Endpoints on loopback or an IP use path-style.
+    ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``) and profiles. Endpoints on loopback or an
+    IP use path-style.
     """
     import boto3
     from botocore.config import Config
@@ -74,7 +75,8 @@ def s3_client(scheme: str, options: ObjectStoreOptions) -> S3Client:
         signature = "s3"
     else:
         region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-        endpoint = options.endpoint or env.get("AWS_ENDPOINT_URL")
+        # (S3's own endpoint first, as every AWS SDK reads it: the queue may be elsewhere)
+        endpoint = options.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
         key_id, secret = options.access_key_id, options.secret_access_key
         signature = "s3v4"
     style = options.addressing_style or (

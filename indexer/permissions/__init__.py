@@ -2,7 +2,14 @@
 folder rules (``--acl-rules``) and object tags (``--roles-tag``), and which of them won."""
 
 from indexer.permissions.grants import Outside, versioned
-from indexer.permissions.rules import AclRules, Rule, RulesError, load_rules, parse_rules
+from indexer.permissions.rules import (
+    AclRules,
+    Rule,
+    RulesError,
+    changed_below,
+    load_rules,
+    parse_rules,
+)
 from indexer.permissions.tags import DEFAULT_ROLES_TAG, TagError, roles_from_tag
 
 __all__ = [
@@ -12,6 +19,7 @@ __all__ = [
     "Rule",
     "RulesError",
     "TagError",
+    "changed_below",
     "load_rules",
     "parse_rules",
     "roles_from_tag",

@@ -32,8 +32,10 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -205,6 +207,71 @@ class AclRules:
             for rule, count in zip(self.rules, self.matched, strict=True)
             if count == 0
         ]
+
+
+def changed_below(before: AclRules | None, after: AclRules | None) -> list[str] | None:
+    """Where a rules edit can change an object's rule: literal key prefixes every such key
+    starts with (none at all: no object's rule changed), or None when any key may.
+
+    An object's rule is the first that matches it. Where the rules both files share keep
+    their order, an object no added or removed rule matches has the same first match in both
+    (the same rule, or none), so only the keys those rules' globs can match may change: each
+    glob's literal start, up to its first wildcard. Widened to every key: a changed
+    ``unmatched``, ``case: insensitive`` (keys are compared case-folded), a reordering, a
+    glob that starts with a wildcard, or one whose start another spelling of a key reaches
+    in NFC (keys are compared in NFC; a stored key may be in any form, see ``_one_form``).
+    """
+    if before is None or after is None:
+        return None if before is not after else []
+    if before.unmatched != after.unmatched or "insensitive" in (before.case, after.case):
+        return None
+
+    def said(rule: Rule) -> tuple[Any, ...]:
+        return (rule.patterns, rule.roles, rule.override)
+
+    was, now = [said(r) for r in before.rules], [said(r) for r in after.rules]
+    both = Counter(was) & Counter(now)
+    if _kept(was, both) != _kept(now, both):
+        return None  # (the rules both say, in another order)
+    changed = (Counter(was) - both) + (Counter(now) - both)
+    prefixes: set[str] = set()
+    for patterns, _, _ in changed:
+        for pattern in patterns:
+            literal = re.split(r"[*?\[{\\]", pattern, maxsplit=1)[0]
+            if not literal or not _one_form(literal):
+                return None
+            prefixes.add(literal)
+    return sorted(p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes))
+
+
+def _one_form(text: str) -> bool:
+    """Whether every key whose NFC starts with ``text`` starts with it as stored: no character
+    of it decomposes, combines or is where a singleton lands (Ω from U+2126, K from the Kelvin
+    sign, an ideograph from its CJK compatibility twin)."""
+    return unicodedata.normalize("NFD", text) == text and not any(
+        unicodedata.combining(c) or c in _singleton_targets() for c in text
+    )
+
+
+@cache
+def _singleton_targets() -> frozenset[str]:
+    """The characters a single other one decomposes to canonically (walked once, ~0.3 s)."""
+    found = set()
+    for point in range(0x110000):
+        mapped = unicodedata.decomposition(chr(point))
+        if mapped and not mapped.startswith("<") and " " not in mapped:
+            found.add(chr(int(mapped, 16)))
+    return frozenset(found)
+
+
+def _kept(said: list[tuple[Any, ...]], both: Counter[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``said`` with only the rules ``both`` counts, in order (as many times as it counts)."""
+    left, kept = Counter(both), []
+    for rule in said:
+        if left[rule] > 0:
+            left[rule] -= 1
+            kept.append(rule)
+    return kept
 
 
 def _needle(pattern: str) -> str:

@@ -3,7 +3,7 @@
 
     python -m bench.freshness [--objects 100000] [--changes 20] [--sources folder,s3]
                               [--modes events,relisting,outage,restart] [--rescan 60]
-                              [--out DIR]
+                              [--s3-server seaweedfs|moto] [--out DIR]
 
 A source of ``--objects`` documents under folder rules (公共 public, 法务 and 人事 restricted)
 is indexed and watched, through the local embedding model. Changes then arrive at a steady
@@ -14,7 +14,8 @@ affected people every 100 ms — the service's own ACL clause: anonymous for wha
 公共, the public reader for what must appear — and each change's window is the time from the
 change at the source to the first moment every answer agrees. Reported per kind: p50, p95 and
 max, for events and for the re-listing alone (``--events none``), for a folder and for an S3
-bucket with its notifications through SQS (moto's server), and how many changes were missed.
+bucket with its notifications through SQS (``--s3-server``: SeaweedFS beside moto's queue, or
+moto alone; see ``servers``), and how many changes were missed.
 
 Each source is written and indexed once; the modes then watch it in turn, each changing
 documents, folders and words of its own (the watcher's first re-listing checks the whole

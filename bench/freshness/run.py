@@ -40,6 +40,7 @@ GIVE_UP_S = 600.0
 OUTAGE_S = 60.0  # mode "outage": Elasticsearch unreachable to the watcher this long
 PAUSE_S = 5.0  # mode "restart": the watcher killed (SIGKILL), started again this much later
 INTERRUPTED = ("outage", "restart")
+LISTENING = ("events", *INTERRUPTED)  # the modes that hear the source's events
 
 
 @dataclass
@@ -95,8 +96,9 @@ def prepare(setup: Setup, source_kind: str) -> Prepared:
         stderr=subprocess.DEVNULL,
     )
     indexed_s = time.perf_counter() - started
-    listening = any(mode in ("events", *INTERRUPTED) for mode in args.modes)
-    if source_kind == "s3" and listening:  # (from now on: a steady state)
+    if source_kind == "s3" and any(
+        mode in LISTENING for mode in args.modes
+    ):  # (from now on: a steady state)
         assert setup.buckets is not None
         source.notify = setup.buckets.listen(kb)
     return Prepared(source, kb, root, rules, written_s, indexed_s, common)
@@ -110,8 +112,7 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
     source, kb, root, rules, common = (
         ready.source, ready.kb, ready.root, ready.rules, ready.common
     )  # fmt: skip
-    listens = mode in ("events", *INTERRUPTED)
-    events = ["--events", f"sqs://{kb}"] if source.kind == "s3" and listens else []
+    events = ["--events", f"sqs://{kb}"] if source.kind == "s3" and mode in LISTENING else []
     if mode == "relisting":
         events = ["--events", "none"]
     rescan = str(args.rescan if mode == "relisting" else 600)

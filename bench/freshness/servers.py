@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote_plus
+
+from tests.support.fake_provider import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -98,45 +99,25 @@ def _client(service: Literal["s3", "sqs"], endpoint: str) -> Any:
     )
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _ports(n: int) -> list[int]:
-    """``n`` free ports, each with its gRPC port (+10000, SeaweedFS's rule) free too."""
-    found: list[int] = []
-    port = 21000
-    while len(found) < n:
-        port += 7
-        if port > 29000:
-            raise RuntimeError("no free ports for SeaweedFS between 21000 and 39000")
-        if _free(port) and _free(port + 10000):
-            found.append(port)
-    return found
-
-
 @contextlib.contextmanager
 def _seaweedfs(work: Path) -> Iterator[str]:
     """``weed server`` (master, volume, filer and S3 in one process) on loopback, stopped on
     leaving; its S3 endpoint."""
-    weed = subprocess.run(
-        [str(ROOT / "scripts" / "seaweedfs.sh"), "path"], check=True, capture_output=True,
-        text=True,
-    ).stdout.strip()  # fmt: skip
+    # (its build, the first time, says so on stderr: minutes)
+    found = subprocess.run([str(ROOT / "scripts" / "seaweedfs.sh"), "path"], check=True,
+                           stdout=subprocess.PIPE, text=True)  # fmt: skip
     data = work / "seaweedfs"
     data.mkdir()
-    s3, master, volume, filer = _ports(4)
-    argv = [weed, f"-logdir={data}", "server", f"-dir={data}", "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1", "-s3", f"-s3.port={s3}", f"-master.port={master}",
-            f"-volume.port={volume}", f"-filer.port={filer}"]  # fmt: skip
+    ports = {
+        f"-{role}.{kind}": free_port()
+        for role in ("s3", "master", "volume", "filer")
+        for kind in ("port", "port.grpc")
+    }
+    argv = [found.stdout.strip(), f"-logdir={data}", "server", f"-dir={data}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", "-s3", *(f"{flag}={n}" for flag, n in ports.items())]  # fmt: skip
     with (data / "server.log").open("ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{s3}"
+    endpoint = f"http://127.0.0.1:{ports['-s3.port']}"
     try:
         client, deadline = _client("s3", endpoint), time.monotonic() + STARTING_S
         while True:
@@ -163,8 +144,6 @@ def _seaweedfs(work: Path) -> Iterator[str]:
 def bucket_servers(server: str, work: Path) -> Iterator[Buckets]:
     """moto (S3 and SQS), or SeaweedFS (S3) beside moto (SQS), stopped on leaving."""
     from moto.server import ThreadedMotoServer
-
-    from tests.support.fake_provider import free_port
 
     port = free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -40,7 +40,13 @@ import time
 import uuid
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch, ConflictError, NotFoundError
+from elasticsearch import (
+    ApiError,
+    AsyncElasticsearch,
+    ConflictError,
+    NotFoundError,
+    TransportError,
+)
 
 from indexer.holder import Process
 from indexer.shards import Shard
@@ -224,12 +230,16 @@ class Lease:
     async def acquire(self, stop: asyncio.Event | None = None, wait_s: float | None = None) -> bool:
         """Take the lease, waiting while another writer holds it (False: ``stop`` was set,
         or ``wait_s`` passed, first)."""
-        await ensure_runs_index(self.es, self.index)
         said = False
         deadline = None if wait_s is None else time.monotonic() + wait_s
         while stop is None or not stop.is_set():
-            if await self._try():
-                return True
+            try:
+                await ensure_runs_index(self.es, self.index)
+                if await self._try():
+                    return True
+            except (ApiError, TransportError) as exc:  # (a new index starting, a cluster away)
+                log.warning(say("lease_not_read", source=self.source, why=str(exc)[:300]))
+                self.blocker = None
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             if not said and self.blocker is not None:

@@ -43,6 +43,7 @@ LINES: dict[str, tuple[str, str]] = {
     "lease_takeover": ("{source}: this writer's predecessor (host {host}, process {pid}) is gone: its lease taken over at once", "{source}：本写入者的前任（主机 {host}，进程 {pid}）已不在：立即接管它的租约"),
     "lease_not_taken": ("error: {holder} ({role}, host {host}) kept the lease of {source} for {seconds} s: nothing written. Run again when it is done, or give --lease-wait more time", "错误：{holder}（{role}，主机 {host}）持有 {source} 的租约已 {seconds} 秒：什么都没写。等它结束后再运行，或把 --lease-wait 调长"),
     "lease_lost_run": ("error: {why}: the run stopped before writing more (what it wrote stays; run it again)", "错误：{why}：本次运行已停止，不再写入（已写入的保留；请再运行一次）"),
+    "lease_not_read": ("the lease of {source} could not be read ({why}): trying again", "无法读取 {source} 的租约（{why}）：重试"),
     "lease_taken": ("the lease of {source} was taken by {holder}", "{source} 的租约已被 {holder} 取得"),
     "watch_wanted": ("an index run of {source} waits for the lease", "{source} 的一次 index 运行在等待租约"),
     "watch_aside": ("{why}: this watcher stepped aside (what it heard is kept) and takes the lease again once the run is over", "{why}：本监视进程已让出（听到的变化都保留），运行结束后重新取得租约"),

@@ -17,18 +17,19 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
-from indexer.lease import DEFAULT_TTL_S, Lease, LeaseLost, SteppedAside, lease_id
+from indexer.lease import Lease, LeaseLost, SteppedAside, lease_id
 from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.from_index import hold_keys, narrow_rules
-from indexer.watch.health import Health, Status, WatchMetrics, account, status_record
+from indexer.watch.health import Health, Status, WatchMetrics, account
+from indexer.watch.keeping import Events, Keeping, WatchOptions, sleep_until
 from indexer.watch.root import RootWatch
 from indexer.watch.settle import Plan, Settled, finish, narrow
 from indexer.workers import ParserPool
@@ -39,22 +40,12 @@ from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
-Events = Callable[[asyncio.Event], AsyncIterator[Heard]]
+__all__ = ["MANY_KEYS", "Events", "WatchOptions", "Watcher"]
+
 MANY_KEYS = 200  # keys heard at once past which one listing is cheaper than a look at each
 
 
-@dataclass(frozen=True, slots=True)
-class WatchOptions:
-    """How the watcher listens and how often it re-lists."""
-
-    rescan_s: float = 60.0  # a full re-listing this often (events or not)
-    lease_ttl_s: float = DEFAULT_TTL_S
-    lease_name: str = ""  # who this watcher is to its lease (default: the host's name)
-    status_s: float = 10.0  # the status record and the lease renewed this often
-    backoff_max_s: float = 30.0  # the longest wait before a failed settle is tried again
-
-
-class Watcher:
+class Watcher(Keeping):
     """Keeps ``options.knowledge_id`` true to ``source`` until ``stop`` is set."""
 
     def __init__(
@@ -159,110 +150,6 @@ class Watcher:
                 await self._record()
             with contextlib.suppress(Exception):
                 await lease.release()
-
-    def _hear(self, heard: Heard, kind: str) -> None:
-        self.pending.add(heard)
-        self.status.events += len(heard.keys)
-        if heard.keys:
-            self.status.last_event_at = time.time()
-            self.metrics.last_event.labels(**self.metrics.labels).set(self.status.last_event_at)
-            self.metrics.events.labels(kind=kind, **self.metrics.labels).inc(len(heard.keys))
-        self.metrics.queue.labels(**self.metrics.labels).set(len(self.pending.keys))
-        self._wake.set()
-
-    async def _listen(self, stop: asyncio.Event) -> None:
-        """Events into ``pending`` (while the lease is waited for too); an event stream that
-        fails, or whose folder was replaced, is started again (the re-listing covers the
-        gap)."""
-        if self.events is None:
-            return
-        while not stop.is_set():
-            self._listening = listening = asyncio.Event()
-            relay = asyncio.create_task(_relay(stop, listening))
-            try:
-                async for heard in self.events(listening):
-                    self._hear(heard, "folder" if not heard.ack else "queue")
-            except Exception as exc:  # (a share unmounted, a queue unreachable: try again)
-                log.warning("events stopped (%s: %s); listening again", type(exc).__name__, exc)
-                self.status.last_error = f"events: {type(exc).__name__}: {exc}"
-                await _sleep(listening, 5.0)
-            finally:
-                relay.cancel()
-
-    async def _keep(self, lease: Lease, stop: asyncio.Event) -> None:
-        """Every second: the rules, the manifest and the folder itself looked at; every third
-        of the lease's time: the lease renewed (an ``index`` run waiting for it: stepped
-        aside); every ``status_s``: the status record written. Elasticsearch not answering
-        is said and shown within a renewal's time."""
-        next_renewal = next_status = 0.0
-        while not stop.is_set():
-            if self.files is not None and self.files.changed():
-                self._files_changed()
-            if self.root is not None and (now_is := self.root.changed()) is not None:
-                self._root_changed(now_is)
-            now = time.monotonic()
-            try:
-                if now >= next_renewal:
-                    await lease.renew()  # (LeaseLost: another writer works now)
-                    next_renewal = now + self.watch.lease_ttl_s / 3
-                    self._answering(None)
-                    if lease.wanted:
-                        raise SteppedAside(say("watch_wanted", source=self.source_name))
-                if now >= next_status:
-                    await self._record()
-                    next_status = now + self.watch.status_s
-            except LeaseLost:
-                raise
-            except Exception as exc:  # (Elasticsearch away: no settle runs without it)
-                self._answering(exc)
-            await _sleep(stop, 1.0)
-
-    def _answering(self, exc: Exception | None) -> None:
-        """Elasticsearch answered (None) or did not: said once, in the health record."""
-        if exc is None:
-            if self.health.problems.pop("elasticsearch", None):
-                log.warning(say("es_answering"))
-            return
-        why = f"{type(exc).__name__}: {exc}"[:300]
-        if "elasticsearch" not in self.health.problems:
-            log.error(say("es_not_answering", why=why))
-        self.health.problems["elasticsearch"] = why
-        self.status.last_error = f"elasticsearch: {why}"
-
-    def _root_changed(self, now_is: tuple[int, int] | str) -> None:
-        """The folder replaced (another device or inode), gone or back: watched again, listed
-        again whole, and named in the health record."""
-        assert self.root is not None
-        if isinstance(now_is, str):
-            problem = say("root_gone", root=str(self.root.root), why=now_is)
-        else:
-            problem = say("root_replaced", root=str(self.root.root))
-        log.error(problem)
-        self.health.problems["source"] = problem
-        self.status.last_error = problem
-        self.status.root_changed_at = time.time()
-        self._listening.set()  # (the file-system watch follows the folder now there)
-        self.everything = True
-        self._wake.set()
-
-    def _files_changed(self) -> None:
-        if self.reload is None:
-            return
-        before = self.options
-        try:  # (the lease's check stays on every write)
-            self.options = replace(self.reload(), guard=before.guard)
-        except Exception as exc:  # (a rules file being written, or wrong: the old one stays)
-            self.status.last_error = f"rules or manifest not reloaded: {exc}"
-            self.metrics.errors.labels(**self.metrics.labels).inc()
-            log.error("%s; the rules in force stay", self.status.last_error)
-            return
-        log.warning("the rules or the manifest changed: settling everything")
-        if self._rules_before is None:  # (held at once from the index; then re-listed)
-            self._rules_before = before
-        self.metrics.events.labels(kind="files", **self.metrics.labels).inc()
-        self.status.last_event_at = time.time()
-        self.everything = True
-        self._wake.set()
 
     async def _work(self, stop: asyncio.Event) -> None:
         """Settle what was heard (everything when due), narrowing first. The indexing of a
@@ -443,20 +330,12 @@ class Watcher:
         self.status.state = "waiting for Elasticsearch or the source"
         self.metrics.errors.labels(**self.metrics.labels).inc()
         log.error("settle failed (%s); trying again in %.0f s", exc, self._backoff)
-        await _sleep(self._stop if stop is None else stop, self._backoff)
+        await sleep_until(self._stop if stop is None else stop, self._backoff)
         self._backoff = min(self.watch.backoff_max_s, self._backoff * 2)
 
     def _account(self, taken: Heard, done: Settled, relist: bool, *, indexed: bool = True) -> None:
         at = taken.at if taken.keys else 0.0
         account(self.status, self.metrics, at, done, relist, len(self.pending.keys), indexed)
-
-    async def _record(self) -> None:
-        queue = len(self.pending.keys)
-        record = status_record(self.status, self.options, self.source, self.watch.rescan_s, queue)
-        record["problems"] = dict(self.health.problems)
-        if self.lease is not None:
-            record["lease"] = {"name": self.lease.name, "held": self.lease.fresh}
-        await self.es.index(index=self.runs, id=self.status_id, document=record)
 
 
 @dataclass(slots=True)
@@ -478,13 +357,3 @@ async def _either(wake: asyncio.Event, stop: asyncio.Event) -> None:
     finally:
         for task in waits:
             task.cancel()
-
-
-async def _relay(stop: asyncio.Event, listening: asyncio.Event) -> None:
-    await stop.wait()
-    listening.set()
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -165,7 +165,7 @@ def test_an_index_run_never_writes_what_the_watcher_narrowed_since_it_read(
     now = lambda: stored(es_sync, alias, kb)  # noqa: E731
     wanted = {"公共/甲.md": ("董事会",)}
     results: list[Any] = []
-    watcher = watcher_of(share, alias, kb, "--rescan", "600", "--lease-ttl", "3")
+    watcher = watcher_of(share, alias, kb, "--rescan", "600")
     if order == "index after":  # (the watcher settles the change, then the run comes)
         running.append(watcher)
         until(lambda: len(now()) == 2, "first pass", watcher)
@@ -181,16 +181,19 @@ def test_an_index_run_never_writes_what_the_watcher_narrowed_since_it_read(
         running.append(watcher)
         until(lambda: len(now()) == 2, "first pass", watcher)
     run = index_run(share, alias, kb, results)
-    until(lambda: len(gated.entered) == 2, "the run read both", watcher if running else None)
-    if order == "index first":
-        running.append(watcher)
-    (share / "公共/甲.md.meta.json").write_text(RESTRICTED, encoding="utf-8")
-    (share / "公共/乙.md").unlink()
-    # Either the run holds the source (the watcher waits for it) or the watcher has settled
-    # the change beside the run — which is what the run must then not write over.
-    until(lambda: "index" in lease_roles(es_sync, alias, kb) or now() == wanted, "settled")
-    gated.gate.set()
-    run.join(WAIT_S * 2)
+    try:
+        until(lambda: len(gated.entered) == 2, "the run read both", watcher if running else None)
+        if order == "index first":
+            running.append(watcher)
+        (share / "公共/甲.md.meta.json").write_text(RESTRICTED, encoding="utf-8")
+        (share / "公共/乙.md").unlink()
+        # Either the run holds the source (the watcher waits for it) or the watcher has
+        # settled the change beside the run — which is what the run must then not write over.
+        settled = lambda: "index" in lease_roles(es_sync, alias, kb) or now() == wanted  # noqa: E731
+        until(settled, "settled", watcher)
+    finally:
+        gated.gate.set()
+        run.join(WAIT_S * 2)
     assert results, "the index run did not end"
     why = "the run wrote older roles, or a deleted file back"
     until(lambda: now() == wanted, why, watcher, now)

@@ -215,11 +215,15 @@ def read_rows(engine: Engine) -> list[Alias]:
 
     _, table = _table()
     with engine.connect() as conn:
-        if not sa.inspect(conn).has_table(TABLE):
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(TABLE):
             return []
+        # (a service reads a table no admin command has given its kind column yet: as stored)
+        stored = {c["name"] for c in inspector.get_columns(TABLE)}
+        kind = table.c.kind if "kind" in stored else sa.null().label("kind")
         found = conn.execute(
             sa.select(table.c.tenant, table.c.alias, table.c.person, table.c.source,
-                      table.c.attribute, table.c.kind).order_by(table.c.id)
+                      table.c.attribute, kind).order_by(table.c.id)
         ).all()  # fmt: skip
     return [Alias(t, a, p, s, at, _kind(s, at, k)) for t, a, p, s, at, k in found]
 

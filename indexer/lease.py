@@ -104,7 +104,7 @@ class Lease:
     ) -> None:
         # (each request bounded by a third of the lease: a stalled cluster is an error in
         # seconds, said and shown, never a renewal that hangs past the lease)
-        self.es = es.options(request_timeout=max(1.0, ttl_s / 3))
+        self.es = es.options(request_timeout=max(2.0, ttl_s / 3))
         self.index, self.ttl_s, self.role = index, ttl_s, role
         self.knowledge_id, self.source, self.slot = knowledge_id, source, slot_of(shard)
         self.id = lease_id(knowledge_id, source)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from retrieval_svc.acl.casbin_acl import AccessControl
@@ -143,3 +145,41 @@ def test_a_key_refusing_anonymous_refuses_a_request_without_identity(acl: Access
     signed = key(anonymous="refuse", mode=IdentityMode.SIGNED, token_secret="s" * 40)
     with pytest.raises(AuthorizationFailed):
         resolve_principal(signed, Claims(), acl)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=12,
+)
+TEMPLATEISH = st.sampled_from(
+    ["{{", "}}", "{#", "#}", "sys.", "start.", ".x", "@", " ", "1711605541421"]
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.sampled_from(["user_id", "user_roles", "principal_token"]),
+    op=st.sampled_from(["is", "contains", "in", "=", "is not"]),
+    value=JSON | st.lists(TEMPLATEISH, max_size=6).map("".join),
+    shape=st.sampled_from([(), ("email",), ("uuid", "directory_uid"), ("regex:[a-z]+",)]),
+    mode=st.sampled_from([IdentityMode.CASBIN, IdentityMode.TRUSTED]),
+)
+def test_any_identity_value_is_an_answer_or_a_refusal_never_a_crash(
+    acl: AccessControl, name: str, op: str, value: Any, shape: tuple[str, ...], mode: IdentityMode
+) -> None:
+    cond = MetadataCondition.model_validate(
+        {"conditions": [{"name": name, "comparison_operator": op, "value": value}]}
+    )
+    k = key(mode=mode, user_id_shape=shape, anonymous="refuse")
+    try:
+        _, claims = translate(cond)
+        principal = resolve_principal(k, claims, acl)
+    except (InvalidRequest, AuthorizationFailed):
+        return
+    # What got through names someone in a shape the key takes; never a template.
+    assert principal.user_id is not None or principal.roles
+    if claims.user_id is not None:
+        assert template_problem(claims.user_id) is None and fits(claims.user_id, shape)

@@ -242,7 +242,7 @@ def resolve_principal(
             identity,
         )
     if identity.person is not None:
-        roles |= acl.user_roles(identity.person, tenant)
+        roles |= acl.person_roles(identity.person, tenant)
     if user_id is None and not roles:
         _may_be_anonymous(key)
     return Principal(

@@ -194,3 +194,39 @@ def test_an_id_kind_is_stored_with_the_id(admin: PolicyAdmin) -> None:
         ("userPrincipalName", "ad", "ceo@ad.corp"),
         ("employeeNumber", "directory", "e-1"),
     }
+
+
+def test_rows_stored_before_kinds_read_narrowly_until_the_next_sync(db: str) -> None:
+    import sqlalchemy as sa
+
+    from retrieval_svc.acl import identities, tables
+    from retrieval_svc.acl.policy_store import TABLE
+
+    engine = sa.create_engine(db)
+    tables.ensure_tables(engine, TABLE)  # (the rules, as any policy database has them)
+    with engine.begin() as conn:  # (the aliases as they were made before kinds were stored)
+        conn.execute(
+            sa.text(
+                "CREATE TABLE identity_alias (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant "
+                "VARCHAR(255) NOT NULL, alias VARCHAR(255) NOT NULL, person VARCHAR(255) NOT NULL, "
+                "source VARCHAR(255) NOT NULL, attribute VARCHAR(64) NOT NULL)"
+            )
+        )
+        conn.execute(sa.text(
+            "INSERT INTO identity_alias (tenant, alias, person, source, attribute) VALUES "
+            "('acme', 'ceo@fass.example', 'ceo@fass.example', 'ldap:hq', 'id'), "
+            "('acme', 'li', 'Li', 'scim', 'userName')"))  # fmt: skip
+    before = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))  # (a service: reads only)
+    assert before.identify("ceo@faß.example", "acme").status == "unknown"
+    assert before.identify("LI", "acme").person == "Li"
+    admin = PolicyAdmin(PolicyDatabase(DEFAULT_MODEL, db))  # (adds the kind column)
+    kinds = {(r.person, r.kind) for r in identities.read_rows(engine)}
+    assert kinds == {("ceo@fass.example", "exact"), ("Li", "scim")}
+    acl = AccessControl(source=admin.store)
+    assert acl.identify("ceo@faß.example", "acme").status == "unknown"
+    assert acl.identify("LI", "acme").person == "Li"
+    sync = sync_config("mail")
+    dn = "uid=ceo,ou=people,dc=corp"
+    synced(admin, sync, read(sync, {dn: "ceo@fass.example"}, {"board": [dn]}))
+    rows = [r for r in identities.read_rows(engine) if r.source == "ldap:hq"]
+    assert [(r.alias, r.kind) for r in rows] == [("ceo@fass.example", "email")]

@@ -26,6 +26,7 @@ from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Change
 from retrieval_svc.acl.identities import Alias, entries_of
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
+from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.names import name_problem
 
 
@@ -70,6 +71,12 @@ class Directory:
     groups: dict[str, str] = field(default_factory=dict)
     parents: dict[str, set[str]] = field(default_factory=dict)
     aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # DN → attr → ids
+    # Active Directory (``ad.py``): each user's and group's SID (DN → S-1-…); a person holds
+    # ``sid:`` roles for their own and every group's they are in. Disabled accounts left out
+    # (how many), foreign principals nobody here holds (SID → the groups naming them).
+    sids: dict[str, str] = field(default_factory=dict)
+    disabled: int = 0
+    foreign: dict[str, list[str]] = field(default_factory=dict)
 
     def add_member(self, member: str, group: str) -> None:
         self.parents.setdefault(normal_dn(member), set()).add(normal_dn(group))
@@ -100,11 +107,12 @@ class RoleMapping:
         return (*given, name) if self.all_groups else given
 
     def owned(self, directory: Directory) -> set[str]:
-        """The roles the directory decides (every role a mapped group can give)."""
+        """The roles the directory decides (every role a mapped group can give, and the SID
+        role of every user and group it read)."""
         roles = {role for given in self.by_group.values() for role in given}
         if self.all_groups:
             roles |= set(directory.groups.values())
-        return roles
+        return roles | {SID_PREFIX + sid for sid in directory.sids.values()}
 
 
 def mapping(by_group: Mapping[str, Iterable[str]], all_groups: bool = False) -> RoleMapping:
@@ -160,10 +168,16 @@ def wanted_grants(
         if found:
             given[dn] = found
     grants: set[tuple[str, ...]] = set()
+    sids = directory.sids
     for dn, user in (directory.users if users is None else users).items():
+        subject = user_subject(user)
         for group in directory.groups_of(dn):
             for role in given.get(group, ()):
-                grants.add((user_subject(user), role, tenant))
+                grants.add((subject, role, tenant))
+            if group in sids:
+                grants.add((subject, SID_PREFIX + sids[group], tenant))
+        if dn in sids:
+            grants.add((subject, SID_PREFIX + sids[dn], tenant))
     return grants
 
 
@@ -215,6 +229,11 @@ def plan(
     }
     now |= {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
     users, skipped = checked_users(directory)
+    skipped += [
+        f"foreign security principal {sid} (in {', '.join(held[:4])}): not in this directory; "
+        "nobody holds a group through it"
+        for sid, held in sorted(directory.foreign.items())
+    ]
     wanted = wanted_grants(directory, roles, tenant, users)
     removed = sorted(now - wanted)
     if removed and not limits.force:

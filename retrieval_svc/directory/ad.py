@@ -54,6 +54,17 @@ def is_ad(root: dict[str, Any]) -> bool:
     return AD_CAPABILITY in capabilities or bool(root.get("forestFunctionality"))
 
 
+def root_dse(conn: Any) -> dict[str, Any]:
+    """The root DSE's attributes that say what the server is (empty if it hides them)."""
+    import ldap3
+
+    conn.search("", "(objectClass=*)", ldap3.BASE, attributes=[
+        "supportedCapabilities", "forestFunctionality", "highestCommittedUSN",
+        "defaultNamingContext", "dsServiceName"])  # fmt: skip
+    found = [r for r in conn.response or [] if r.get("type") == "searchResEntry"]
+    return dict(found[0].get("attributes", {})) if found else {}
+
+
 def range_of(key: str, attribute: str) -> tuple[int, int | None] | None:
     """``member;range=1500-2999`` → (1500, 2999); ``member;range=3000-*`` → (3000, None);
     None when ``key`` is not a range of ``attribute``."""

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from retrieval_svc.acl.id_forms import Kind, attribute_kind
+from retrieval_svc.acl.identities import PERSON
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdReplica
 from retrieval_svc.directory.groups import (
@@ -41,7 +43,9 @@ class _Users(BaseModel):
 
     base: str
     filter: str = "(objectClass=inetOrgPerson)"
-    id_attribute: str = "uid"  # sAMAccountName or userPrincipalName in Active Directory
+    # sAMAccountName or userPrincipalName in Active Directory; its ids are compared as the
+    # directory compares that attribute (id_forms.attribute_kind: mail as e-mail addresses).
+    id_attribute: str = "uid"
     # Other ids a person arrives with (Dify's user, an OIDC sub or e-mail): mail,
     # userPrincipalName… each resolves to the person (docs/permissions.md, identity resolution).
     aliases: list[str] = Field(default_factory=list, max_length=10)
@@ -110,6 +114,15 @@ def load_sync(path: Path) -> LdapSync:
     except ValueError as exc:
         raise DirectoryError(f"{path}: tenant: {exc}") from None
     return sync
+
+
+def id_kinds(sync: LdapSync) -> dict[str, Kind]:
+    """How the directory compares each id the sync reads, by the attribute its configuration
+    reads it from (``id_forms.attribute_kind``): the users' own ids (``id_attribute``) and
+    each alias."""
+    kinds = {a: attribute_kind(a) for a in sync.users.aliases}
+    kinds[PERSON] = attribute_kind(sync.users.id_attribute)
+    return kinds
 
 
 def _connection(sync: LdapSync) -> Any:
@@ -313,17 +326,6 @@ def _gone(before: Replica, after: Replica) -> bool:
     return any(normal_dn(e["dn"]) not in now for e in before.entries.values())
 
 
-def _root(conn: Any) -> dict[str, Any]:
-    """The root DSE's attributes that say what the server is (empty if it hides them)."""
-    import ldap3
-
-    conn.search("", "(objectClass=*)", ldap3.BASE, attributes=[
-        "supportedCapabilities", "forestFunctionality", "highestCommittedUSN",
-        "defaultNamingContext", "dsServiceName"])  # fmt: skip
-    found = [r for r in conn.response or [] if r.get("type") == "searchResEntry"]
-    return dict(found[0].get("attributes", {})) if found else {}
-
-
 def _read_ad(
     conn: Any, sync: LdapSync, root: dict[str, Any], replica: DirectoryReplica | None
 ) -> Directory:
@@ -336,6 +338,7 @@ def _read_ad(
         return _entries(conn, base, query, attributes, sync.page_size, ad.DOMAIN_SCOPE)
 
     directory, changed, why = ad.read(conn, entries, sync, root, replica.ad if replica else None)
+    directory.kinds = id_kinds(sync)
     if replica is not None:
         replica.changed, replica.reason = changed, why
     return directory
@@ -349,12 +352,13 @@ def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> D
 
     directory = Directory()
     users, groups = sync.users, sync.groups
+    directory.kinds = id_kinds(sync)
     member_of = groups.membership == "memberOf"
     group_attributes, user_attributes = _attributes(sync)
     try:
         conn = _connection(sync)
         try:
-            root = _root(conn)
+            root = ad.root_dse(conn)
             if sync.ad or (sync.ad is None and ad.is_ad(root)):
                 return _read_ad(conn, sync, root, replica)
             entries = None

@@ -55,6 +55,9 @@ LINES: dict[str, tuple[str, str]] = {
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
     "read_changed": (" ({n} entries read: what changed since the last sync, by syncrepl)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 syncrepl）"),
+    "read_changed_usn": (" ({n} entries read: what changed since the last sync, by uSNChanged)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 uSNChanged）"),
+    "read_whole_because": (" (read whole: {reason})", "（完整读取：{reason}）"),
+    "disabled_left_out": (", {n} disabled accounts left out", "，{n} 个已停用账户未计入"),
     "syncrepl_unavailable": ("note: the directory cannot say what changed ({reason}); each sync reads it whole", "提示：目录无法告知变化了什么（{reason}）；每次同步都完整读取"),
     "unchanged_directory": ("unchanged: the directory's {stamp} is as at the last sync", "未变化：目录的 {stamp} 与上次同步时相同"),
     # retrieval-svc policy, identity

@@ -19,9 +19,10 @@ from retrieval_svc.reasons import Reason, match_row, roles_source_text, row
 Language = str  # "en" | "zh"
 
 
-def language(accept_language: str | None) -> Language:
+def language(accept_language: str | None, default: Language = "en") -> Language:
     """``zh`` when the reader prefers Chinese (the first of ``zh*`` or ``en*`` in
-    ``Accept-Language``, weights honoured), else ``en``."""
+    ``Accept-Language``, weights honoured), ``en`` when English; ``default`` (the server's
+    ``RSVC_DEFAULT_LANGUAGE``) when the request names neither — Dify sends none."""
     ranked: list[tuple[float, int, str]] = []
     for n, part in enumerate((accept_language or "").split(",")):
         tag, _, params = part.strip().lower().partition(";")
@@ -33,7 +34,7 @@ def language(accept_language: str | None) -> Language:
                 weight = 0.0
         if weight > 0 and tag.startswith(("zh", "en")):
             ranked.append((-weight, n, tag[:2]))
-    return min(ranked)[2] if ranked else "en"
+    return min(ranked)[2] if ranked else default
 
 
 # The messages of the errors the service answers with (retrieval_svc.errors and where they

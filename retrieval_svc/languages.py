@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from retrieval_svc.reasons import Reason, match_row, roles_source_text, row
+from retrieval_svc.validation_words import ROWS as VALIDATION
 
 Language = str  # "en" | "zh"
 
@@ -60,6 +61,7 @@ ERRORS: tuple[Reason, ...] = (
     row("no_body", r"^request body is required$", "缺少请求体"),
     row("body_too_large", r"^request body larger than (?P<limit>\d+) bytes$", "请求体超过 {limit} 字节"),
     row("one_of_ids", r"^send exactly one of chunk_id and document_id$", "chunk_id 和 document_id 只能且必须发送一个"),
+    *VALIDATION,  # (a body that failed validation: from pydantic's error type, not its English)
 )  # fmt: skip
 _KIND = {"principal": "主体", "identity": "身份"}
 

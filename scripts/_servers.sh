@@ -1,11 +1,11 @@
-# Sourced by scripts/pg.sh and scripts/ldap.sh: what every throwaway server script answers
-# before its own commands — `--help` (its header), and `stop-all`: every server under its
-# BASE folder (scripts/test's RSVC_SERVERS_DIR), which scripts/test runs on any exit.
-# The servers leave the script's process group (pg_ctl's postmaster calls setsid, slapd
-# daemonizes), so a run interrupted while one starts may stop before its pid file is read:
-# `stop-all` then ends every process still naming a folder under BASE (its data directory
-# or its configuration file) — the folder is this run's own, so no other run's server is
-# touched.
+# Sourced by scripts/pg.sh, scripts/ldap.sh and scripts/samba-ad.sh: what every throwaway
+# server script answers before its own commands — `--help` (its header), and `stop-all`:
+# every server under its BASE folder (scripts/test's RSVC_SERVERS_DIR), which scripts/test
+# runs on any exit. The servers leave the script's process group (pg_ctl's postmaster calls
+# setsid, slapd and samba daemonize), so a run interrupted while one starts may stop before
+# its pid file is read: `stop-all` then ends every process still naming a folder under BASE
+# (its data directory or its configuration file) — the folder is this run's own, so no other
+# run's server is touched.
 
 # Every process whose command line names a path under $1 (its pid).
 processes_under() {
@@ -45,7 +45,7 @@ server_commands() {
       for d in "$BASE"/*/; do
         [ -d "$d" ] || continue
         p=$(basename "$d")
-        if [[ "$p" =~ ^[0-9]+$ ]]; then "$0" stop "$p" || true; fi
+        if [[ "$p" =~ ^[0-9.]+$ ]]; then "$0" stop "$p" || true; fi  # a port, or an address
       done
       [ -d "$BASE" ] && end_processes_under "$BASE"
       exit 0

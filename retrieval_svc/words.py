@@ -39,6 +39,19 @@ LINES: dict[str, tuple[str, str]] = {
     "what_events": ("events", "事件"),
     "what_relisting": ("re-listing", "重新列举"),
     "what_rules": ("rules edit", "规则变更"),
+    "lease_waiting": ("{holder} ({role}, host {host}, process {pid}) holds the lease of {source}: waiting for it", "{holder}（{role}，主机 {host}，进程 {pid}）持有 {source} 的租约：等待它"),
+    "lease_takeover": ("{source}: this writer's predecessor (host {host}, process {pid}) is gone: its lease taken over at once", "{source}：本写入者的前任（主机 {host}，进程 {pid}）已不在：立即接管它的租约"),
+    "lease_not_taken": ("error: {holder} ({role}, host {host}) kept the lease of {source} for {seconds} s: nothing written. Run again when it is done, or give --lease-wait more time", "错误：{holder}（{role}，主机 {host}）持有 {source} 的租约已 {seconds} 秒：什么都没写。等它结束后再运行，或把 --lease-wait 调长"),
+    "lease_lost_run": ("error: {why}: the run stopped before writing more (what it wrote stays; run it again)", "错误：{why}：本次运行已停止，不再写入（已写入的保留；请再运行一次）"),
+    "lease_not_read": ("the lease of {source} could not be read ({why}): trying again", "无法读取 {source} 的租约（{why}）：重试"),
+    "lease_taken": ("the lease of {source} was taken by {holder}", "{source} 的租约已被 {holder} 取得"),
+    "watch_wanted": ("an index run of {source} waits for the lease", "{source} 的一次 index 运行在等待租约"),
+    "watch_aside": ("{why}: this watcher stepped aside (what it heard is kept) and takes the lease again once the run is over", "{why}：本监视进程已让出（听到的变化都保留），运行结束后重新取得租约"),
+    "watch_lost": ("{why}: this watcher stops writing and waits for the lease again (what it heard is kept)", "{why}：本监视进程停止写入，重新等待租约（听到的变化都保留）"),
+    "es_not_answering": ("Elasticsearch does not answer ({why}): changes are kept and settled once it does", "Elasticsearch 没有应答（{why}）：变化都保留，等它应答后再处理"),
+    "es_answering": ("Elasticsearch answers again", "Elasticsearch 已恢复应答"),
+    "root_replaced": ("the folder {root} was replaced (another device or inode): watched again and re-listed whole", "文件夹 {root} 被替换了（设备号或 inode 变了）：重新监视并完整重新列举"),
+    "root_gone": ("the folder {root} is {why}: nothing below it is heard; re-listed once it is back", "文件夹 {root} {why}：听不到它下面的变化；恢复后完整重新列举"),
     "doc_line": ("  {name}  [{format}{pages}{ocr}] {chunks} chunk{s}{roles} — {title}  ({id})", "  {name}  [{format}{pages}{ocr}] {chunks} 个分段{roles} — {title}  （{id}）"),
     "pages": (", {n} page{s}", "，{n} 页"),
     "ocr_pages": (", {n} by OCR", "，其中 {n} 页经 OCR"),
@@ -48,6 +61,7 @@ LINES: dict[str, tuple[str, str]] = {
     "from_source": ("  from {source}: {n} documents", "  来自 {source}：{n} 个文档"),
     "legacy_source": ("(written before sources were recorded)", "（记录数据源之前写入）"),
     "restricted": (", restricted", "，受限"),
+    "lease_line": ("  {source} is written by {holder} ({role}, host {host}, process {pid}), lease until {until}", "  {source} 由 {holder} 写入（{role}，主机 {host}，进程 {pid}），租约到 {until}"),
     "last_run_removed": ("  last run: {pruned} pruned (the source no longer holds them), {withdrawn} withdrawn (their roles could no longer be decided, or changed while they failed: see their failures)", "  上次运行：清除 {pruned} 个（数据源里已没有），撤下 {withdrawn} 个（角色无法确定，或在失败期间发生了变化：见各自的失败原因）"),
     # retrieval-svc sync-ldap
     "synced": ("synced: added {added}, removed {removed}; {grants} grants from {read}", "已同步：新增 {added}，移除 {removed}；{grants} 条授权，来自 {read}"),
@@ -55,6 +69,9 @@ LINES: dict[str, tuple[str, str]] = {
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
     "read_changed": (" ({n} entries read: what changed since the last sync, by syncrepl)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 syncrepl）"),
+    "read_changed_usn": (" ({n} entries read: what changed since the last sync, by uSNChanged)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 uSNChanged）"),
+    "read_whole_because": (" (read whole: {reason})", "（完整读取：{reason}）"),
+    "disabled_left_out": (", {n} disabled accounts left out", "，{n} 个已停用账户未计入"),
     "syncrepl_unavailable": ("note: the directory cannot say what changed ({reason}); each sync reads it whole", "提示：目录无法告知变化了什么（{reason}）；每次同步都完整读取"),
     "unchanged_directory": ("unchanged: the directory's {stamp} is as at the last sync", "未变化：目录的 {stamp} 与上次同步时相同"),
     # retrieval-svc policy, identity
@@ -75,6 +92,9 @@ LINES: dict[str, tuple[str, str]] = {
     "not_a_folder": ("{path} is not a folder", "{path} 不是文件夹"),
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
     "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
+    # retrieval-svc new-key --for dify
+    "for_dify": ("for Dify: unknown_user and anonymous refuse, so a wrong or missing binding fails on its first request (Dify's API server log and the console's Knowledge bases page show it); bind user_id to {{{{#sys.user_id#}}}} (docs/dify.md)", "用于 Dify：unknown_user 与 anonymous 都为 refuse，绑定错了或没绑定，第一个请求就会失败（Dify API 服务的日志和控制台的“知识库”页会显示）；请把 user_id 绑定到 {{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
+    "for_dify_shape": ("no --user-id-shape: any id that names someone is taken; name the shape your app's backend sends as Dify's user (email, uuid, directory_uid, regex:...) so a typed name fails loudly", "未指定 --user-id-shape：任何能对应到人员的 ID 都会被接受；请写明应用后端作为 Dify 用户发送的 ID 格式（email、uuid、directory_uid、regex:...），这样手输的名字会明确失败"),
     "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
 }  # fmt: skip
 

@@ -36,13 +36,13 @@ _SPACES = re.compile(r"\s+")
 
 
 def kind_of(source: str, attribute: str) -> Kind:
-    """The kind of an id stored by ``source`` (``ldap:<sync>``, ``scim``, ``map``) from
+    """The kind of an id stored by ``source`` (``ldap:<sync>``, ``scim:<key>``, ``map``) from
     ``attribute``."""
     if "mail" in attribute.lower():
         return "email"
     if source == "map" or attribute == "externalId":
         return "exact"
-    if source == "scim":
+    if source == "scim" or source.startswith("scim:"):
         return "scim"
     return "directory"
 

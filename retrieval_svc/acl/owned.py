@@ -7,8 +7,9 @@ directory gives today: a group deleted or renamed in the directory gives no role
 its role is still owned, so its grants are removed (a sync that recomputed ownership from
 today's groups alone would never touch them again). The record then shrinks to today's roles.
 
-Owned roles also refuse a hand grant (``PolicyAdmin.grant_role``): the next sync would remove
-it in silence, so the console and the CLI say which sync owns the role instead.
+Owned roles also refuse a grant by any other source, and any role inheriting them (the owner
+model, ``retrieval_svc.acl.owners``): the next sync would remove it in silence, so every way in
+says which sync owns the role instead.
 """
 
 from __future__ import annotations
@@ -66,16 +67,6 @@ def owned_roles(engine: Engine, tenant: str) -> dict[str, str]:
         return owned_in(conn, tenant)
 
 
-def owner_of(engine: Engine, tenant: str, role: str) -> str | None:
-    """The sync that owns ``role`` in ``tenant``, or None."""
-    import sqlalchemy as sa
-
-    _, table = _table()
-    query = sa.select(table.c.owner).where(table.c.tenant == tenant, table.c.role == role)
-    with engine.connect() as conn:
-        return conn.execute(query).scalar_one_or_none()
-
-
 def replace_in(conn: Connection, tenant: str, owner: str, roles: Iterable[str]) -> None:
     """Record that ``owner`` owns exactly ``roles`` in ``tenant`` (inside the sync's
     transaction). A role another sync of the tenant already owns stays that sync's."""
@@ -87,3 +78,13 @@ def replace_in(conn: Connection, tenant: str, owner: str, roles: Iterable[str]) 
     rows = [{"tenant": tenant, "role": r, "owner": owner} for r in sorted(set(roles) - set(others))]
     if rows:
         conn.execute(sa.insert(table), rows)
+
+
+def rename_in(conn: Connection, tenant: str, old: str, new: str) -> None:
+    """Make the roles ``old`` owns in ``tenant`` ``new``'s (a sync renamed in its file)."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    conn.execute(
+        sa.update(table).where(table.c.tenant == tenant, table.c.owner == old).values(owner=new)
+    )

@@ -184,14 +184,13 @@ def _sync_once(
     replica: DirectoryReplica | None = None,
 ) -> tuple[int, SyncOutcome]:
     """One sync, the file read anew; its exit code and outcome (messages on the way)."""
-    from retrieval_svc.acl.grant_sources import directory as directory_source
     from retrieval_svc.acl.history import Actor
     from retrieval_svc.directory import (
         DirectoryError,
         Limits,
         RemovalLimit,
         load_sync,
-        plan,
+        planned,
         read_directory,
     )
 
@@ -216,19 +215,8 @@ def _sync_once(
     if replica is not None and replica.changed is not None:
         read += say("read_changed", n=replica.changed)
     try:
-        # What this sync gave before, and every other grant but another directory's: a sync
-        # shares a role with another directory, never takes back that one's members.
-        mine = f"ldap:{sync.name}"
-        sourced = admin.sourced(sync.tenant)
-        held = {g for g, by in sourced.items() if mine in by}
-        others = [
-            g
-            for g in admin.store.rules().grouping
-            if not any(directory_source(s) and s != mine for s in sourced.get(tuple(g), ()))
-        ]
-        before = admin.owned_roles(sync.tenant, sync.name)
-        changes = plan(
-            directory, roles, sync.tenant, others, owned_before=before, limits=limits, held=held
+        changes, before = planned(
+            admin, sync.tenant, sync.name, directory, roles, limits, sync.renamed_from
         )
     except RemovalLimit as exc:  # the directory looks broken: say so, and in the history
         typer.echo(f"error: {exc}", err=True)
@@ -258,6 +246,7 @@ def _sync_once(
             changes.owned,
             detail=detail,
             people=changes.identities,
+            renamed_from=sync.renamed_from,
         )
     except PolicyError as exc:
         typer.echo(f"error: {exc}; nothing changed", err=True)

@@ -174,6 +174,14 @@ def _wait(config: Path, interval: float, check_every: float, stamp: str | None) 
             return
 
 
+def _unclaimed(admin: PolicyAdmin, tenant: str, name: str, roles: set[str]) -> list[str]:
+    """``PolicyAdmin.unclaimed``, or nothing when it cannot be read (a note, never a failure)."""
+    try:
+        return admin.unclaimed(tenant, name, roles)
+    except PolicyError:
+        return []
+
+
 def _sync_once(
     admin: PolicyAdmin,
     config: Path,
@@ -252,6 +260,8 @@ def _sync_once(
         typer.echo(f"error: {exc}; nothing changed", err=True)
         return 2, last.next(ok=False, failure="invalid")
     gone = sorted(set(before) - changes.owned)
+    for old in _unclaimed(admin, sync.tenant, sync.name, set(before) | changes.owned):
+        typer.echo(say("unclaimed_sync", old=old), err=True)
     typer.echo(
         say("synced", added=changes.added, removed=changes.removed, grants=changes.grants,
             read=read)

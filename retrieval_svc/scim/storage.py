@@ -1,4 +1,7 @@
-"""Where a tenant's SCIM users and groups live, and how a change to them becomes role grants.
+"""Where each SCIM key's users and groups live in its tenant, and how a change to them becomes
+role grants. Each key is its own source (``scim:<key>``): its resources, the ids they are known
+by and the grants they imply are its own, so two identity providers feeding one tenant never
+re-record or take back each other's grants (``retrieval_svc.acl.owners``).
 
 The protocol — validation, PATCH, filters, sorting, paging, ETags — is scim2-server's (built on
 scim2-models, from the SCIM project that also writes scim2-tester); this module is the storage

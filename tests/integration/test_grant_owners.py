@@ -160,3 +160,21 @@ def test_deleting_a_row_a_sync_gives_is_refused_naming_it(
     assert cli(db, "delete", str(mine)).exit_code == 0
     assert roles_of(db, "mallory") == set()
     assert sources_of(db, "user:mallory", "visitor") == set()
+
+
+def test_a_sync_renamed_without_saying_so_names_its_old_name(
+    tree: Tree, policy_db_url: str, tmp_path: Path
+) -> None:
+    db = policy_db_url
+    sync, _, _ = finance_synced(tree, tmp_path, db, "anna")
+    body = json.loads(sync.read_text(encoding="utf-8"))
+    body.update(name="hq-ldap")
+    sync.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+    for _ in range(2):  # (each run says so, until the file does)
+        run = cli(db, "sync-ldap", str(sync))
+        assert run.exit_code == 0 and "'renamed_from: hq'" in run.stderr, run.output
+    body.update(renamed_from=["hq"])
+    sync.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+    third = cli(db, "sync-ldap", str(sync))
+    assert third.exit_code == 0 and "renamed_from" not in third.output, third.output
+    assert sources_of(db, "user:anna", "finance") == {"ldap:hq-ldap"}

@@ -4,16 +4,23 @@ holds a role iff some live source gives it, directly or through the hierarchy.""
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scim2_models import InvalidValueException
 from scim2_server.utils import load_default_provider
 
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.history import Actor
-from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError, csv_line
+from retrieval_svc.directory import Directory, Limits, planned
+from retrieval_svc.directory.groups import mapping, normal_dn
 from retrieval_svc.scim.storage import TenantStorage, ensure_tables
 
 
@@ -95,3 +102,251 @@ def test_a_person_holds_a_role_while_any_scim_key_gives_it(tmp_path: Path) -> No
     assert roles_of(store, "alice") == set()
     # Each key sees only its own resources.
     assert {u.user_name for u in okta.storage.resources if hasattr(u, "user_name")} == {"alice"}
+
+
+# The property: random sequences of writes from every way in, against a model written here.
+
+USERS = ("ann", "bo", "cy")
+SYNCS: dict[str, dict[str, tuple[str, ...]]] = {  # sync → its groups → the roles they give
+    "hq": {"fin": ("finance",), "ops": ("ops",)},
+    "branch": {"fin-b": ("finance",)},  # (shares finance with hq)
+}
+KEYS = ("okta", "entra")
+SCIM_ROLES = ("team", "finance")  # (a SCIM group named finance: refused once a sync owns it)
+HAND_ROLES = ("visitor", "team", "finance")
+RANK = {"contractor": 0, "visitor": 1, "team": 2, "finance": 3, "ops": 4}  # (no cycles)
+Grant = tuple[str, str]
+
+
+@dataclass
+class Model:
+    """The owner model in plain Python: who gives what, and so who holds what."""
+
+    directory: dict[str, set[tuple[str, str]]] = field(
+        default_factory=lambda: {s: set() for s in SYNCS}
+    )
+    synced: dict[str, set[Grant]] = field(default_factory=lambda: {s: set() for s in SYNCS})
+    owned: set[str] = field(default_factory=set)
+    scim: dict[str, set[Grant]] = field(default_factory=lambda: {k: set() for k in KEYS})
+    hand: set[Grant] = field(default_factory=set)
+    inherits: set[tuple[str, str]] = field(default_factory=set)
+
+    def givers(self, grant: Grant) -> set[str]:
+        found = {f"ldap:{s}" for s, gs in self.synced.items() if grant in gs}
+        if grant[1] not in self.owned:  # (an owned role: only the directories give it)
+            found |= {f"scim:{k}" for k, gs in self.scim.items() if grant in gs}
+            found |= {"hand"} if grant in self.hand else set()
+        return found
+
+    def live_inherits(self) -> set[tuple[str, str]]:
+        return {(c, p) for c, p in self.inherits if p not in self.owned}
+
+    def roles(self, user: str) -> set[str]:
+        held = {r for r in RANK if self.givers((user, r))}
+        edges = self.live_inherits()
+        while more := {p for c, p in edges if c in held} - held:
+            held |= more
+        return held
+
+    def sync(self, name: str) -> None:
+        groups = SYNCS[name]
+        self.synced[name] = {(u, r) for u, g in self.directory[name] for r in groups[g]}
+        self.owned |= {r for rs in groups.values() for r in rs}
+
+    def others_give(self, grant: Grant) -> bool:
+        return bool(self.givers(grant) - {"hand"})
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        kind, *args = op
+        if kind == "member":
+            name, user, group, present = args
+            (self.directory[name].add if present else self.directory[name].discard)((user, group))
+            self.sync(name)
+        elif kind == "sync":
+            self.sync(args[0])
+        elif kind == "scim":
+            key, user, role, present = args
+            if not present:
+                self.scim[key].discard((user, role))
+            elif (user, role) not in self.scim[key] and role not in self.owned:
+                self.scim[key].add((user, role))  # (else refused: nothing stored)
+        elif kind == "scim-delete":
+            key, user = args
+            self.scim[key] = {g for g in self.scim[key] if g[0] != user}
+        elif kind in ("grant", "import-add"):
+            grant = tuple(args)
+            if not self.givers(grant) and grant[1] not in self.owned:  # (else refused or so)
+                self.hand.add(grant)  # type: ignore[arg-type]
+        elif kind == "revoke":
+            self.hand.discard(tuple(args))  # type: ignore[arg-type]
+        elif kind in ("delete", "import-drop"):
+            grant = tuple(args)
+            if self.givers(grant) and not self.others_give(grant):  # type: ignore[arg-type]
+                self.hand.discard(grant)  # type: ignore[arg-type]
+        elif kind in ("inherit", "import-inherit"):
+            if args[1] not in self.owned:
+                self.inherits.add(tuple(args))  # type: ignore[arg-type]
+        elif kind in ("disinherit", "delete-inherit"):
+            self.inherits.discard(tuple(args))  # type: ignore[arg-type]
+
+
+class Real:
+    """The same writes, through the code every way in calls: ``planned`` and
+    ``PolicyAdmin.sync`` as ``sync-ldap`` does, each SCIM key's storage, ``PolicyAdmin`` as the
+    CLI and the console do."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.store = fresh(folder)
+        self.admin = PolicyAdmin(self.store)
+        self.directory: dict[str, set[tuple[str, str]]] = {s: set() for s in SYNCS}
+        self.keys = {k: Scim(self.store, k) for k in KEYS}
+        self.users: dict[str, dict[str, Any]] = {k: {} for k in KEYS}
+        self.groups: dict[str, dict[str, Any]] = {k: {} for k in KEYS}
+        self.members: dict[str, dict[str, set[str]]] = {k: {} for k in KEYS}
+
+    def sync(self, name: str) -> None:
+        found = Directory()
+        for user in USERS:
+            found.users[normal_dn(f"uid={user},ou=people")] = user
+        for group in SYNCS[name]:
+            found.groups[normal_dn(f"cn={group},ou={name}")] = group
+        for user, group in self.directory[name]:
+            found.add_member(f"uid={user},ou=people", f"cn={group},ou={name}")
+        admin = PolicyAdmin(self.store, Actor(name, "ldap"))
+        made, _ = planned(admin, "acme", name, found, mapping(SYNCS[name]), Limits(force=True))
+        admin.sync("sync-ldap", "acme", name, made.changes, made.owned, "", made.identities)
+
+    def scim(self, key: str, user: str, role: str, present: bool) -> None:
+        scim, users, members = self.keys[key], self.users[key], self.members[key]
+        if user not in users:
+            users[user] = scim.user(user)
+        wanted = set(members.get(role, set()))
+        (wanted.add if present else wanted.discard)(user)
+        try:
+            if role not in self.groups[key]:
+                if not wanted:
+                    return
+                self.groups[key][role] = scim.group(role, *(users[u] for u in sorted(wanted)))
+            else:
+                scim.set_members(self.groups[key][role], *(users[u] for u in sorted(wanted)))
+        except InvalidValueException:
+            return  # (refused: nothing stored)
+        members[role] = wanted
+
+    def scim_delete(self, key: str, user: str) -> None:
+        found = self.users[key].pop(user, None)
+        if found is not None:
+            scim = self.keys[key]
+            scim.storage.delete(scim.types["User"], str(found.id))
+            for held in self.members[key].values():
+                held.discard(user)
+
+    def row(self, member: str, role: str) -> int | None:
+        with self.store.engine().connect() as conn:
+            return conn.execute(
+                sa.text(
+                    "SELECT id FROM casbin_rule WHERE ptype = 'g' AND v0 = :m AND v1 = :r "
+                    "AND v2 = 'acme'"
+                ),
+                {"m": member, "r": role},
+            ).scalar()
+
+    def imported(self, add: tuple[str, ...] = (), drop: tuple[str, ...] = ()) -> None:
+        rows = [r for r in self.admin.rules() if r[1:] != drop]
+        lines = [csv_line(r[0], r[1:]) for r in rows]
+        if add:
+            lines.append(csv_line("g", add))
+        path = self.folder / "policy.csv"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.admin.import_csv(path)
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        kind, *args = op
+        try:
+            if kind == "member":
+                name, user, group, present = args
+                (self.directory[name].add if present else self.directory[name].discard)(
+                    (user, group)
+                )
+                self.sync(name)
+            elif kind == "sync":
+                self.sync(args[0])
+            elif kind == "scim":
+                self.scim(*args)
+            elif kind == "scim-delete":
+                self.scim_delete(*args)
+            elif kind == "grant":
+                self.admin.grant_role(args[0], args[1], "acme")
+            elif kind == "revoke":
+                self.admin.revoke_role(args[0], args[1], "acme")
+            elif kind in ("delete", "delete-inherit"):
+                member = f"user:{args[0]}" if kind == "delete" else args[0]
+                if (row := self.row(member, args[1])) is not None:
+                    self.admin.delete_row(row)
+            elif kind == "import-add":
+                self.imported(add=(f"user:{args[0]}", args[1], "acme"))
+            elif kind == "import-inherit":
+                self.imported(add=(args[0], args[1], "acme"))
+            elif kind == "import-drop":
+                self.imported(drop=(f"user:{args[0]}", args[1], "acme"))
+            elif kind == "inherit":
+                self.admin.inherit(args[0], args[1], "acme")
+            elif kind == "disinherit":
+                self.admin.disinherit(args[0], args[1], "acme")
+        except PolicyError:
+            pass  # (a refusal; the model says whether anything changed)
+
+    def roles(self) -> dict[str, set[str]]:
+        acl = AccessControl(source=self.store)
+        return {user: set(acl.user_roles(user, "acme")) for user in USERS}
+
+
+users = st.sampled_from(USERS)
+inheritance = st.sampled_from(
+    [(c, p) for c in RANK for p in RANK if RANK[c] < RANK[p] and c in ("contractor", "visitor")]
+)
+operations = st.one_of(
+    st.tuples(
+        st.just("member"),
+        st.sampled_from(["hq"]),
+        users,
+        st.sampled_from(["fin", "ops"]),
+        st.booleans(),
+    ),
+    st.tuples(st.just("member"), st.just("branch"), users, st.just("fin-b"), st.booleans()),
+    st.tuples(st.just("sync"), st.sampled_from(sorted(SYNCS))),
+    st.tuples(
+        st.just("scim"), st.sampled_from(KEYS), users, st.sampled_from(SCIM_ROLES), st.booleans()
+    ),
+    st.tuples(st.just("scim-delete"), st.sampled_from(KEYS), users),
+    st.tuples(
+        st.sampled_from(["grant", "revoke", "delete", "import-add", "import-drop"]),
+        users,
+        st.sampled_from(HAND_ROLES),
+    ),
+    st.tuples(st.sampled_from(["delete", "revoke"]), users, st.sampled_from(["finance", "ops"])),
+    st.tuples(
+        st.sampled_from(["inherit", "import-inherit", "disinherit", "delete-inherit"]), inheritance
+    ).map(lambda t: (t[0], *t[1])),
+    st.tuples(st.just("grant"), users, st.just("contractor")),
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.lists(operations, min_size=1, max_size=14))
+def test_a_person_holds_a_role_iff_some_live_source_gives_it(ops: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory(prefix="rsvc-owners-") as folder:
+        real, model = Real(Path(folder)), Model()
+        try:
+            for done, op in enumerate(ops, 1):
+                real.apply(op)
+                model.apply(op)
+                expected = {user: model.roles(user) for user in USERS}
+                assert real.roles() == expected, ops[:done]
+        finally:
+            real.store.engine().dispose()

@@ -184,31 +184,6 @@ class PolicyAdmin:
         self.apply(action, changes, detail, also=also, first=first)
         return counts[0]
 
-    def unclaimed(self, tenant: str, name: str, roles: Iterable[str]) -> list[str]:
-        """The other syncs giving grants of ``roles`` in ``tenant`` that have not run since the
-        sync ``name`` first did: an old name of it (``renamed_from`` takes over what it
-        gave) or a sync stopped — their grants are given by no sync that runs."""
-        wanted = set(roles)
-        try:
-            with self.store.engine().connect() as conn:
-                runs = owned.runs_in(conn, _tenant(tenant))
-                sourced = grant_sources.sourced_in(conn, _tenant(tenant))
-        except PolicyError:
-            raise
-        except Exception as exc:
-            raise self.store._failure(exc) from exc
-        if name not in runs:
-            return []
-        givers = {
-            s.removeprefix("ldap:")
-            for line, by in sourced.items()
-            if line[1] in wanted
-            for s in by
-            if grant_sources.directory(s)
-        }
-        began = runs[name][0]
-        return sorted(g for g in givers - {name} if g not in runs or runs[g][1] < began)
-
     def owned_roles(self, tenant: str, owner: str | None = None) -> dict[str, str]:
         """The roles directory syncs own in ``tenant`` (role → owner)."""
         try:

@@ -175,9 +175,11 @@ def _wait(config: Path, interval: float, check_every: float, stamp: str | None) 
 
 
 def _unclaimed(admin: PolicyAdmin, tenant: str, name: str, roles: set[str]) -> list[str]:
-    """``PolicyAdmin.unclaimed``, or nothing when it cannot be read (a note, never a failure)."""
+    """``directory.unclaimed``, or nothing when it cannot be read (a note, never a failure)."""
+    from retrieval_svc.directory import unclaimed
+
     try:
-        return admin.unclaimed(tenant, name, roles)
+        return unclaimed(admin, tenant, name, roles)
     except PolicyError:
         return []
 

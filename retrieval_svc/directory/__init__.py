@@ -16,7 +16,7 @@ from retrieval_svc.directory.ldap import (
     load_sync,
     read_directory,
 )
-from retrieval_svc.directory.owners import planned
+from retrieval_svc.directory.owners import planned, unclaimed
 
 __all__ = [
     "Directory",
@@ -31,4 +31,5 @@ __all__ = [
     "plan",
     "planned",
     "read_directory",
+    "unclaimed",
 ]

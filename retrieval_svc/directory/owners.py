@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from retrieval_svc.acl import grant_sources, owned
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.grant_sources import directory as directory_source
 from retrieval_svc.directory.groups import Directory, Limits, Plan, RoleMapping, plan
@@ -35,3 +36,27 @@ def planned(
     before = {r: o for n in names for r, o in admin.owned_roles(tenant, n).items()}
     changes = plan(directory, roles, tenant, others, owned_before=before, limits=limits, held=held)
     return changes, before
+
+
+def unclaimed(admin: PolicyAdmin, tenant: str, name: str, roles: Iterable[str]) -> list[str]:
+    """The other syncs giving grants of ``roles`` in ``tenant`` that have not run since the sync
+    ``name`` first did: an old name of it (``renamed_from`` takes over what it gave) or a sync
+    stopped — their grants are given by no sync that runs. Raises PolicyError."""
+    wanted = set(roles)
+    try:
+        with admin.store.engine().connect() as conn:
+            runs = owned.runs_in(conn, tenant)
+            sourced = grant_sources.sourced_in(conn, tenant)
+    except Exception as exc:
+        raise admin.store._failure(exc) from exc
+    if name not in runs:
+        return []
+    givers = {
+        s.removeprefix("ldap:")
+        for line, by in sourced.items()
+        if line[1] in wanted
+        for s in by
+        if grant_sources.directory(s)
+    }
+    began = runs[name][0]
+    return sorted(g for g in givers - {name} if g not in runs or runs[g][1] < began)

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scim2_models import InvalidValueException
+from scim2_models import InvalidValueException, SearchRequest
 from scim2_server.utils import load_default_provider
 
 from retrieval_svc.acl.admin import PolicyAdmin
@@ -102,6 +102,29 @@ def test_a_person_holds_a_role_while_any_scim_key_gives_it(tmp_path: Path) -> No
     assert roles_of(store, "alice") == set()
     # Each key sees only its own resources.
     assert {u.user_name for u in okta.storage.resources if hasattr(u, "user_name")} == {"alice"}
+
+
+def test_resources_stored_before_keys_kept_their_own_go_to_the_first_key(tmp_path: Path) -> None:
+    store = PolicyDatabase(DEFAULT_MODEL, f"sqlite:///{tmp_path / 'p.db'}")
+    store.ensure()
+    with store.engine().begin() as conn:  # (the table as it was: no client column)
+        conn.execute(
+            sa.text(
+                "CREATE TABLE scim_resource (tenant VARCHAR(128) NOT NULL, id VARCHAR(64) NOT "
+                "NULL, kind VARCHAR(64) NOT NULL, body TEXT, serial INTEGER NOT NULL, "
+                "PRIMARY KEY (tenant, id))"
+            )
+        )
+    ensure_tables(store.engine())
+    okta = Scim(store, "okta")
+    alice = okta.user("alice")
+    with store.engine().begin() as conn:
+        conn.execute(sa.text("UPDATE scim_resource SET client = NULL"))
+    later, entra = Scim(store, "okta"), Scim(store, "entra")
+    assert later.storage.get(later.types["User"], str(alice.id)).user_name == "alice"
+    assert entra.storage.search([entra.types["User"]], SearchRequest()).total == 0
+    entra.user("zed")  # (the legacy row stays okta's)
+    assert Scim(store, "okta").storage.get(later.types["User"], str(alice.id))
 
 
 # The property: random sequences of writes from every way in, against a model written here.

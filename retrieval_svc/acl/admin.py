@@ -214,7 +214,7 @@ class PolicyAdmin:
                 if mapped in first:
                     raise PolicyError(f"id {alias!r} is mapped on line {first[mapped]} too")
                 first[mapped] = number
-                rows.add(Alias(tenant, mapped, _user(person), "map", "map"))
+                rows.add(Alias(tenant, mapped, _user(person), "map", "map", "exact"))
             except PolicyError as exc:
                 problems.append(f"{origin} line {number}: {exc}")
         if problems:

@@ -4,6 +4,7 @@ holds a role iff some live source gives it, directly or through the hierarchy.""
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +25,16 @@ from retrieval_svc.directory.groups import mapping, normal_dn
 from retrieval_svc.scim.storage import TenantStorage, ensure_tables
 
 
+@functools.cache
+def _provider() -> Any:
+    return load_default_provider()  # (the same published schemas for every test: read once)
+
+
 class Scim:
     """One tenant's SCIM endpoint as one key sees it."""
 
     def __init__(self, store: PolicyDatabase, key: str, tenant: str = "acme") -> None:
-        provider = load_default_provider()
+        provider = _provider()
         self.types = {rt.name: rt for rt in provider.resource_types}
         self.user_model = provider.model_for(self.types["User"])
         self.group_model = provider.model_for(self.types["Group"])

@@ -223,7 +223,11 @@ def _sync_once(
     limits = Limits(share, sync.removal_floor, force)
     read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
     if replica is not None and replica.changed is not None:
-        read += say("read_changed", n=replica.changed)
+        read += say("read_changed_usn" if directory.sids else "read_changed", n=replica.changed)
+    elif replica is not None and directory.sids and replica.reason:
+        read += say("read_whole_because", reason=replica.reason)
+    if directory.disabled:
+        read += say("disabled_left_out", n=directory.disabled)
     try:
         changes, before = planned(
             admin, sync.tenant, sync.name, directory, roles, limits, sync.renamed_from

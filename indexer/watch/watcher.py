@@ -24,7 +24,7 @@ from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.from_index import hold_keys, narrow_rules
-from indexer.watch.health import Health, Status, WatchMetrics, account, status_record
+from indexer.watch.health import Health, Status, WatchMetrics, account, rejected, status_record
 from indexer.watch.lease import Lease, LeaseLost
 from indexer.watch.settle import Plan, Settled, finish, narrow
 from indexer.workers import ParserPool
@@ -124,6 +124,8 @@ class Watcher:
                 await lease.release()
 
     def _hear(self, heard: Heard, kind: str) -> None:
+        if heard.rejected:
+            rejected(self.status, self.metrics, heard.rejected)
         self.pending.add(heard)
         self.status.events += len(heard.keys)
         if heard.keys:
@@ -141,7 +143,7 @@ class Watcher:
         while not stop.is_set():
             try:
                 async for heard in self.events(stop):
-                    self._hear(heard, "folder" if not heard.ack else "queue")
+                    self._hear(heard, heard.kind or ("folder" if not heard.ack else "queue"))
             except Exception as exc:  # (a share unmounted, a queue unreachable: try again)
                 log.warning("events stopped (%s: %s); listening again", type(exc).__name__, exc)
                 self.status.last_error = f"events: {type(exc).__name__}: {exc}"

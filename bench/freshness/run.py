@@ -190,8 +190,8 @@ def _interruption(
     start: Callable[[], subprocess.Popen[bytes]],
 ) -> Callable[[], None] | None:
     """What happens to the watcher a quarter into the changes, while they go on arriving:
-    Elasticsearch cut off for ``OUTAGE_S``, or the watcher killed and started again (it waits
-    for its lease, then re-lists)."""
+    Elasticsearch cut off for ``OUTAGE_S``, or the watcher killed and started again (it takes
+    over its dead predecessor's lease, then re-lists)."""
     if mode == "outage" and proxy is not None:
 
         def outage() -> None:

@@ -25,10 +25,11 @@ from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
 from indexer.sources import LocalSource, ObjectStoreSource
+from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
-from indexer.watch.lease import LeaseLost
 from indexer.watch.pushed import Listener, token_from
+from indexer.watch.root import RootWatch
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_configured_index
@@ -37,14 +38,19 @@ from retrieval_svc.words import reason, say
 
 # index's options a watcher has no use for: it writes (no dry run), serves its own /metrics,
 # and says what each settle did on a line of its own.
-NOT_WATCHED = ("dry_run", "as_json", "metrics_textfile", "pushgateway")
+NOT_WATCHED = ("dry_run", "as_json", "metrics_textfile", "pushgateway", "lease_wait")
 
 
 def _reloader(prepared: Prepared, args: dict[str, Any]) -> Any:
-    """Read the rules file and the manifest again (raises on a bad one: the old ones stay)."""
+    """Read the rules file and the manifest again, through the checks the start applies
+    (raises on a bad one — one reached through a link inside the source too: the old ones
+    stay)."""
 
     def reload() -> IndexOptions:
         options = prepared.options
+        refuse_links_inside(
+            prepared.src, {"--acl-rules": args["acl_rules"], "--manifest": args["manifest"]}
+        )
         rules = load_rules(args["acl_rules"]) if args["acl_rules"] else None
         manifest = load_manifest(args["manifest"])
         fresh = PassedOver()
@@ -173,19 +179,23 @@ def watch(**args: Any) -> None:
                 prepared.src,
                 options,
                 index_alias=settings.index_alias,
-                watch=WatchOptions(rescan_s=args["rescan"], lease_ttl_s=args["lease_ttl"]),
+                watch=WatchOptions(
+                    rescan_s=args["rescan"],
+                    lease_ttl_s=args["lease_ttl"],
+                    lease_name=(args["lease_name"] or "").strip(),
+                ),
                 events=events,
                 files=FileStamps(files) if files else None,
                 reload=_reloader(prepared, args) if files else None,
                 embedder=embedder,
                 health=health,
                 said=_said,
+                root=RootWatch(prepared.src.root)
+                if isinstance(prepared.src, LocalSource)
+                else None,
             )
             try:
                 await watcher.run(stop)
-            except LeaseLost as exc:
-                err.print(f"error: {exc}; this watcher stops", soft_wrap=True)
-                return 1
             finally:
                 health.close()
                 if listener is not None:
@@ -269,15 +279,18 @@ WATCH_OPTIONS = [
         ],
     ),
     inspect.Parameter(
-        "lease_ttl",
+        "lease_name",
         inspect.Parameter.KEYWORD_ONLY,
-        default=30.0,
+        default=None,
         annotation=Annotated[
-            float,
+            str | None,
             typer.Option(
-                min=3.0,
-                help="Seconds a watcher's lease lasts unrenewed: a second watcher of the same "
-                "source and shard waits this long after the first is gone.",
+                envvar="RSVC_WATCH_LEASE_NAME",
+                help="Who this watcher is to its source's lease [the host's name]. A watcher "
+                "started again under the same name takes over its predecessor's lease at once "
+                "(on the same host: once the old process is gone; under a name given here: "
+                "from any host). Give a Deployment's one replica a fixed name.",
+                show_default=False,
             ),
         ],
     ),

@@ -12,9 +12,12 @@ small HTTP server (``--health-port``), and a status record in the tenant's runs 
 | ``rsvc_watch_queue_depth`` | keys heard and not yet settled |
 | ``rsvc_watch_errors_total`` | settles that failed (the keys are kept and tried again) |
 | ``rsvc_watch_rejected_total{reason}`` | event messages (or records) that could not be read |
+| ``rsvc_watch_problem{what}`` | 1 while ``elasticsearch`` or the ``source`` folder is wrong |
 
 ``/healthz`` answers 200 while the watcher's loop turns (503 when it has not for
 ``stale_s``); ``/readyz`` 200 once its first full re-listing is done and it holds its lease.
+Both name each problem there is now, a line each (Elasticsearch not answering, the folder
+replaced or gone), as ``rsvc_watch_problem{what}`` and the status record (``problems``) do.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ class WatchMetrics:
             "rsvc_watch_queue_depth", "Keys heard and not yet settled.", names,
             registry=self.registry,
         )  # fmt: skip
+        self.problem = Gauge(
+            "rsvc_watch_problem", "1 while something is wrong: Elasticsearch not answering, "
+            "the watched folder replaced or gone.", [*names, "what"], registry=self.registry,
+        )  # fmt: skip
         self.errors = Counter(
             "rsvc_watch_errors_total", "Settles that failed (their keys are tried again).",
             names, registry=self.registry,
@@ -95,7 +102,16 @@ class Health:
         self.metrics, self.stale_s = metrics, stale_s
         self.beat_at = time.monotonic()
         self.ready = False
+        self.problems: dict[str, str] = {}  # what is wrong now, by what: said by /readyz
         self._server: ThreadingHTTPServer | None = None
+
+    def now_wrong(self) -> list[tuple[str, str]]:
+        """The problems there are now (and the gauge set to them)."""
+        problems = sorted(self.problems.items())
+        for what in ("elasticsearch", "source"):
+            wrong = 1 if what in self.problems else 0
+            self.metrics.problem.labels(what=what, **self.metrics.labels).set(wrong)
+        return problems
 
     def beat(self) -> None:
         self.beat_at = time.monotonic()
@@ -110,13 +126,17 @@ class Health:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/metrics":
+                    health.now_wrong()
                     body, status = generate_latest(health.metrics.registry), 200
                 elif self.path == "/healthz":
                     status = 200 if health.alive() else 503
-                    body = b"ok\n" if status == 200 else b"the watch loop has stalled\n"
+                    said = "".join(f"{what}: {why}\n" for what, why in health.now_wrong())
+                    first = "ok\n" if status == 200 else "the watch loop has stalled\n"
+                    body = (first + said).encode()
                 elif self.path == "/readyz":
                     status = 200 if health.ready and health.alive() else 503
-                    body = b"ready\n" if status == 200 else b"not ready\n"
+                    said = "".join(f"{what}: {why}\n" for what, why in health.now_wrong())
+                    body = (("ready\n" if status == 200 else "not ready\n") + said).encode()
                 else:
                     body, status = b"not found\n", 404
                 self.send_response(status)
@@ -154,6 +174,7 @@ class Status:
     state: str = "starting"
     rejected: int = 0
     last_rejected: str = ""
+    root_changed_at: float | None = None  # when the watched folder was last replaced or lost
 
 
 def _iso(at: float | None) -> str | None:
@@ -184,6 +205,7 @@ def status_record(
         "rejected": status.rejected,
         "last_rejected": status.last_rejected,
         "rescan_s": rescan_s,
+        "root_changed_at": _iso(status.root_changed_at),
     }
 
 

@@ -93,6 +93,13 @@ LINES: dict[str, tuple[str, str]] = {
     "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
     "resolved": ("{status}: {person}{via}; roles: {roles}", "{status}：{person}{via}；角色：{roles}"),
     "resolved_via": (" via {how}", "，经由 {how}"),
+    # errors every command may print
+    "error": ("error: {what}", "错误：{what}"),
+    "es_unreachable": ("error: Elasticsearch at {url} is unreachable ({cause}). Start the local one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.", "错误：连不上 {url} 上的 Elasticsearch（{cause}）。请用 `scripts/es.sh start` 启动本地的，或把 RSVC_ES_URL 指向你的集群。"),
+    "es_refused": ("error: Elasticsearch at {url} refused the request: {status} {error} ({message}). --debug shows the details.", "错误：{url} 上的 Elasticsearch 拒绝了请求：{status} {error}（{message}）。加 --debug 可看详情。"),
+    "not_a_folder": ("{path} is not a folder", "{path} 不是文件夹"),
+    "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
+    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
     # retrieval-svc new-key --for dify
     "for_dify": ("for Dify: unknown_user and anonymous refuse, so a wrong or missing binding fails on its first request (Dify's API server log and the console's Knowledge bases page show it); bind user_id to {{{{#sys.user_id#}}}} (docs/dify.md)", "用于 Dify：unknown_user 与 anonymous 都为 refuse，绑定错了或没绑定，第一个请求就会失败（Dify API 服务的日志和控制台的“知识库”页会显示）；请把 user_id 绑定到 {{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
     "for_dify_shape": ("no --user-id-shape: any id that names someone is taken; name the shape your app's backend sends as Dify's user (email, uuid, directory_uid, regex:...) so a typed name fails loudly", "未指定 --user-id-shape：任何能对应到人员的 ID 都会被接受；请写明应用后端作为 Dify 用户发送的 ID 格式（email、uuid、directory_uid、regex:...），这样手输的名字会明确失败"),

@@ -255,11 +255,10 @@ class PolicyAdmin:
         changed = self.apply("revoke-role", [history.Change("remove", "g", rule)])
         others = self.givers(rule) - {grant_sources.HAND}
         if others:
-            raise PolicyError(
-                f"{user} holds {role!r} in {tenant!r} through {', '.join(sorted(others))}: "
-                "that source gives it and takes it back (remove them from the group there)"
-                + ("; the hand grant is gone" if changed else "")
-            )
+            from retrieval_svc.acl.owners import kept_message
+
+            done = "owner_hand_gone" if changed else "owner_nothing_changed"
+            raise PolicyError(kept_message(rule, others, done))
         return changed
 
     def givers(self, rule: tuple[str, str, str]) -> set[str]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from retrieval_svc.acl import grant_sources, owned
 from retrieval_svc.acl.grant_sources import Line
 from retrieval_svc.acl.policy_store import USER_PREFIX, PolicyError
+from retrieval_svc.words import say
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -60,28 +61,22 @@ class Ruling:
 def _refusal(source: str, line: Line, owner: str) -> OwnerRefused:
     member, role, tenant = line
     if member.startswith(USER_PREFIX):
-        why = (
-            f"role {role!r} of tenant {tenant!r} is owned by the directory sync {owner!r}: "
-            f"it decides who holds it, so {source} may not give it. Add the person to a group "
-            "that gives the role in the directory (or map another group to it)"
-        )
+        why = say("owner_grant", role=role, tenant=tenant, owner=owner, source=source)
     else:
-        why = (
-            f"role {role!r} of tenant {tenant!r} is owned by the directory sync {owner!r}: "
-            f"{member!r} may not inherit it (its holders would hold {role!r} without being in "
-            "the directory's group). Map a group to it in the directory instead"
-        )
+        why = say("owner_inherit", role=role, tenant=tenant, owner=owner, member=member)
     return OwnerRefused(why, line, [owner])
 
 
-def _kept_refusal(line: Line, givers: set[str]) -> OwnerRefused:
+def kept_message(line: Line, givers: Iterable[str], done: str = "owner_nothing_changed") -> str:
+    """Why ``line`` stays after a hand's removal: who still gives it (``done``: what the
+    removal did, a ``words`` line)."""
     member, role, tenant = line
-    return OwnerRefused(
-        f"{member} holds {role!r} in {tenant!r} through {', '.join(sorted(givers))}: that "
-        "source gives it and takes it back (remove them from the group there); nothing changed",
-        line,
-        givers,
-    )
+    by = ", ".join(sorted(givers))
+    return say("owner_kept", member=member, role=role, tenant=tenant, givers=by, done=say(done))
+
+
+def _kept_refusal(line: Line, givers: set[str]) -> OwnerRefused:
+    return OwnerRefused(kept_message(line, givers), line, givers)
 
 
 def judge(conn: Connection, source: str, changes: Iterable[Change], *, strict: bool) -> Ruling:

@@ -133,6 +133,28 @@ def test_resources_stored_before_keys_kept_their_own_go_to_the_first_key(tmp_pat
     assert Scim(store, "okta").storage.get(later.types["User"], str(alice.id))
 
 
+def test_a_refusal_names_the_owner_in_the_administrator_s_language(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from retrieval_svc.acl import owned
+    from retrieval_svc.cli import app
+    from tests.unit.test_words import CJK, english_left
+
+    store = fresh(tmp_path)
+    PolicyAdmin(store)
+    with store.engine().begin() as conn:
+        owned.replace_in(conn, "acme", "hq", ["finance"])
+    env = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    for argv in (["grant-role", "mallory", "finance"], ["inherit", "contractor", "finance"]):
+        done = CliRunner(env=env).invoke(
+            app, ["policy", "--db", store.url, *argv, "--tenant", "acme"]
+        )
+        said = done.output.strip()
+        assert done.exit_code == 2 and "'hq'" in said and CJK.search(said), said
+        assert english_left(said) == [], said
+    assert roles_of(store, "mallory") == set()
+
+
 # The property: random sequences of writes from every way in, against a model written here.
 
 USERS = ("ann", "bo", "cy")

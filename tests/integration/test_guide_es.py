@@ -129,6 +129,8 @@ def test_the_guide_runs_as_printed(
         "RSVC_INDEX_ALIAS": alias,
         "LDAP_URL": ldap_server,
         "RSVC_PORT": str(free_port()),
+        # (the first question warms the model and the segmenter: seconds on a busy machine)
+        "RSVC_REQUEST_DEADLINE_S": "60",
         "LANG": locale,  # (the reader's terminal: LANG alone, so no C library locale is needed)
     }
     for name in ("RSVC_API_KEYS_FILE", "RSVC_CASBIN_DB_URL", "RSVC_LANG", "LC_ALL", "LC_MESSAGES"):

@@ -162,7 +162,9 @@ def _check_user_id(user_id: str | None) -> str | None:
     if not user_id:
         return None
     if len(user_id) > MAX_USER_ID_LENGTH:
-        raise AuthorizationFailed(f"user id longer than {MAX_USER_ID_LENGTH} characters")
+        raise AuthorizationFailed(
+            f"user id longer than {MAX_USER_ID_LENGTH} characters", reason="invalid_request"
+        )
     return user_id
 
 

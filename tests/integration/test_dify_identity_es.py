@@ -163,6 +163,7 @@ async def test_every_refusal_is_counted_by_key_and_reason(client: httpx.AsyncCli
         (dify(), body(user, kb="no-such-kb"), "dify", "unknown_knowledge_base"),
         (auth("scoped"), body(user), "scoped", "key_scope"),
         (auth("anon"), body(("user_roles", "is", "物业经理")), "anon", "identity_mode"),
+        (dify(), body(("user_id", "is", "a" * 300 + "@example.com")), "dify", "invalid_request"),
         (
             dify(),
             {"knowledge_id": "", "query": "", "retrieval_setting": {"top_k": 1}},

@@ -110,7 +110,7 @@ def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None)
     assert isinstance(src, ObjectStoreSource)
     if src.scheme != "s3":
         raise typer.BadParameter(
-            "--events reads an SQS queue: for OSS, let MNS or EventBridge push its events to "
+            "--events reads an SQS queue: for OSS, let EventBridge push its events to "
             "--listen, or let the re-listing alone find changes (docs/indexer.md, 'Watching')"
         )
     import boto3
@@ -254,7 +254,7 @@ WATCH_OPTIONS = [
             str | None,
             typer.Option(
                 help="A bucket's events pushed over HTTP to HOST:PORT (or :PORT): MinIO's "
-                "webhook, MNS's HTTP subscription or EventBridge's HTTP target (OSS). "
+                "webhook or EventBridge's HTTP target (OSS). "
                 "Requests carry Authorization: Bearer TOKEN.",
                 show_default=False,
             ),

@@ -110,9 +110,16 @@ class Rule:
     override: bool
 
     def describe(self) -> str:
-        """How *why not*, the console and ``show`` name it: ``rule 2 (finance/**)``."""
+        """How a run's warnings name it: ``rule 2 (finance/**)``."""
         shown = ", ".join(self.patterns)
         return f"rule {self.number} ({shown}{', override' if self.override else ''})"
+
+    def stored_name(self) -> str:
+        """How a document records it (*why not*, the console, ``show``): ``rule
+        (finance/**)``, by its globs and never its number — an edit that moves it keeps the
+        record true although the document is not written again."""
+        shown = ", ".join(self.patterns)
+        return f"rule ({shown}{', override' if self.override else ''})"
 
 
 @dataclass(slots=True)
@@ -339,7 +346,12 @@ def parse_rules(text: str, path: str = "rules") -> AclRules:
     except MetadataLimitError as exc:
         raise RulesError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise RulesError(f"{path} is not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else ("?", "?")
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RulesError(
+            f"{path} is not valid YAML (line {line}, column {column}): {problem}"
+        ) from None
     if not isinstance(data, dict):
         raise RulesError(f"{path} must be a mapping with 'unmatched' and 'rules'")
     if "unmatched" not in data:

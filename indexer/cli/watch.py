@@ -28,6 +28,7 @@ from indexer.sources import LocalSource, ObjectStoreSource
 from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
+from indexer.watch.pushed import Listener, token_from
 from indexer.watch.root import RootWatch
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
@@ -64,9 +65,34 @@ def _reloader(prepared: Prepared, args: dict[str, Any]) -> Any:
     return reload
 
 
-def _events(prepared: Prepared, args: dict[str, Any]) -> Any:
-    """Where changes are heard: a folder's own events, or the bucket's queue (--events)."""
+def _listener(prepared: Prepared, args: dict[str, Any]) -> Listener | None:
+    """The HTTP listener for pushed events (--listen), bound now: a taken port or a missing
+    token is said at the start."""
+    if not args["listen"]:
+        return None
+    src = prepared.src
+    if not isinstance(src, ObjectStoreSource):
+        raise typer.BadParameter("--listen is for a bucket: a folder's events are its own")
+    if args["events"]:
+        raise typer.BadParameter("give --listen or --events, not both")
+    try:
+        token = token_from(args["listen_token_file"], dict(os.environ))
+        if not token:
+            raise ValueError(
+                "--listen needs a token: set RSVC_WATCH_LISTEN_TOKEN or --listen-token-file "
+                "(senders send it as Authorization: Bearer TOKEN)"
+            )
+        return Listener(args["listen"], token, src.bucket, src.prefix)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None) -> Any:
+    """Where changes are heard: a folder's own events, the bucket's queue (--events), or
+    what is pushed to the listener (--listen)."""
     src, spec = prepared.src, args["events"]
+    if listener is not None:
+        return listener.events
     if spec == "none":
         return None  # (the re-listing alone)
     if isinstance(src, LocalSource):
@@ -83,8 +109,8 @@ def _events(prepared: Prepared, args: dict[str, Any]) -> Any:
     assert isinstance(src, ObjectStoreSource)
     if src.scheme != "s3":
         raise typer.BadParameter(
-            "--events reads an SQS queue: route OSS events there (EventBridge), or let the "
-            "re-listing alone find changes (docs/indexer.md, 'Watching')"
+            "--events reads an SQS queue: for OSS, let MNS or EventBridge push its events to "
+            "--listen, or let the re-listing alone find changes (docs/indexer.md, 'Watching')"
         )
     import boto3
 
@@ -127,7 +153,8 @@ def watch(**args: Any) -> None:
     prepared = prepare(args)
     options = prepared.options
     files = [Path(f) for f in (args["acl_rules"], args["manifest"]) if f]
-    events = _events(prepared, args)
+    listener = _listener(prepared, args)
+    events = _events(prepared, args, listener)
     settings = prepared.settings
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> int:
@@ -140,6 +167,9 @@ def watch(**args: Any) -> None:
                 port = health.serve(args["health_port"])
                 err.print(f"watching {prepared.src.description}: /metrics, /healthz, /readyz "
                           f"on port {port}", soft_wrap=True)  # fmt: skip
+            if listener is not None:
+                address = f"{args['listen'].rpartition(':')[0] or '0.0.0.0'}:{listener.port}"
+                err.print(escape(say("listening", address=address)), soft_wrap=True)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -168,6 +198,8 @@ def watch(**args: Any) -> None:
                 await watcher.run(stop)
             finally:
                 health.close()
+                if listener is not None:
+                    listener.close()
             return 0
 
     raise typer.Exit(run(work, settings))
@@ -198,6 +230,33 @@ WATCH_OPTIONS = [
                 help="A bucket's event notifications: sqs://QUEUE (or the queue's URL), "
                 "ObjectCreated, ObjectRemoved and ObjectTagging events. A folder's events "
                 "are its own. 'none': the re-listing alone.",
+                show_default=False,
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "listen",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="A bucket's events pushed over HTTP to HOST:PORT (or :PORT): MinIO's "
+                "webhook, MNS's HTTP subscription or EventBridge's HTTP target (OSS). "
+                "Requests carry Authorization: Bearer TOKEN.",
+                show_default=False,
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "listen_token_file",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="A file whose first line is --listen's token (else the environment's "
+                "RSVC_WATCH_LISTEN_TOKEN).",
                 show_default=False,
             ),
         ],

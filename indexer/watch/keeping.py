@@ -20,7 +20,7 @@ from indexer.lease import DEFAULT_TTL_S, Lease, LeaseLost, SteppedAside
 from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
-from indexer.watch.health import Health, Status, WatchMetrics, status_record
+from indexer.watch.health import Health, Status, WatchMetrics, rejected, status_record
 from indexer.watch.root import RootWatch
 from retrieval_svc.words import say
 
@@ -68,6 +68,8 @@ class Keeping:
     _rules_before: IndexOptions | None
 
     def _hear(self, heard: Heard, kind: str) -> None:
+        if heard.rejected:
+            rejected(self.status, self.metrics, heard.rejected)
         self.pending.add(heard)
         self.status.events += len(heard.keys)
         if heard.keys:
@@ -88,7 +90,7 @@ class Keeping:
             relay = asyncio.create_task(_relay(stop, listening))
             try:
                 async for heard in self.events(listening):
-                    self._hear(heard, "folder" if not heard.ack else "queue")
+                    self._hear(heard, heard.kind or ("folder" if not heard.ack else "queue"))
             except Exception as exc:  # (a share unmounted, a queue unreachable: try again)
                 log.warning("events stopped (%s: %s); listening again", type(exc).__name__, exc)
                 self.status.last_error = f"events: {type(exc).__name__}: {exc}"

@@ -21,6 +21,7 @@ from rich.markup import escape
 from indexer.cli.common import app, err, open_embedder, refuse_legacy, run
 from indexer.cli.index import index
 from indexer.cli.prepare import Prepared, exclude_from, load_manifest, prepare
+from indexer.convergence import RulesEditRecorder
 from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
@@ -109,7 +110,7 @@ def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None)
     assert isinstance(src, ObjectStoreSource)
     if src.scheme != "s3":
         raise typer.BadParameter(
-            "--events reads an SQS queue: for OSS, let MNS or EventBridge push its events to "
+            "--events reads an SQS queue: for OSS, let EventBridge push its events to "
             "--listen, or let the re-listing alone find changes (docs/indexer.md, 'Watching')"
         )
     import boto3
@@ -174,6 +175,17 @@ def watch(**args: Any) -> None:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
+            # A rules edit's permission history, as `index` keeps it (the watcher's options
+            # are the ones in force: a rules edit replaces them).
+            edits = RulesEditRecorder(
+                settings, options.tenant, options.acl_rules, lambda: watcher.options.acl_rules
+            )
+
+            def said(what: str, done: Settled) -> None:
+                _said(what, done)
+                if warning := edits.said(what, done.report):
+                    err.print(escape(f"warning: {warning}"), soft_wrap=True)
+
             watcher = Watcher(
                 es,
                 prepared.src,
@@ -189,7 +201,7 @@ def watch(**args: Any) -> None:
                 reload=_reloader(prepared, args) if files else None,
                 embedder=embedder,
                 health=health,
-                said=_said,
+                said=said,
                 root=RootWatch(prepared.src.root)
                 if isinstance(prepared.src, LocalSource)
                 else None,
@@ -242,7 +254,7 @@ WATCH_OPTIONS = [
             str | None,
             typer.Option(
                 help="A bucket's events pushed over HTTP to HOST:PORT (or :PORT): MinIO's "
-                "webhook, MNS's HTTP subscription or EventBridge's HTTP target (OSS). "
+                "webhook or EventBridge's HTTP target (OSS). "
                 "Requests carry Authorization: Bearer TOKEN.",
                 show_default=False,
             ),

@@ -21,6 +21,7 @@ from rich.markup import escape
 from indexer.cli.common import app, err, open_embedder, refuse_legacy, run
 from indexer.cli.index import index
 from indexer.cli.prepare import Prepared, exclude_from, load_manifest, prepare
+from indexer.convergence import RulesEditRecorder
 from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
@@ -178,6 +179,17 @@ def watch(**args: Any) -> None:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
+            # A rules edit's permission history, as `index` keeps it (the watcher's options
+            # are the ones in force: a rules edit replaces them).
+            edits = RulesEditRecorder(
+                settings, options.tenant, options.acl_rules, lambda: watcher.options.acl_rules
+            )
+
+            def said(what: str, done: Settled) -> None:
+                _said(what, done)
+                if warning := edits.said(what, done.report):
+                    err.print(escape(f"warning: {warning}"), soft_wrap=True)
+
             watcher = Watcher(
                 es,
                 prepared.src,
@@ -193,7 +205,7 @@ def watch(**args: Any) -> None:
                 reload=_reloader(prepared, args) if files else None,
                 embedder=embedder,
                 health=health,
-                said=_said,
+                said=said,
                 root=RootWatch(prepared.src.root)
                 if isinstance(prepared.src, LocalSource)
                 else None,

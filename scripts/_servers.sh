@@ -1,4 +1,4 @@
-# Sourced by scripts/pg.sh and scripts/ldap.sh: what every throwaway server script answers
+# Sourced by scripts/pg.sh, scripts/ldap.sh and scripts/samba-ad.sh: what every throwaway server script answers
 # before its own commands — `--help` (its header), and `stop-all`: every server under its
 # BASE folder (scripts/test's RSVC_SERVERS_DIR), which scripts/test runs on any exit.
 
@@ -13,7 +13,7 @@ server_commands() {
       for d in "$BASE"/*/; do
         [ -d "$d" ] || continue
         p=$(basename "$d")
-        if [[ "$p" =~ ^[0-9]+$ ]]; then "$0" stop "$p"; fi
+        if [[ "$p" =~ ^[0-9.]+$ ]]; then "$0" stop "$p"; fi  # a port, or an address
       done
       exit 0
       ;;

@@ -1,5 +1,6 @@
 """Services for integration tests: the real Elasticsearch the suite started, a private index
-loaded with the test corpus, a web-provider server, an S3 server, PostgreSQL.
+loaded with the test corpus, a web-provider server, an S3 server, PostgreSQL, OpenLDAP, and an
+Active Directory domain controller (Samba's).
 
 ``RSVC_ES_URL`` (set by scripts/test) names the cluster; it is read once at import, before
 the autouse fixture clears every ``RSVC_`` variable so tests build ``Settings`` explicitly.
@@ -21,8 +22,10 @@ from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from retrieval_svc.search.index import template_name
 from tests.support import ES_URL, S3_KEY_ID, S3_SECRET, SERVERS_DIR
+from tests.support import samba_ad as samba_ad_support
 from tests.support.corpus import load_corpus
 from tests.support.fake_provider import FakeProvider, ServerThread
+from tests.support.samba_ad import DomainController
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,6 +154,23 @@ def ldap_server() -> Iterator[str]:
     URL."""
     with _scripted("ldap.sh", "slapd") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def samba_ad() -> Iterator[DomainController]:
+    """A real Active Directory domain controller the suite starts (scripts/samba-ad.sh: Debian's
+    Samba AD DC on a loopback address of its own, LDAPS, Kerberos and an SMB share), holding
+    tests.support.samba_ad.SPEC's people and groups. Failing to start fails the tests that
+    need it — never a skip."""
+    try:
+        dc = samba_ad_support.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        dc.seed(samba_ad_support.SPEC)
+        yield dc
+    finally:
+        samba_ad_support.stop(dc)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

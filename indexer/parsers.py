@@ -9,12 +9,12 @@
 | .docx | ``formats.office`` | python-docx |
 | .pptx | ``formats.office`` | python-pptx |
 | .xlsx .xlsm | ``formats.sheets`` | openpyxl (streamed) |
-| .xls | ``formats.sheets`` | python-calamine |
+| .xls .ods | ``formats.sheets`` | python-calamine |
+| .et | ``formats.sheets`` | python-calamine or openpyxl (what is inside) |
 | .csv .tsv | ``formats.sheets`` | ``csv`` |
 | .png .jpg .jpeg .tif .tiff .bmp .webp | ``formats.ocr`` | Pillow, RapidOCR |
 | .doc .wps .rtf .odt | ``formats.convert``, ``formats.office`` | LibreOffice, python-docx |
 | .ppt .dps .odp | ``formats.convert``, ``formats.office`` | LibreOffice, python-pptx |
-| .et .ods | ``formats.convert``, ``formats.sheets`` | LibreOffice, openpyxl |
 | .eml .msg | ``formats.mail`` (attachments by their own readers) | ``email``, extract-msg |
 | .epub | ``formats.mail`` | ``zipfile``, BeautifulSoup |
 
@@ -36,7 +36,14 @@ from indexer.formats.mail import parse_eml, parse_epub, parse_msg
 from indexer.formats.ocr import parse_image
 from indexer.formats.office import parse_docx, parse_pptx, unpacked_size
 from indexer.formats.pdf import parse_pdf
-from indexer.formats.sheets import parse_csv, parse_tsv, parse_xls, parse_xlsx
+from indexer.formats.sheets import (
+    parse_csv,
+    parse_et,
+    parse_ods,
+    parse_tsv,
+    parse_xls,
+    parse_xlsx,
+)
 from indexer.formats.text import decode_text, parse_html, parse_markdown, parse_text
 
 __all__ = ["PARSERS", "OcrMode", "Parsed", "Part", "Reading", "decode_text", "parse", "supported"]
@@ -55,12 +62,14 @@ PARSERS: dict[str, Reader] = {
     ".xlsx": parse_xlsx,
     ".xlsm": parse_xlsx,
     ".xls": parse_xls,
+    ".ods": parse_ods,  # (spreadsheets never go through LibreOffice: it would recalculate)
+    ".et": parse_et,
     ".csv": parse_csv,
     ".tsv": parse_tsv,
     **dict.fromkeys((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"), parse_image),
 }
 _TABULAR = {"xlsx", "xls", "csv", "tsv", "et", "ods"}  # the first heading: a sheet's name
-_MODERN = {"docx": parse_docx, "pptx": parse_pptx, "xlsx": parse_xlsx}
+_MODERN = {"docx": parse_docx, "pptx": parse_pptx}
 
 
 def _converted(suffix: str) -> Reader:

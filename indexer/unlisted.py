@@ -18,11 +18,14 @@ from indexer.store import documents_below
 
 
 def still_held(other: str, key: str) -> bool:
-    """Whether the source ``other`` (a name a document records) may still hold ``key``: a
-    folder that no longer has anything at the key does not (the document moved sources: a
-    folder moved, or its files into another folder), so this source takes it over; anything
-    else — the key still there, a bucket, a name given with ``--source-name`` — does."""
-    if not os.path.isabs(other):
+    """Whether the source ``other`` (a name a document records) may still hold ``key``. Only
+    a folder this machine sees, with nothing at the key any more, does not (its files moved
+    into another folder): this source takes the document over. Anything else may — the key
+    still there; a bucket; a name given with ``--source-name``; a folder this machine does
+    not see at all, which is as likely another machine's (another pod's mount) as a folder
+    moved away, so the document stays its writer's and this source's is refused, naming it
+    (``another_source``: ``--source-name`` for a folder that really moved)."""
+    if not os.path.isabs(other) or not os.path.isdir(other):
         return True
     return os.path.lexists(os.path.join(other, *key.split("/")))
 

@@ -22,6 +22,9 @@ from retrieval_svc.tenancy import DEFAULT_TENANT, check_tenant
 # or asserting ``user:wang`` would act as wang. (The acl package re-exports these.)
 ANYONE = "anyone"
 USER_PREFIX = "user:"
+# ``sid:S-1-…`` names a Windows security identifier (retrieval_svc.acl.sids): given to people
+# only by the directory sync, written on documents only from a file's DACL.
+SID_PREFIX = "sid:"
 
 
 def reserved_role(role: str) -> str | None:
@@ -30,6 +33,8 @@ def reserved_role(role: str) -> str | None:
         return f"{role!r} names a user ({USER_PREFIX}<id>), not a role"
     if role == ANYONE:
         return f"{ANYONE!r} is held by every principal and cannot be asserted"
+    if role[:4].lower() == SID_PREFIX:
+        return f"{role!r} names a Windows SID ({SID_PREFIX}S-…): only the directory gives it"
     return None
 
 

@@ -1,11 +1,17 @@
 """Old and Chinese office formats, converted by LibreOffice and read by the parsers we have.
 
 A company share holds Word 97-2003 (``.doc``), PowerPoint 97-2003 (``.ppt``), RTF,
-OpenDocument (``.odt``, ``.ods``, ``.odp``) and WPS Office's own formats (``.wps``, ``.et``,
-``.dps``: WPS writes them as the 97-2003 binary formats or as Office Open XML). No well-kept
-Python library reads them, and LibreOffice reads them all: each file is converted headless
-to ``.docx``, ``.xlsx`` or ``.pptx`` and handed to ``formats.office`` / ``formats.sheets``, so a
-table in a ``.doc`` becomes rows that name their columns, as in a ``.docx``.
+OpenDocument (``.odt``, ``.odp``) and WPS Office's own formats (``.wps``, ``.dps``: WPS writes
+them as the 97-2003 binary formats or as Office Open XML). No well-kept Python library reads
+them, and LibreOffice reads them all: each file is converted headless to ``.docx`` or
+``.pptx`` and handed to ``formats.office``, so a table in a ``.doc`` becomes rows that name
+their columns, as in a ``.docx``.
+
+Spreadsheets (``.ods``, WPS ``.et``) are not converted: LibreOffice recalculates volatile
+functions (``NOW()``, ``INFO()``, ``CELL()``, ``RAND()``) on every load even when its profile
+says never to recalculate, so the worker's clock, host and paths would replace what the
+author saved; ``formats.sheets`` reads their saved values itself. The profile still says
+never (``ODFRecalcMode``, ``OOXMLRecalcMode``) for a spreadsheet embedded in a document.
 
 The conversion runs inside the document's worker: ``soffice`` inherits the worker's memory cap
 (``RLIMIT_AS``), gets the document's remaining time as its timeout, and dies with the worker
@@ -47,8 +53,6 @@ TARGETS = {
     ".ppt": "pptx",
     ".dps": "pptx",
     ".odp": "pptx",
-    ".et": "xlsx",
-    ".ods": "xlsx",
 }
 NAMES = {
     ".doc": "Word 97-2003",
@@ -58,8 +62,6 @@ NAMES = {
     ".ppt": "PowerPoint 97-2003",
     ".dps": "WPS Presentation",
     ".odp": "OpenDocument presentation",
-    ".et": "WPS Spreadsheets",
-    ".ods": "OpenDocument spreadsheet",
 }
 INSTALL = (
     "install LibreOffice (Debian: libreoffice-core-nogui with libreoffice-writer-nogui, "
@@ -78,6 +80,8 @@ _LOCKED_DOWN = (
     ("/org.openoffice.Office.Writer/Content/Update", "Link", "0"),  # never
     ("/org.openoffice.Office.Calc/Content/Update", "Link", "1"),  # never
     ("/org.openoffice.Office.Common/Misc", "UseLocking", "false"),
+    ("/org.openoffice.Office.Calc/Formula/Load", "ODFRecalcMode", "1"),  # never
+    ("/org.openoffice.Office.Calc/Formula/Load", "OOXMLRecalcMode", "1"),  # never
 )
 
 

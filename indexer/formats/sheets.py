@@ -1,4 +1,5 @@
-"""Spreadsheets: Excel (``.xlsx``, ``.xlsm``, ``.xls``) and delimited text (``.csv``, ``.tsv``).
+"""Spreadsheets: Excel (``.xlsx``, ``.xlsm``, ``.xls``), OpenDocument (``.ods``), WPS (``.et``)
+and delimited text (``.csv``, ``.tsv``).
 
 Each visible sheet is a section headed by its name; its first non-empty row names the
 columns when it looks like a header (text, no bare numbers), and every row after it is one
@@ -10,7 +11,11 @@ often than content meant for readers) and counted in ``metadata.hidden_sheets``.
 
 ``.xlsx``/``.xlsm`` are streamed by openpyxl's read-only mode, a row at a time, so a
 100,000-row sheet never sits in memory whole; the text so far is held to ``--max-chars``.
-``.xls`` (Excel 97-2003) is read by python-calamine. A CSV is UTF-8 or GB18030, its
+``.xls`` (Excel 97-2003) and ``.ods`` are read by python-calamine; a WPS ``.et`` is one of the
+two Excel formats inside, read as what it is. None of them goes through LibreOffice: it
+evaluates volatile functions (``NOW()``, ``RAND()``, ``INFO()``, ``CELL()``) whenever it loads
+a file, whatever its ``RecalcMode`` says, so a converted sheet would hold the worker's clock,
+host and paths instead of what the author saved. A CSV is UTF-8 or GB18030, its
 delimiter found by ``csv.Sniffer`` among ``, ; | tab`` (a ``.tsv`` is tab), its first row the
 header.
 """
@@ -87,17 +92,18 @@ def _title(value: Any) -> str | None:
     return str(value).strip() or None if value else None
 
 
-def parse_xls(data: bytes, reading: Reading) -> Parsed:
+def _calamine(data: bytes, reading: Reading, kind: str, what: str) -> Parsed:
+    """A workbook python-calamine reads (``.xls``, ``.ods``), by the values saved in it."""
     import python_calamine as calamine
 
     try:
         book = calamine.CalamineWorkbook.from_filelike(io.BytesIO(data))
     except calamine.PasswordError as exc:
         raise DocumentError(
-            "the .xls file is password-protected: remove the password to index it"
+            f"the {kind} file is password-protected: remove the password to index it"
         ) from exc
     except Exception as exc:  # calamine's errors on damaged files are of several types
-        raise DocumentError(f"Excel file cannot be read: {type(exc).__name__}: {exc}") from exc
+        raise DocumentError(f"{what} cannot be read: {type(exc).__name__}: {exc}") from exc
     sheets = book.sheets_metadata
     reading.budget.check_pages(len(sheets), "the workbook has", "sheets")
     out = _Text(reading.budget)
@@ -113,11 +119,29 @@ def parse_xls(data: bytes, reading: Reading) -> Parsed:
     except DocumentError:
         raise
     except Exception as exc:
-        raise DocumentError(f"Excel file cannot be read: {type(exc).__name__}: {exc}") from exc
+        raise DocumentError(f"{what} cannot be read: {type(exc).__name__}: {exc}") from exc
     finally:
         book.close()
-    info = {"format": "xls", "pages": len(sheets), "hidden_sheets": hidden}
+    info = {"format": kind[1:], "pages": len(sheets), "hidden_sheets": hidden}
     return Parsed.of(out.text(), info=info)
+
+
+def parse_xls(data: bytes, reading: Reading) -> Parsed:
+    return _calamine(data, reading, ".xls", "Excel file")
+
+
+def parse_ods(data: bytes, reading: Reading) -> Parsed:
+    unpacked_size(data, reading, "OpenDocument spreadsheet")
+    return _calamine(data, reading, ".ods", "OpenDocument spreadsheet")
+
+
+def parse_et(data: bytes, reading: Reading) -> Parsed:
+    """A WPS Spreadsheets file: Excel 97-2003 or Office Open XML inside, read as that."""
+    if data.startswith(b"PK\x03\x04"):
+        parsed = parse_xlsx(data, reading)
+    else:
+        parsed = _calamine(data, reading, ".et", "WPS Spreadsheets file")
+    return Parsed(parsed.parts, parsed.front_matter, parsed.title, {**parsed.info, "format": "et"})
 
 
 def _delimiter(sample: str, suffix: str) -> str:

@@ -27,6 +27,7 @@ from retrieval_svc.acl.policy_store import (
     read_csv,
     user_subject,
 )
+from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.names import name_problem
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ def _role(what: str, value: str) -> str:
         raise PolicyError(f"{what} {value!r} is a user, not a role (user: names users)")
     if value == ANYONE:
         raise PolicyError(f"{what} {value!r} is every principal, not a role to hold or inherit")
+    if value[: len(SID_PREFIX)].lower() == SID_PREFIX:
+        raise PolicyError(
+            f"{what} {value!r} names a Windows SID: only an Active Directory sync gives it"
+        )
     return value
 
 
@@ -202,7 +207,7 @@ class PolicyAdmin:
                 if mapped in first:
                     raise PolicyError(f"id {alias!r} is mapped on line {first[mapped]} too")
                 first[mapped] = number
-                rows.add(Alias(tenant, mapped, _user(person), "map", "map"))
+                rows.add(Alias(tenant, mapped, _user(person), "map", "map", "exact"))
             except PolicyError as exc:
                 problems.append(f"{origin} line {number}: {exc}")
         if problems:

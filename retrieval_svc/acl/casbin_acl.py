@@ -41,6 +41,7 @@ from retrieval_svc.acl.policy_store import (
     Skipped,
     user_subject,
 )
+from retrieval_svc.acl.sids import PERSON_ROLES
 from retrieval_svc.tenancy import EVERY_TENANT
 
 log = logging.getLogger(__name__)
@@ -271,6 +272,12 @@ class AccessControl:
     def user_roles(self, user_id: str, tenant: str) -> frozenset[str]:
         """Every role a user holds in ``tenant``, inherited ones included."""
         return self._loaded.implicit(user_subject(user_id), tenant)
+
+    def person_roles(self, user_id: str, tenant: str) -> frozenset[str]:
+        """The roles a principal who is this person holds: ``user_roles``, and the SIDs
+        Windows gives every authenticated person (Everyone, Authenticated Users:
+        ``retrieval_svc.acl.sids``), which a caller naming no one never holds."""
+        return self.user_roles(user_id, tenant) | PERSON_ROLES
 
     def kb_decision(
         self, *, tenant: str, user_id: str | None, roles: Iterable[str], knowledge_id: str

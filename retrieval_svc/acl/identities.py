@@ -31,7 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from retrieval_svc.acl.id_forms import MAX_COMPARED, Kind, compared, kind_of
+from retrieval_svc.acl.id_forms import KINDS, MAX_COMPARED, Kind, compared, stored_kind
+from retrieval_svc.names import name_problem
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -67,19 +68,15 @@ NO_ONE = Identity(None, None, "none")
 
 @dataclass(frozen=True, slots=True)
 class Alias:
-    """One stored row: ``alias`` (in its kind's compared form) names ``person`` in ``tenant``,
-    said by ``source`` through ``attribute``."""
+    """One stored row: ``alias`` (in its ``kind``'s compared form, ``id_forms``) names
+    ``person`` in ``tenant``, said by ``source`` through ``attribute``."""
 
     tenant: str
     alias: str
     person: str
     source: str
     attribute: str
-
-    @property
-    def kind(self) -> Kind:
-        """How the id is compared (``id_forms``)."""
-        return kind_of(self.source, self.attribute)
+    kind: Kind
 
 
 @dataclass(slots=True)
@@ -187,14 +184,29 @@ def _table() -> tuple[sa.MetaData, sa.Table]:
         sa.Column("person", sa.String(255), nullable=False),
         sa.Column("source", sa.String(255), nullable=False),  # ldap:<sync>, scim, map
         sa.Column("attribute", sa.String(64), nullable=False),  # id, mail, userName, map…
+        sa.Column("kind", sa.String(16), nullable=True),  # id_forms.Kind (NULL: stored before)
     )
     return meta, table
 
 
 def ensure_table(engine: Engine) -> None:
-    """Create the table if missing."""
+    """Create the table if missing; give a table made before ids had stored kinds its
+    ``kind`` column (its rows read as ``stored_kind`` says until rewritten)."""
+    import sqlalchemy as sa
+
     meta, table = _table()
     meta.create_all(engine, tables=[table])
+    columns = {c["name"] for c in sa.inspect(engine).get_columns(TABLE)}
+    if "kind" not in columns:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {TABLE} ADD COLUMN kind VARCHAR(16)"))
+
+
+def _kind(source: str, attribute: str, kind: str | None) -> Kind:
+    for known in KINDS:
+        if kind == known:
+            return known
+    return stored_kind(source, attribute)
 
 
 def read_rows(engine: Engine) -> list[Alias]:
@@ -203,13 +215,17 @@ def read_rows(engine: Engine) -> list[Alias]:
 
     _, table = _table()
     with engine.connect() as conn:
-        if not sa.inspect(conn).has_table(TABLE):
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(TABLE):
             return []
+        # (a service reads a table no admin command has given its kind column yet: as stored)
+        stored = {c["name"] for c in inspector.get_columns(TABLE)}
+        kind = table.c.kind if "kind" in stored else sa.null().label("kind")
         found = conn.execute(
             sa.select(table.c.tenant, table.c.alias, table.c.person, table.c.source,
-                      table.c.attribute).order_by(table.c.id)
+                      table.c.attribute, kind).order_by(table.c.id)
         ).all()  # fmt: skip
-    return [Alias(*row) for row in found]
+    return [Alias(t, a, p, s, at, _kind(s, at, k)) for t, a, p, s, at, k in found]
 
 
 def stamp_in(conn: Connection) -> tuple[Any, ...]:
@@ -225,26 +241,36 @@ def stamp_in(conn: Connection) -> tuple[Any, ...]:
 
 
 def entries_of(
-    tenant: str, source: str, person: str, ids: Mapping[str, Iterable[str]]
+    tenant: str,
+    source: str,
+    person: str,
+    ids: Mapping[str, Iterable[str]],
+    kinds: Mapping[str, Kind],
 ) -> tuple[set[Alias], list[str]]:
-    """The rows that make ``person`` known in ``tenant`` by ``source``: the person's own id,
-    and each value of ``ids`` (attribute → values), each in its kind's compared form; empty
-    values left out. And why any other could not be stored: its compared form (``ß`` may
-    become ``ss``) is longer than the store holds — skipped, reported, never the whole sync."""
+    """The rows that make ``person`` known in ``tenant`` by ``source``: the person's own id
+    (of kind ``kinds[PERSON]``), and each value of ``ids`` (attribute → values, of kind
+    ``kinds[attribute]``), each in its kind's compared form; empty values left out. And why
+    any other could not be stored — a control character, a lone surrogate (no store holds
+    one; PostgreSQL refuses NUL), a compared form (``ß`` may become ``ss``) longer than the
+    store holds: that value is skipped and named, never the rest of the entry or the sync."""
     rows: set[Alias] = set()
     problems: list[str] = []
     for attribute, values in {PERSON: [person], **ids}.items():
+        kind = kinds[attribute]
         for value in values:
             if not value or not value.strip():
                 continue
-            alias = compared(kind_of(source, attribute), value)
+            alias = compared(kind, value)
+            problem = name_problem(attribute, alias.strip() or "?")
             if len(alias) > MAX_COMPARED:
+                problem = f"{attribute} is {len(alias)} characters as compared (over "
+                problem += f"{MAX_COMPARED})"
+            if problem is not None:
                 problems.append(
-                    f"{person[:80]}: {attribute} is {len(alias)} characters as compared (over "
-                    f"{MAX_COMPARED}); that id is not stored, the rest of the entry is"
+                    f"{person[:80]!r}: {problem}; that id is not stored, the rest of the entry is"
                 )
                 continue
-            rows.add(Alias(tenant, alias, person, source, attribute))
+            rows.add(Alias(tenant, alias, person, source, attribute, kind))
     return rows, problems
 
 
@@ -257,19 +283,20 @@ def replace_in(
 
     _, table = _table()
     where = sa.and_(table.c.tenant == tenant, table.c.source == source)
-    columns = (table.c.id, table.c.alias, table.c.person, table.c.attribute)
+    columns = (table.c.id, table.c.alias, table.c.person, table.c.attribute, table.c.kind)
     now = {
-        (r.alias, r.person, r.attribute): r.id
+        (r.alias, r.person, r.attribute, r.kind): r.id
         for r in conn.execute(sa.select(*columns).where(where))
-    }
-    wanted = {(r.alias, r.person, r.attribute) for r in rows}
+    }  # (a row stored without its kind differs from every wanted one: it is rewritten)
+    wanted = {(r.alias, r.person, r.attribute, r.kind) for r in rows}
     gone = [now[k] for k in now.keys() - wanted]
     for i in range(0, len(gone), 500):
         conn.execute(sa.delete(table).where(table.c.id.in_(gone[i : i + 500])))
     new = [
-        {"tenant": tenant, "alias": a, "person": p, "source": source, "attribute": at}
-        for a, p, at in sorted(wanted - now.keys())
-    ]
+        {"tenant": tenant, "alias": a, "person": p, "source": source, "attribute": at,
+         "kind": k}
+        for a, p, at, k in sorted(wanted - now.keys())
+    ]  # fmt: skip
     if new:
         conn.execute(sa.insert(table), new)
     return len(new), len(gone)
@@ -292,7 +319,7 @@ def replace_people_in(
         )
     new = [
         {"tenant": r.tenant, "alias": r.alias, "person": r.person, "source": source,
-         "attribute": r.attribute}
+         "attribute": r.attribute, "kind": r.kind}
         for r in sorted(set(rows), key=lambda r: (r.alias, r.attribute))
     ]  # fmt: skip
     if new:

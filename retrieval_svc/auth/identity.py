@@ -188,7 +188,7 @@ def resolve_principal(
             identity,
         )
     if identity.person is not None:
-        roles |= acl.user_roles(identity.person, tenant)
+        roles |= acl.person_roles(identity.person, tenant)
     return Principal(
         tenant=tenant,
         user_id=identity.person or user_id,

@@ -4,7 +4,9 @@ The caller forwards the user's ID or access token (as ``principal_token``). It i
 against the provider's published keys (JWKS): signature with an asymmetric algorithm only
 (never ``HS*``, never ``none``), issuer, audience, expiry with a small clock skew. The user
 id comes from one claim (``sub`` by default), roles from a claim path (``groups``,
-``realm_access.roles``, …); Casbin then adds its own, as for every mode.
+``realm_access.roles``, …); Casbin then adds its own, as for every mode. With ``email`` as
+the user id, the token must also say ``email_verified: true`` (OpenID Connect Core §5.1): an
+address a user typed into their profile is not proof they hold it.
 
 PyJWT verifies (``jwt.decode``) and parses keys (``PyJWKSet``). Fetching is ours, because the
 policy is the point: ``PyJWKClient`` fetches synchronously, refetches on *every* unknown
@@ -134,6 +136,11 @@ class OidcVerifier:
         if not isinstance(user_id, str) or not user_id.strip():
             raise InvalidPrincipalToken(
                 f"the identity token has no {cfg.user_claim!r} claim naming the user"
+            )
+        if cfg.user_claim == "email" and payload.get("email_verified") not in (True, "true"):
+            raise InvalidPrincipalToken(
+                "the identity token's email is not verified (email_verified is not true): "
+                "an unverified address names no one"
             )
         try:
             roles = tuple(parse_roles(claim_at(payload, cfg.roles_claim)))

@@ -10,9 +10,12 @@ mapping does not name are never touched. A sync also owns what it owned at its l
 the directory gives nothing now, and its grants go.
 
 Who is who is checked before anything is decided: a user id no policy store can hold is
-skipped and reported; two entries with one id (``uid=bob,ou=staff`` and
-``uid=bob,ou=contractors``) are refused for that id, naming both DNs — merged, the contractor
-would read what staff may.
+skipped and reported; two entries with one id as the directory compares it (``uid=bob`` in
+``ou=staff`` and ``uid=Bob`` in ``ou=contractors``: ``(uid=BOB)`` finds both) are refused for
+that id, naming both DNs — merged, the contractor would read what staff may. Every other
+value the directory sends is checked one by one too: a group whose name cannot be a role
+(``sales `` with its trailing space, a control character) gives no role by that name and is
+named, an alias no store holds is left out and named; the rest of the sync goes on.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from dataclasses import dataclass, field
 
 from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Change
-from retrieval_svc.acl.identities import Alias, entries_of
+from retrieval_svc.acl.id_forms import Kind, compared
+from retrieval_svc.acl.identities import PERSON, Alias, entries_of
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
 from retrieval_svc.names import name_problem
 
@@ -70,6 +74,9 @@ class Directory:
     groups: dict[str, str] = field(default_factory=dict)
     parents: dict[str, set[str]] = field(default_factory=dict)
     aliases: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # DN → attr → ids
+    # The kind of each id (``id_forms``) by the attribute it was read from, the users' own
+    # (``PERSON``) included: how the directory compares them, from the sync's configuration.
+    kinds: dict[str, Kind] = field(default_factory=lambda: {PERSON: "directory"})
 
     def add_member(self, member: str, group: str) -> None:
         self.parents.setdefault(normal_dn(member), set()).add(normal_dn(group))
@@ -100,11 +107,20 @@ class RoleMapping:
         return (*given, name) if self.all_groups else given
 
     def owned(self, directory: Directory) -> set[str]:
-        """The roles the directory decides (every role a mapped group can give)."""
+        """The roles the directory decides (every role a mapped group can give; a group's
+        own name only where it can be a role)."""
         roles = {role for given in self.by_group.values() for role in given}
         if self.all_groups:
-            roles |= set(directory.groups.values())
+            roles |= {n for n in directory.groups.values() if _role_problem(n) is None}
         return roles
+
+
+def _role_problem(name: str) -> str | None:
+    try:
+        checked_role("group", name)
+    except PolicyError as exc:
+        return str(exc)
+    return None
 
 
 def mapping(by_group: Mapping[str, Iterable[str]], all_groups: bool = False) -> RoleMapping:
@@ -121,8 +137,11 @@ def mapping(by_group: Mapping[str, Iterable[str]], all_groups: bool = False) -> 
 
 def checked_users(directory: Directory) -> tuple[dict[str, str], list[str]]:
     """The directory's users (DN → id) that can be named, and why each other one cannot:
-    an id no store can hold, or an id two entries share (refused for both, naming them)."""
-    by_id: dict[str, list[str]] = {}
+    an id no store can hold, or an id two entries share as the directory compares it (the
+    comparison lookups use: ``uid=bob`` and ``uid=Bob`` are one id to ``caseIgnoreMatch``),
+    refused for both, naming them."""
+    kind = directory.kinds.get(PERSON, "directory")
+    by_id: dict[str, list[tuple[str, str]]] = {}
     problems: list[str] = []
     for dn, user in directory.users.items():
         if (problem := name_problem("user id", user)) is not None:
@@ -130,35 +149,54 @@ def checked_users(directory: Directory) -> tuple[dict[str, str], list[str]]:
         elif user.startswith("user:"):
             problems.append(f"{dn}: user id {user!r} begins with 'user:'; skipped")
         else:
-            by_id.setdefault(user, []).append(dn)
+            by_id.setdefault(compared(kind, user), []).append((dn, user))
     users: dict[str, str] = {}
-    for user, dns in by_id.items():
-        if len(dns) == 1:
-            users[dns[0]] = user
+    for held in by_id.values():
+        if len(held) == 1:
+            ((dn, user),) = held
+            users[dn] = user
         else:
+            named = "; ".join(f"{dn} ({user!r})" for dn, user in sorted(held)[:4])
             problems.append(
-                f"user id {user!r} is held by {len(dns)} entries ({'; '.join(sorted(dns)[:4])}): "
-                "refused for both, it gets no role from the directory. Keep ids unique or sync "
-                "with another users.id_attribute"
+                f"user id {held[0][1]!r} is held by {len(held)} entries as the directory "
+                f"compares ids ({kind}): {named}: refused for each, none gets a role from the "
+                "directory. Keep ids unique or sync with another users.id_attribute"
             )
     return users, problems
 
 
+def checked_groups(
+    directory: Directory, roles: RoleMapping
+) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """The roles each group gives (group DN → roles), and why a group gives none of a role
+    it would: its name cannot be a role (white space at an end, a control character, too
+    long, ``user:…``, ``anyone``). Refused one group at a time, never the whole sync."""
+    given: dict[str, tuple[str, ...]] = {}
+    problems: list[str] = []
+    for dn, name in directory.groups.items():
+        kept: list[str] = []
+        for role in roles.roles_of(dn, name):
+            try:
+                kept.append(checked_role(f"group {name!r} ({dn})", role))
+            except PolicyError as exc:
+                problems.append(f"{exc}: that group gives no role {role!r}; rename it or map it")
+        if kept:
+            given[dn] = tuple(kept)
+    return given, problems
+
+
 def wanted_grants(
-    directory: Directory, roles: RoleMapping, tenant: str, users: dict[str, str] | None = None
+    directory: Directory,
+    roles: RoleMapping,
+    tenant: str,
+    users: dict[str, str] | None = None,
+    given: dict[str, tuple[str, ...]] | None = None,
 ) -> set[tuple[str, ...]]:
     """The ``g`` lines the directory says should be: each user × each role their groups give
-    (``users``: the checked ones; all of the directory's by default)."""
-    given: dict[str, tuple[str, ...]] = {}
-    for dn, name in directory.groups.items():
-        found = roles.roles_of(dn, name)
-        for role in found:
-            try:
-                checked_role(f"group {name!r} ({dn})", role)
-            except PolicyError as exc:
-                raise DirectoryError(f"{exc}: rename the group or map it to a role") from None
-        if found:
-            given[dn] = found
+    (``users``: the checked ones; all of the directory's by default; ``given``: the checked
+    roles of each group, ``checked_groups``)."""
+    if given is None:
+        given, _ = checked_groups(directory, roles)
     grants: set[tuple[str, ...]] = set()
     for dn, user in (directory.users if users is None else users).items():
         for group in directory.groups_of(dn):
@@ -206,6 +244,7 @@ def plan(
     members. Raises ``RemovalLimit`` past ``limits``: a directory that answered
     with half its people is more likely broken than emptied."""
     limits = limits or Limits()
+    given, refused = checked_groups(directory, roles)
     today = roles.owned(directory)
     owned = today | set(owned_before)
     now = {
@@ -215,7 +254,8 @@ def plan(
     }
     now |= {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
     users, skipped = checked_users(directory)
-    wanted = wanted_grants(directory, roles, tenant, users)
+    skipped += refused
+    wanted = wanted_grants(directory, roles, tenant, users, given)
     removed = sorted(now - wanted)
     if removed and not limits.force:
         _check_limits(len(removed), len(now), len(directory.users), limits)
@@ -223,7 +263,9 @@ def plan(
     changes += [Change("add", "g", g) for g in sorted(wanted - now)]
     known: set[Alias] = set()
     for dn, user in users.items():
-        rows, problems = entries_of(tenant, source, user, directory.aliases.get(dn, {}))
+        ids = directory.aliases.get(dn, {})
+        kinds = {a: directory.kinds.get(a, "directory") for a in (PERSON, *ids)}
+        rows, problems = entries_of(tenant, source, user, ids, kinds)
         known |= rows
         skipped += [f"{dn}: {problem}" for problem in problems]
     return Plan(

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from retrieval_svc.acl.id_forms import Kind, attribute_kind
+from retrieval_svc.acl.identities import PERSON
 from retrieval_svc.directory.groups import (
     Directory,
     DirectoryError,
@@ -39,7 +41,9 @@ class _Users(BaseModel):
 
     base: str
     filter: str = "(objectClass=inetOrgPerson)"
-    id_attribute: str = "uid"  # sAMAccountName or userPrincipalName in Active Directory
+    # sAMAccountName or userPrincipalName in Active Directory; its ids are compared as the
+    # directory compares that attribute (id_forms.attribute_kind: mail as e-mail addresses).
+    id_attribute: str = "uid"
     # Other ids a person arrives with (Dify's user, an OIDC sub or e-mail): mail,
     # userPrincipalName… each resolves to the person (docs/permissions.md, identity resolution).
     aliases: list[str] = Field(default_factory=list, max_length=10)
@@ -105,6 +109,15 @@ def load_sync(path: Path) -> LdapSync:
     except ValueError as exc:
         raise DirectoryError(f"{path}: tenant: {exc}") from None
     return sync
+
+
+def id_kinds(sync: LdapSync) -> dict[str, Kind]:
+    """How the directory compares each id the sync reads, by the attribute its configuration
+    reads it from (``id_forms.attribute_kind``): the users' own ids (``id_attribute``) and
+    each alias."""
+    kinds = {a: attribute_kind(a) for a in sync.users.aliases}
+    kinds[PERSON] = attribute_kind(sync.users.id_attribute)
+    return kinds
 
 
 def _connection(sync: LdapSync) -> Any:
@@ -311,6 +324,7 @@ def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> D
 
     directory = Directory()
     users, groups = sync.users, sync.groups
+    directory.kinds = id_kinds(sync)
     member_of = groups.membership == "memberOf"
     group_attributes, user_attributes = _attributes(sync)
     try:

@@ -146,15 +146,16 @@ def test_groups_become_roles_nested_moved_and_recorded(
 def test_a_group_named_like_a_user_or_anyone_is_refused(
     tree: Tree, policy_db_url: str, tmp_path: Path
 ) -> None:
-    wang = tree.user("wang")
+    wang, li = tree.user("wang"), tree.user("li")
+    tree.group("ops", li)
     for name in ("user:boss", "anyone"):
         group = tree.group(name, wang)
         sync = tree.sync_file(tmp_path, roles={}, all_groups=True)
-        refused = cli(policy_db_url, "sync-ldap", str(sync))
-        assert refused.exit_code == 2, refused.output
-        assert "rename the group" in refused.output and "nothing changed" in refused.output
+        refused = cli(policy_db_url, "sync-ldap", str(sync))  # (that group, not the sync)
+        assert refused.exit_code == 0, refused.output
+        assert f"group {name!r}" in refused.stderr and "rename it" in refused.stderr
+        assert grants(policy_db_url) == {"g, user:li, ops, acme"}
         tree.conn.delete(group)
-    assert grants(policy_db_url) == set()
     mapped = tree.sync_file(tmp_path, roles={"ops": ["user:wang"]})
     bad = cli(policy_db_url, "sync-ldap", str(mapped))
     assert bad.exit_code == 2 and "is a user, not a role" in bad.output, bad.output

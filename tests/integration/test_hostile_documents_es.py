@@ -181,7 +181,7 @@ def test_without_libreoffice_old_office_files_fail_saying_how_to_install_it(
     # whose reason says how to install it, and the summary counts them by suffix.
     from indexer.formats.sniff import OLE
 
-    for name in ("报告.doc", "纪要.doc", "预算.et"):
+    for name in ("报告.doc", "纪要.doc", "汇报.dps"):  # (sheets: read without it)
         (folder / name).write_bytes(OLE + bytes(512))
     bare = str(Path(sys.executable).parent)  # (the programs of the virtualenv, no soffice)
     env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias,
@@ -190,7 +190,7 @@ def test_without_libreoffice_old_office_files_fail_saying_how_to_install_it(
     run = run_measured(argv, env=env, timeout_s=600)
     assert run.returncode == 1, run.stderr[-2000:]
     said = " ".join(run.stderr.split())
-    assert "3 failed for want of LibreOffice (.doc 2, .et 1)" in said, said
+    assert "3 failed for want of LibreOffice (.doc 2, .dps 1)" in said, said
     assert "scripts/libreoffice.sh" in said
 
 

@@ -21,6 +21,7 @@ from retrieval_svc.cli import app as svc_cli
 from tests.integration.test_directory_ldap import ADMIN, Tree
 from tests.integration.test_permissions_es import POWER, QUERY, cond, dify_body
 from tests.support import app_client, make_settings, metric_sample
+from tests.support.corpus import SAMPLES_KB
 
 pytestmark = pytest.mark.anyio
 
@@ -148,3 +149,36 @@ async def test_every_id_a_person_arrives_with_resolves_and_an_unknown_one_is_mar
     events = [json.loads(line) for line in history.splitlines()]
     (mapped_event,) = [e for e in events if e["action"] == "identity-map"]
     assert f"+ {DIFY_UUID} → wang" in mapped_event["detail"]
+
+
+async def test_with_id_attribute_mail_look_alikes_of_an_address_are_no_one(
+    tree: Tree, policy_db_url: str, corpus: str, tmp_path: Path
+) -> None:
+    # The own id read from mail is an e-mail address: its domain compared in IDNA2008, its
+    # local part but for ASCII case — never folded as a directory attribute would be.
+    ceo = f"uid=ceo,{tree.people}"
+    tree.conn.add(ceo, "inetOrgPerson", {"cn": "ceo", "sn": "ceo", "mail": "ceo@fass.example"})
+    tree.group("ops", ceo)
+    sync = tree.sync_file(tmp_path, users={"base": tree.people, "id_attribute": "mail"},
+                          roles={"ops": ["运维工程师"]})  # fmt: skip
+    assert policy(policy_db_url, "allow", "anyone", "*", "--tenant", "acme").exit_code == 0
+    assert policy(policy_db_url, "sync-ldap", str(sync)).exit_code == 0
+    settings = make_settings(corpus, api_keys=keys(), casbin_db_url=policy_db_url,
+                             policy_check_interval_s=0)  # fmt: skip
+    fullwidth = "\uff43\uff45\uff4f@fass.example"
+    async with app_client(settings) as client:
+
+        async def sees(user: str) -> set[str]:
+            native = {"query": QUERY, "knowledge_ids": [SAMPLES_KB], "top_k": 10,
+                      "principal": {"user_id": user}}  # fmt: skip
+            resp = await client.post(
+                "/v1/search", json=native, headers={"Authorization": f"Bearer {KEY}"}
+            )
+            assert resp.status_code == 200, resp.text
+            return {c["document_title"] for c in resp.json()["chunk_metadata"]}
+
+        assert POWER in await sees("ceo@fass.example")
+        assert POWER in await sees("CEO@FASS.example")
+        for asked in ("ceo@faß.example", "ceo@FAẞ.example", fullwidth):
+            seen = await sees(asked)
+            assert POWER not in seen and seen, asked  # (public passages only)

@@ -360,6 +360,23 @@ async def test_roles_from_a_configured_claim_and_user_from_another(
         assert await chunk_ids(client, by_casbin) == set(ACL_DOCS)
 
 
+async def test_an_email_user_id_counts_only_when_the_provider_verified_it(
+    corpus: str, policy: Path, provider: Provider
+) -> None:
+    async with app_client(
+        oidc_settings(corpus, policy, provider, oidc_user_claim="email")
+    ) as client:
+        # wang's grants are Casbin's: an unverified claim of his address must not reach them.
+        for verified in (None, False, "false"):
+            claims = {} if verified is None else {"email_verified": verified}
+            unverified = provider.token(sub="x-9", email="wang", **claims)
+            resp = await post(client, ask(unverified))
+            assert resp.status_code == 401, (verified, resp.text)
+            assert resp.json()["error_code"] == 1002
+        verified_token = provider.token(sub="x-1", email="wang", email_verified=True)
+        assert await chunk_ids(client, verified_token) == set(ACL_DOCS)
+
+
 async def test_the_tool_takes_the_token_as_a_parameter(
     client: httpx.AsyncClient, provider: Provider
 ) -> None:

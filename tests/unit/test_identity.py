@@ -49,6 +49,8 @@ def token(secret: str = SECRET, alg: str = "HS256", **claims: Any) -> Token:
 
 
 MGR = {"物业经理", "运维工程师"}  # alice's roles from Casbin, hierarchy expanded
+# A person the tenant knows also holds Windows' Everyone and Authenticated Users.
+KNOWN = MGR | {"sid:S-1-1-0", "sid:S-1-5-11"}
 
 NONE = Claims()
 USER = Claims(user_id="alice")
@@ -66,15 +68,15 @@ def with_minted_token(claims: Claims) -> Claims:
     ("mode", "claims", "user", "roles"),
     [
         pytest.param(IdentityMode.CASBIN, NONE, None, set(), id="casbin-nothing-anonymous"),
-        pytest.param(IdentityMode.CASBIN, USER, "alice", MGR, id="casbin-user-roles-from-policy"),
+        pytest.param(IdentityMode.CASBIN, USER, "alice", KNOWN, id="casbin-user-roles-from-policy"),
         pytest.param(IdentityMode.TRUSTED, NONE, None, set(), id="trusted-nothing-anonymous"),
-        pytest.param(IdentityMode.TRUSTED, USER, "alice", MGR, id="trusted-user"),
+        pytest.param(IdentityMode.TRUSTED, USER, "alice", KNOWN, id="trusted-user"),
         pytest.param(IdentityMode.TRUSTED, ROLES, None, MGR, id="trusted-roles-expanded"),
         pytest.param(
             IdentityMode.TRUSTED, USER_ROLES, "bob", {"访客"}, id="trusted-user-and-roles"
         ),
         pytest.param(IdentityMode.SIGNED, NONE, None, set(), id="signed-nothing-anonymous"),
-        pytest.param(IdentityMode.SIGNED, TOKEN, "alice", MGR | {"访客"}, id="signed-token"),
+        pytest.param(IdentityMode.SIGNED, TOKEN, "alice", KNOWN | {"访客"}, id="signed-token"),
         pytest.param(IdentityMode.FIXED, NONE, None, {"巡检员"}, id="fixed-key-roles"),
         pytest.param(IdentityMode.FIXED, USER_ROLES, None, {"巡检员"}, id="fixed-ignores-claims"),
         pytest.param(IdentityMode.FIXED, TOKEN, None, {"巡检员"}, id="fixed-ignores-token"),
@@ -170,13 +172,20 @@ def test_example_token_minter_is_accepted(acl: AccessControl) -> None:
     spec.loader.exec_module(module)
     minted = module.mint("alice", ["访客"], "acme", 60, SECRET)
     principal = resolve_principal(key(IdentityMode.SIGNED), Claims(token=minted), acl)
-    assert principal.user_id == "alice" and principal.roles == MGR | {"访客"}
+    assert principal.user_id == "alice" and principal.roles == KNOWN | {"访客"}
 
 
 # Users and roles never share a name space (design.md §4): asserting the role ``user:alice``
 # must not act as alice, and nobody asserts ``anyone``. Without the check, each of these would
 # get alice's Casbin roles (物业经理 → 运维工程师).
-RESERVED = [pytest.param("user:alice", id="a-user"), pytest.param("anyone", id="anyone")]
+# Nor a Windows SID: asserting ``sid:S-1-1-0`` would read what Everyone may on a file share,
+# a group's SID what its members may (only the directory sync gives SID roles).
+RESERVED = [
+    pytest.param("user:alice", id="a-user"),
+    pytest.param("anyone", id="anyone"),
+    pytest.param("sid:S-1-1-0", id="a-sid"),
+    pytest.param("SID:S-1-5-21-1-2-3-513", id="a-sid-upper-case"),
+]
 
 
 @pytest.mark.parametrize("role", RESERVED)

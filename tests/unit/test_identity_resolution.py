@@ -7,12 +7,17 @@ import unicodedata
 
 import pytest
 
-from retrieval_svc.acl.id_forms import compared
-from retrieval_svc.acl.identities import Alias, Directory, Unresolved, entries_of
+from retrieval_svc.acl.id_forms import SCIM_KINDS, Kind, attribute_kind, compared
+from retrieval_svc.acl.identities import PERSON, Alias, Directory, Unresolved, entries_of
 
 
 def rows_of(tenant: str, source: str, person: str, ids: dict[str, list[str]]) -> set[Alias]:
-    rows, problems = entries_of(tenant, source, person, ids)
+    kinds: dict[str, Kind] = (
+        {PERSON: "scim", **SCIM_KINDS}
+        if source == "scim"
+        else {PERSON: "directory", **{a: attribute_kind(a) for a in ids}}
+    )
+    rows, problems = entries_of(tenant, source, person, ids, kinds)
     assert problems == []
     return rows
 
@@ -23,7 +28,7 @@ ROWS = [
     ),
     *rows_of("acme", "ldap:hq", "li", {"mail": ["shared@corp.example"]}),
     *rows_of("acme", "ldap:hq", "zhao", {"mail": ["shared@corp.example", "Zhào@corp.example"]}),
-    Alias("acme", compared("exact", "0b6e-uuid"), "wang", "map", "map"),
+    Alias("acme", compared("exact", "0b6e-uuid"), "wang", "map", "map", "exact"),
     *rows_of("globex", "scim", "wang@globex", {"emails": ["wang@globex.example"]}),
 ]
 
@@ -54,7 +59,7 @@ def test_an_id_resolves_to_its_person(
 
 
 def test_a_persons_own_id_wins_over_another_persons_alias() -> None:
-    rows = [*rows_of("acme", "map", "bob", {}), Alias("acme", "li", "bob", "map", "map")]
+    rows = [*rows_of("acme", "map", "bob", {}), Alias("acme", "li", "bob", "map", "map", "exact")]
     directory = Directory.of(rows)
     assert directory.resolve("li", "acme", granted=True).person == "li"  # li is in the policy
     assert directory.resolve("li", "acme", granted=False).person == "bob"

@@ -122,7 +122,9 @@ def twins() -> dict[str, tuple[str, bytes]]:
     }
 
 
-@pytest.mark.parametrize("suffix", sorted(convert.TARGETS))
+@pytest.mark.parametrize(
+    "suffix", sorted([*convert.TARGETS, ".et", ".ods"])
+)  # (sheets: read, not converted)
 def test_each_format_reads_as_its_office_open_xml_twin(
     twins: dict[str, tuple[str, bytes]], suffix: str
 ) -> None:

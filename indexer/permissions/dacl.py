@@ -36,6 +36,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from indexer.permissions.security_descriptor import Ace, SecurityDescriptor
+from retrieval_svc.acl.sids import sid_role
 
 FILE_READ_DATA = 0x0001
 GENERIC_ALL = 0x10000000
@@ -72,7 +73,7 @@ WELL_KNOWN = {
 
 def role_of(sid: str) -> str:
     """The role a SID stands for on a chunk (the spelling the directory sync gives people)."""
-    return "sid:" + sid
+    return sid_role(sid)
 
 
 def grants_read(ace: Ace) -> bool:

@@ -81,8 +81,8 @@ def sid_from_bytes(data: bytes, offset: int, end: int) -> tuple[str, int]:
         raise SecurityDescriptorError(f"a SID at {offset} runs past its end ({end})")
     authority = int.from_bytes(data[offset + 2 : offset + 8], "big")
     subs = struct.unpack_from(f"<{count}I", data, offset + 8)
-    shown = str(authority) if authority < 2**32 else f"0x{authority:012X}"
-    return "-".join(("S-1", shown, *map(str, subs))), size
+    # (decimal throughout, as retrieval_svc.acl.sids spells every SID)
+    return "-".join(("S-1", str(authority), *map(str, subs))), size
 
 
 def sid_to_bytes(sid: str) -> bytes:
@@ -90,7 +90,7 @@ def sid_to_bytes(sid: str) -> bytes:
     parts = sid.split("-")
     if len(parts) < 3 or parts[0].upper() != "S" or parts[1] != "1" or len(parts) - 3 > 15:
         raise ValueError(f"{sid!r} is not a SID")
-    authority = int(parts[2], 16) if parts[2].lower().startswith("0x") else int(parts[2])
+    authority = int(parts[2])
     subs = [int(p) for p in parts[3:]]
     if authority >= 2**48 or any(not 0 <= s < 2**32 for s in subs):
         raise ValueError(f"{sid!r} is not a SID")

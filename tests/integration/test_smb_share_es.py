@@ -29,7 +29,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from indexer.permissions.dacl import EVERYONE, role_of
-from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
+from retrieval_svc.auth.keys import ApiKeyConfig, hash_key
 from tests.support import ES_URL, app_client, make_settings, postcheck_drops
 from tests.support.mcp import MCP_HEADERS, rpc
 from tests.support.samba_ad import FOREIGN_SID, DomainController, smb_read
@@ -47,6 +47,7 @@ from tests.support.smb_share import (
 pytestmark = pytest.mark.anyio
 
 TENANT, KB = "corp", "部门资料"
+SECRET = "rsvc-test-smb-dify-key-0123456789abcdef"
 PEOPLE = ["张三", "李四", "王五", "赵六", "孙八", "钱七"]
 DISABLED = {"钱七"}
 # Where the index is narrower than Windows, by design (docs/permissions.md): a person holding
@@ -100,10 +101,11 @@ def build(share: Share, root: str, dc: DomainController) -> dict[str, str]:
 
 
 def roles(dc: DomainController, person: str) -> list[str]:
-    """The roles the service holds for ``person``: their token's SIDs and every person's."""
+    """The SID roles the directory gives ``person``: their token's (none for a disabled
+    account: the sync drops it)."""
     if person in DISABLED:
         return []
-    return sorted({role_of(s) for s in token_sids(dc, person)} | {role_of(EVERYONE)})
+    return sorted(role_of(s) for s in token_sids(dc, person))
 
 
 @pytest.fixture(scope="module")
@@ -146,30 +148,27 @@ def indexed(
     es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
 
 
-def keys(dc: DomainController) -> tuple[list[ApiKeyConfig], dict[str, str]]:
-    """A fixed-roles key per person (the roles the directory sync gives them)."""
-    entries, secrets = [], {}
-    for n, person in enumerate(PEOPLE):
-        secret = f"rsvc-test-smb-{n}-{uuid.uuid4().hex}"
-        secrets[person] = secret
-        held = tuple(roles(dc, person))
-        # (a disabled account is no one: a key acting for no person, anonymous)
-        mode = IdentityMode.FIXED if held else IdentityMode.CASBIN
-        entries.append(
-            ApiKeyConfig(
-                name=f"p{n}", sha256=hash_key(secret), tenant=TENANT, mode=mode, roles=held
-            )
-        )
-    return entries, secrets
+def policy(dc: DomainController, path: Path) -> Path:
+    """The grants an Active Directory sync writes: each person's SIDs as roles (every known
+    person also holds Everyone's and Authenticated Users' SIDs: retrieval_svc.acl.sids)."""
+    lines = ["p, anyone, *, *, read"]
+    for person in PEOPLE:
+        lines += [f"g, user:{person}, {role}, {TENANT}" for role in roles(dc, person)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
 async def client(
-    samba_ad: DomainController, indexed: tuple[str, dict[str, Any]]
-) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
-    entries, secrets = keys(samba_ad)
-    async with app_client(make_settings(indexed[0], api_keys=entries)) as c:
-        yield c, secrets
+    samba_ad: DomainController,
+    indexed: tuple[str, dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[httpx.AsyncClient]:
+    grants = policy(samba_ad, tmp_path_factory.mktemp("policy") / "policy.csv")
+    key = ApiKeyConfig(name="dify", sha256=hash_key(SECRET), tenant=TENANT)  # (casbin mode)
+    settings = make_settings(indexed[0], api_keys=[key], casbin_policy=grants)
+    async with app_client(settings) as c:
+        yield c
         assert postcheck_drops(c) == 0, "the Elasticsearch ACL clause let a hidden chunk through"
 
 
@@ -187,16 +186,27 @@ def smb_truth(dc: DomainController, root: str, files: dict[str, str]) -> dict[st
 
 
 async def answers(
-    client: httpx.AsyncClient, secret: str, person: str, files: dict[str, str]
+    client: httpx.AsyncClient, person: str, files: dict[str, str]
 ) -> dict[str, set[str]]:
     """The files each way in shows the key's person, found by the word only each file has."""
-    # (a key acting for no one known names the person it is for; the directory knows no one
-    # by a disabled account's name)
-    headers = {"Authorization": f"Bearer {secret}", "X-Rsvc-User": quote(person)}
+    # The application names the person: /v1/search's principal, Dify's user_id condition,
+    # MCP's header. (A disabled account is no one the policy knows: public passages only.)
+    headers = {"Authorization": f"Bearer {SECRET}"}
+    user = {
+        "logical_operator": "and",
+        "conditions": [{"name": "user_id", "comparison_operator": "is", "value": person}],
+    }
     by_way: dict[str, set[str]] = {"search": set(), "retrieval": set(), "mcp": set()}
     for key, word in files.items():
         search = await client.post(
-            "/v1/search", json={"query": word, "knowledge_ids": [KB], "top_k": 5}, headers=headers
+            "/v1/search",
+            json={
+                "query": word,
+                "knowledge_ids": [KB],
+                "top_k": 5,
+                "principal": {"user_id": person},
+            },
+            headers=headers,
         )
         assert search.status_code == 200, search.text
         if any(word in c["content"] for c in search.json()["chunk_metadata"]):
@@ -204,7 +214,8 @@ async def answers(
         dify = await client.post(
             "/retrieval",
             json={"knowledge_id": KB, "query": word,
-                  "retrieval_setting": {"top_k": 5, "score_threshold": 0.0}},
+                  "retrieval_setting": {"top_k": 5, "score_threshold": 0.0},
+                  "metadata_condition": user},
             headers=headers,
         )  # fmt: skip
         assert dify.status_code == 200, dify.text
@@ -213,7 +224,8 @@ async def answers(
         call = rpc(
             "tools/call", {"name": "search", "arguments": {"query": word, "knowledge_ids": [KB]}}
         )
-        mcp = await client.post("/mcp", json=call, headers={**MCP_HEADERS, **headers})
+        by_header = {**MCP_HEADERS, **headers, "X-Rsvc-User": quote(person)}
+        mcp = await client.post("/mcp", json=call, headers=by_header)
         assert "result" in mcp.json(), mcp.text
         result = mcp.json()["result"]
         assert not result.get("isError"), result
@@ -226,7 +238,7 @@ async def test_every_person_sees_exactly_what_smb_lets_them_read(
     samba_ad: DomainController,
     share_tree: tuple[str, dict[str, str]],
     indexed: tuple[str, dict[str, Any]],
-    client: tuple[httpx.AsyncClient, dict[str, str]],
+    client: httpx.AsyncClient,
 ) -> None:
     root, files = share_tree
     _, report = indexed
@@ -235,10 +247,9 @@ async def test_every_person_sees_exactly_what_smb_lets_them_read(
     assert "法务/合同.md" in truth["张三"] and "法务/合同.md" not in truth["李四"]
     assert "全员/手册.md" in truth["赵六"] and "财务/奖金.md" not in truth["孙八"]
     assert "公告/非规范.md" in truth["王五"] and not truth["钱七"]
-    c, secrets = client
     for person in PEOPLE:
         expected = truth[person] - {k for k, p in NARROWED if p == person}
-        for way, shown in (await answers(c, secrets[person], person, files)).items():
+        for way, shown in (await answers(client, person, files)).items():
             assert shown - truth[person] == set(), f"{person} over {way}: wider than SMB"
             assert shown == expected, f"{person} over {way}: {shown} != {expected}"
     # The file no one may read is not indexed, and the run says why.
@@ -266,7 +277,8 @@ async def test_explain_names_the_deciding_ace(
     from retrieval_svc.access import KbAccess, explain_chunk
     from retrieval_svc.auth.principal import Principal
 
-    who = Principal(tenant=TENANT, user_id="孙八", roles=frozenset(roles(samba_ad, "孙八")))
+    held = frozenset(roles(samba_ad, "孙八")) | {role_of(EVERYONE)}
+    who = Principal(tenant=TENANT, user_id="孙八", roles=held)
     said = explain_chunk(source, who, KbAccess(True, "granted"))
     assert said["visible"] is False
     assert said["acl"]["code"] == "denied" and said["acl"]["denied_roles"] == [sunba]

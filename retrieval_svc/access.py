@@ -68,7 +68,7 @@ def authorize(
     for knowledge_id in knowledge_ids:
         access = kb_access(acl, key, principal, knowledge_id)
         if not access.allowed:
-            raise AuthorizationFailed(access.reason)
+            raise AuthorizationFailed(access.reason, reason=access.code)
 
 
 def explain_chunk(

@@ -54,7 +54,7 @@ async def authenticate(
     if key.scim:  # a SCIM client provisions people; it never searches as them
         state.metrics.auth_failures.labels(reason="ScimKey").inc()
         raise AuthorizationFailed(
-            f"API key {key.name!r} is a SCIM client's: it serves /scim/v2 only"
+            f"API key {key.name!r} is a SCIM client's: it serves /scim/v2 only", reason="key_kind"
         )
     return key
 

@@ -39,6 +39,7 @@ from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.deps import authenticate
 from retrieval_svc.errors import InvalidRequest, ServiceError, invalid_body
 from retrieval_svc.languages import error_body, explained, language
+from retrieval_svc.refusals import note_refusal
 from retrieval_svc.state import AppState
 
 Endpoint = Callable[[Any, ApiKeyConfig, AppState], Awaitable[Any]]
@@ -109,9 +110,13 @@ class DirectRoutes:
                 accept_language = value.decode("latin-1")
         lang = language(accept_language)
         response: Response
+        key: ApiKeyConfig | None = None
+        body: BaseModel | None = None
+        raw: bytes | None = None
         try:
             key = await authenticate(state, authorization)
-            body = parse_body(direct.body, content_type, await read_body(receive))
+            raw = await read_body(receive)
+            body = parse_body(direct.body, content_type, raw)
             result = await direct.endpoint(body, key, state)
             if lang != "en" and isinstance(result, dict) and direct.route.path in LOCALIZED:
                 result = LOCALIZED[direct.route.path](result, lang)
@@ -122,10 +127,27 @@ class DirectRoutes:
         except ClientDisconnect:
             return  # nobody to answer
         except ServiceError as exc:
+            note_refusal(
+                state.metrics,
+                state.refusals,
+                direct.route.path,
+                key,
+                exc,
+                knowledge_id=_knowledge(body),
+                raw=raw if body is None else None,
+            )
             response = JSONResponse(
                 error_body(exc.body(), lang), status_code=exc.status_code, headers=exc.headers
             )
         await response(scope, receive, send)
+
+
+def _knowledge(body: BaseModel | None) -> str:
+    """The knowledge base(s) a request named, for the console's list of refusals."""
+    found = getattr(body, "knowledge_id", None) or getattr(body, "knowledge_ids", None)
+    if isinstance(found, list | tuple):
+        return ", ".join(str(k) for k in found[:5])
+    return found if isinstance(found, str) else ""
 
 
 @functools.cache

@@ -22,6 +22,10 @@ to blame) by the app's exception handler, or by ``DirectRoutes`` on the retrieva
 Other HTTP errors raised by the framework (unknown route, wrong method, oversized body) use
 the same shape with their HTTP status as ``error_code``; an unexpected exception (a bug) is
 500 / 5000 "internal error", logged with the request id.
+
+Each error also has a ``reason``: a short word from ``REFUSAL_REASONS`` naming why a request
+was refused (``wrong_key``, ``unknown_user``, ``template_identity``…), for the refusal metric
+and the console's list. A class gives its default; a raise site that knows better says so.
 """
 
 from __future__ import annotations
@@ -33,19 +37,50 @@ from typing import Any
 INTERNAL_ERROR_BODY = b'{"error_code": 5000, "error_msg": "internal error"}'
 
 
+# Why a request was refused: the label values of ``rsvc_refusals_total`` and the console's
+# words (bounded: a reason not listed here is counted as ``other``).
+REFUSAL_REASONS = (
+    "malformed_authorization",  # no "Authorization: Bearer <key>"
+    "wrong_key",  # a key no entry has
+    "key_kind",  # a SCIM client's key on a retrieval route
+    "key_scope",  # the key may not read this knowledge base
+    "no_policy",  # the policy lets this principal read no such knowledge base
+    "unknown_user",  # a user id that names no one (or two people), refused by its key
+    "no_identity",  # no identity at all, refused by its key (anonymous: refuse)
+    "identity_mode",  # a claim the key's mode does not accept (a role claim to a casbin key…)
+    "invalid_token",  # a principal or OIDC token invalid or expired
+    "template_identity",  # an identity value that is a variable Dify left unresolved
+    "id_shape",  # a user id not in the shape the key expects (user_id_shape)
+    "identity_condition",  # an identity condition with a negative operator, or stated twice
+    "bad_condition",  # a metadata condition or filter that is malformed
+    "unknown_knowledge_base",
+    "probe",  # Dify's registration probe (no body, or an empty knowledge_id): expected
+    "invalid_request",  # any other malformed request
+    "other",
+)
+
+
 class ServiceError(Exception):
     """Base of every error that becomes an HTTP answer."""
 
     status_code: int = 500
     error_code: int = 5000
+    reason: str = "other"
 
     def __init__(
-        self, message: str, *, path: str | None = None, retry_after_s: int | None = None
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        retry_after_s: int | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.path = path
         self.retry_after_s = retry_after_s
+        if reason is not None:
+            self.reason = reason
 
     @property
     def headers(self) -> dict[str, str] | None:
@@ -67,10 +102,12 @@ class AuthError(ServiceError):
 
 class MalformedAuthorization(AuthError):
     error_code = 1001
+    reason = "malformed_authorization"
 
 
 class AuthorizationFailed(AuthError):
     error_code = 1002
+    reason = "identity_mode"
 
 
 class UnknownPrincipal(AuthorizationFailed):
@@ -78,23 +115,26 @@ class UnknownPrincipal(AuthorizationFailed):
     says ``unknown_user: refuse``; ``identity`` says which and how."""
 
     def __init__(self, message: str, identity: Any) -> None:
-        super().__init__(message)
+        super().__init__(message, reason="unknown_user")
         self.identity = identity
 
 
 class InvalidPrincipalToken(AuthError):
     status_code = 401
     error_code = 1002
+    reason = "invalid_token"
 
 
 class KnowledgeBaseNotFound(ServiceError):
     status_code = 404
     error_code = 2001
+    reason = "unknown_knowledge_base"
 
 
 class InvalidRequest(ServiceError):
     status_code = 400
     error_code = 3001
+    reason = "invalid_request"
 
 
 class UnknownField(InvalidRequest):
@@ -103,7 +143,9 @@ class UnknownField(InvalidRequest):
 
     def __init__(self, field: str, known: list[str], *, path: str) -> None:
         super().__init__(
-            f"{path}: unknown field {field!r}; known fields: {', '.join(known)}", path=path
+            f"{path}: unknown field {field!r}; known fields: {', '.join(known)}",
+            path=path,
+            reason="bad_condition",
         )
         self.field = field
 

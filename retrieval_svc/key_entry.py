@@ -2,7 +2,7 @@
 identity mode, refused at start when it cannot work.
 
 The ground floor, with settings (which reads the entries): imports nothing of the project but
-the tenant naming rule.
+the naming rules and the id shapes (pure patterns).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from retrieval_svc.auth.id_shapes import shape_problem
 from retrieval_svc.names import name_problem
 from retrieval_svc.tenancy import DEFAULT_TENANT, check_tenant
 
@@ -73,6 +74,26 @@ class ApiKeyConfig(BaseModel):
     # A user id that resolves to no one (design.md §17): served as anonymous (public chunks
     # only, marked in the log, audit and metrics), or refused with 403.
     unknown_user: Literal["public", "refuse"] = "public"
+    # A request that states no identity at all: served as anonymous (public chunks only), or
+    # refused with 403, so a Dify app whose binding is missing is seen on its first request.
+    anonymous: Literal["public", "refuse"] = "public"
+    # The shapes its callers' user ids take (email, uuid, directory_uid, regex:<pattern>); an
+    # id in none of them is refused (400), so a typed name or a wrong variable fails loudly.
+    # Empty: any id.
+    user_id_shape: tuple[str, ...] = ()
+
+    @field_validator("user_id_shape", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("user_id_shape")
+    @classmethod
+    def _known_shapes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for shape in value:
+            if (problem := shape_problem(shape)) is not None:
+                raise ValueError(problem)
+        return value
 
     @field_validator("tenant")
     @classmethod

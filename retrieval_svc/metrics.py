@@ -163,6 +163,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.refusals = Counter(
+            "rsvc_refusals_total",
+            "Requests refused (4xx) on the retrieval routes, by route template, API key (- when "
+            "no key matched) and reason (a fixed list: docs/operations.md). Dify's knowledge "
+            "path shows a refusal as an empty answer: this is where it is seen.",
+            ["route", "key", "reason"],
+            registry=r,
+        )
         self.embedding_failures = Counter(
             "rsvc_embedding_failures_total",
             "Query embeddings that failed (hybrid answered with BM25 only; vector with 503).",

@@ -16,6 +16,7 @@ from retrieval_svc.auth.oidc import OidcVerifier
 from retrieval_svc.embedding import Embedder, EmbeddingModel, QueryCache
 from retrieval_svc.filters.dify import IdentityNames
 from retrieval_svc.metrics import Metrics
+from retrieval_svc.refusals import RecentRefusals
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.search.rerank import Reranker
@@ -45,6 +46,8 @@ class AppState:
     key_file: KeyFile | None = None  # RSVC_API_KEYS_FILE, reloaded when it changes
     # User ids that resolved to no one lately (design.md §17), for the console.
     unknown_users: Unresolved = field(default_factory=Unresolved)
+    # The last refusals on the retrieval routes, by key and reason, for the console.
+    refusals: RecentRefusals = field(default_factory=RecentRefusals)
 
     @property
     def identity_names(self) -> IdentityNames:

@@ -55,6 +55,9 @@ LINES: dict[str, tuple[str, str]] = {
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
     "read_changed": (" ({n} entries read: what changed since the last sync, by syncrepl)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 syncrepl）"),
+    "read_changed_usn": (" ({n} entries read: what changed since the last sync, by uSNChanged)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 uSNChanged）"),
+    "read_whole_because": (" (read whole: {reason})", "（完整读取：{reason}）"),
+    "disabled_left_out": (", {n} disabled accounts left out", "，{n} 个已停用账户未计入"),
     "syncrepl_unavailable": ("note: the directory cannot say what changed ({reason}); each sync reads it whole", "提示：目录无法告知变化了什么（{reason}）；每次同步都完整读取"),
     "unchanged_directory": ("unchanged: the directory's {stamp} is as at the last sync", "未变化：目录的 {stamp} 与上次同步时相同"),
     # retrieval-svc policy, identity
@@ -68,6 +71,9 @@ LINES: dict[str, tuple[str, str]] = {
     "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
     "resolved": ("{status}: {person}{via}; roles: {roles}", "{status}：{person}{via}；角色：{roles}"),
     "resolved_via": (" via {how}", "，经由 {how}"),
+    # retrieval-svc new-key --for dify
+    "for_dify": ("for Dify: unknown_user and anonymous refuse, so a wrong or missing binding fails on its first request (Dify's API server log and the console's Knowledge bases page show it); bind user_id to {{{{#sys.user_id#}}}} (docs/dify.md)", "用于 Dify：unknown_user 与 anonymous 都为 refuse，绑定错了或没绑定，第一个请求就会失败（Dify API 服务的日志和控制台的“知识库”页会显示）；请把 user_id 绑定到 {{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
+    "for_dify_shape": ("no --user-id-shape: any id that names someone is taken; name the shape your app's backend sends as Dify's user (email, uuid, directory_uid, regex:...) so a typed name fails loudly", "未指定 --user-id-shape：任何能对应到人员的 ID 都会被接受；请写明应用后端作为 Dify 用户发送的 ID 格式（email、uuid、directory_uid、regex:...），这样手输的名字会明确失败"),
     "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
 }  # fmt: skip
 

@@ -21,7 +21,8 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
 )
 OOXML = _OOXML = {".docx", ".xlsx", ".xlsm", ".pptx"}
 RTF = b"{\\rtf"
-# Read through LibreOffice: Office 97-2003 (OLE) or Open XML / OpenDocument (zip) inside; RTF.
+# Office 97-2003 (OLE) or Open XML / OpenDocument (zip) inside, or RTF: read through LibreOffice,
+# or (spreadsheets: .et, .ods) by formats.sheets.
 _CONVERTED = {".doc", ".ppt", ".wps", ".et", ".dps", ".odt", ".ods", ".odp", ".rtf"}
 _TEXT = {".md", ".markdown", ".txt", ".html", ".htm", ".csv", ".tsv"}
 

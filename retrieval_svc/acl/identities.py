@@ -12,10 +12,13 @@ service API whatever the calling backend put in ``user`` (often an e-mail), an O
 * **an explicit map** (``retrieval-svc identity map import FILE``) names ids no directory
   holds (a Dify web app's end-user UUIDs).
 
-Ids are compared as the system that issued them compares them (``id_forms``): an e-mail
-address's local part but for ASCII case and its domain as IDNA2008 (``Wang@Corp.example`` is
-``wang@corp.example``, ``faß.example`` is not ``fass.example``), a directory's attributes under
-its ``caseIgnoreMatch``, SCIM's ``userName`` case-insensitively, mapped ids and ``externalId``
+Ids are compared as the system that issued them compares them (``id_forms``), each by the
+kind stored with it, decided from the configuration that read it (a sync's ``id_attribute``
+and ``aliases``, SCIM's attribute, the map): an e-mail address's local part but for ASCII
+case and its domain as IDNA2008 (``Wang@Corp.example`` is ``wang@corp.example``,
+``faß.example`` is not ``fass.example``) — a directory's own ids too when they are read from
+``mail`` —, Active Directory's names case-insensitively, other directory attributes under
+``caseIgnoreMatch``, SCIM's ``userName`` case-insensitively, mapped ids and ``externalId``
 exactly. An alias two people share resolves to nobody. A person's own id (the one grants name
 in the key's tenant) wins over another's alias. Everything is decided within one tenant.
 

@@ -11,7 +11,10 @@
 Every role set is expanded through the Casbin role hierarchy. The user id is resolved to the
 person it names (``AccessControl.identify``: the id itself, or one of the person's other ids —
 an e-mail, a UPN, a mapped Dify id); one that names no one gets no roles of a user, is marked
-on the principal, and is refused where the key says ``unknown_user: refuse``.
+on the principal, and is refused where the key says ``unknown_user: refuse``. A request with
+no identity at all is anonymous (public only), or refused where the key says ``anonymous:
+refuse``. An identity value that is a variable Dify left unresolved is refused (400) on every
+key; a plain user id in none of the key's ``user_id_shape`` shapes too.
 
 An asserted role (a claim, a token's roles, an OIDC groups claim, a fixed key's roles) can
 never name a user (``user:<id>``) or ``anyone``: in a token that is a 401 (the token is
@@ -28,6 +31,7 @@ import jwt
 
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.values import RoleValueError, parse_roles
+from retrieval_svc.auth.id_shapes import fits, template_problem
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
@@ -50,6 +54,9 @@ class Claims:
     user_id: str | None = None
     roles: tuple[str, ...] | None = None
     token: str | None = None
+    # Where the user id is in the caller's request (``metadata_condition.conditions[0].value``),
+    # for an error that blames it.
+    user_id_path: str = "user_id"
 
     @property
     def empty(self) -> bool:
@@ -96,12 +103,56 @@ def make_claims(user_id: str | None, roles: object, token: str | None, *, path: 
     """Claims from a request's loose parts (empty strings mean "not sent"); roles may be a
     list, JSON-array text or comma text. ``path`` names the request field for errors."""
     parsed = None
+    for field, value in (("user_id", user_id), ("roles", roles), ("token", token)):
+        refuse_template(f"{path}.{field}", field, value)
     if roles is not None and roles != "":
         try:
             parsed = tuple(parse_roles(roles))
         except RoleValueError as exc:
             raise InvalidRequest(f"{path}.roles: {exc}", path=f"{path}.roles") from None
-    return Claims(user_id=user_id or None, roles=parsed, token=token or None)
+    return Claims(
+        user_id=user_id or None, roles=parsed, token=token or None, user_id_path=f"{path}.user_id"
+    )
+
+
+def refuse_template(where: str, name: str, value: object) -> None:
+    """Refuse (400) an identity value that is a variable Dify left unresolved (a template, or
+    a missing variable's selector): read as an id it would be a stranger, public only."""
+    for item in value if isinstance(value, list | tuple) else (value,):
+        if not isinstance(item, str) or template_problem(item) is None:
+            continue
+        shown = item.strip()[:60]
+        raise InvalidRequest(
+            f"{where}: {name!r} is an unresolved Dify variable ({shown!r}), not an identity: "
+            "bind it to a variable that exists, as Dify's editor inserts it, {{#sys.user_id#}} "
+            "(docs/dify.md)",
+            path=where,
+            reason="template_identity",
+        )
+
+
+def _may_be_anonymous(key: ApiKeyConfig) -> None:
+    """Refuse (403) a request that states no identity where ``key`` says ``anonymous: refuse``."""
+    if key.anonymous == "refuse":
+        raise AuthorizationFailed(
+            f"API key {key.name!r} refuses requests that state no identity (anonymous: refuse): "
+            "bind the user_id condition to {{#sys.user_id#}} (docs/dify.md)",
+            reason="no_identity",
+        )
+
+
+def _check_shape(key: ApiKeyConfig, user_id: str, where: str) -> None:
+    """Refuse (400) a claimed user id in none of the shapes ``key`` expects."""
+    if fits(user_id, key.user_id_shape):
+        return
+    shown = user_id if len(user_id) <= 64 else user_id[:64] + "…"
+    raise InvalidRequest(
+        f"{where}: user id {shown!r} is not in a shape API key {key.name!r} expects "
+        f"({', '.join(key.user_id_shape)}): bind it to {{{{#sys.user_id#}}}}, which the app's "
+        "backend or Dify's login sets, and send ids of that shape (docs/dify.md)",
+        path=where,
+        reason="id_shape",
+    )
 
 
 def _check_user_id(user_id: str | None) -> str | None:
@@ -111,7 +162,9 @@ def _check_user_id(user_id: str | None) -> str | None:
     if not user_id:
         return None
     if len(user_id) > MAX_USER_ID_LENGTH:
-        raise AuthorizationFailed(f"user id longer than {MAX_USER_ID_LENGTH} characters")
+        raise AuthorizationFailed(
+            f"user id longer than {MAX_USER_ID_LENGTH} characters", reason="invalid_request"
+        )
     return user_id
 
 
@@ -156,6 +209,7 @@ def resolve_principal(
         if not _only_token(claims):
             raise _refuse(key, "plain user_id or role claims", "send a principal_token instead")
         if claims.token is None:
+            _may_be_anonymous(key)
             return Principal(tenant=tenant, key_name=key.name)  # anonymous: public only
         if key.mode is IdentityMode.OIDC:
             if oidc_user is None:
@@ -170,6 +224,8 @@ def resolve_principal(
         if key.mode is IdentityMode.CASBIN and claims.roles is not None:
             raise _refuse(key, "role claims", "roles come from the Casbin policy; send user_id")
         user_id, asserted = _check_user_id(claims.user_id), claims.roles or ()
+        if user_id is not None:
+            _check_shape(key, user_id, claims.user_id_path)
 
     for role in asserted:
         if (why := reserved_role(role)) is not None:
@@ -189,6 +245,8 @@ def resolve_principal(
         )
     if identity.person is not None:
         roles |= acl.person_roles(identity.person, tenant)
+    if user_id is None and not roles:
+        _may_be_anonymous(key)
     return Principal(
         tenant=tenant,
         user_id=identity.person or user_id,

@@ -53,7 +53,7 @@ class KeyStore:
             if hmac.compare_digest(digest, expected):
                 found = key
         if found is None:
-            raise AuthorizationFailed("the API key is not valid")
+            raise AuthorizationFailed("the API key is not valid", reason="wrong_key")
         return found
 
 

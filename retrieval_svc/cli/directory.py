@@ -214,7 +214,11 @@ def _sync_once(
     limits = Limits(share, sync.removal_floor, force)
     read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
     if replica is not None and replica.changed is not None:
-        read += say("read_changed", n=replica.changed)
+        read += say("read_changed_usn" if directory.sids else "read_changed", n=replica.changed)
+    elif replica is not None and directory.sids and replica.reason:
+        read += say("read_whole_because", reason=replica.reason)
+    if directory.disabled:
+        read += say("disabled_left_out", n=directory.disabled)
     try:
         # What this sync gave before, and every other grant but another directory's: a sync
         # shares a role with another directory, never takes back that one's members.

@@ -9,6 +9,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +23,7 @@ from retrieval_svc.cli.config import load_settings
 from retrieval_svc.cli.identity import identity_app
 from retrieval_svc.cli.policy import policy_app
 from retrieval_svc.settings import Settings
+from retrieval_svc.words import say
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",
@@ -101,6 +103,12 @@ def _multiprocess_metrics(settings: Settings) -> Iterator[Callable[[], None]]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+class Caller(StrEnum):
+    """Who calls with a key, for ``new-key --for``: the defaults that suit it."""
+
+    DIFY = "dify"
+
+
 def _comma_list(value: str) -> list[str]:
     return [item.strip() for item in value.replace("，", ",").split(",") if item.strip()]
 
@@ -123,6 +131,21 @@ def new_key_command(
             "--scim", help="A SCIM client's key (/scim/v2 only: provisions users and groups)."
         ),
     ] = False,
+    caller: Annotated[
+        Caller | None,
+        typer.Option(
+            "--for",
+            help="Who calls with it. dify: refuse unknown users and requests without identity, "
+            "so a wrong or missing binding fails on its first request.",
+        ),
+    ] = None,
+    user_id_shape: Annotated[
+        str,
+        typer.Option(
+            help="Comma list of the shapes callers' user ids take: email, uuid, "
+            "directory_uid, regex:<pattern>. Others are refused.",
+        ),
+    ] = "",
 ) -> None:
     """Generate an API key: print the secret once, and the entry to configure (hash only).
 
@@ -145,6 +168,13 @@ def new_key_command(
         entry["scim"] = True
     if mode is IdentityMode.SIGNED:
         entry["token_secret"] = secrets.token_urlsafe(48)
+    if caller is Caller.DIFY:
+        entry["unknown_user"] = entry["anonymous"] = "refuse"
+    if user_id_shape:  # (a regex may hold commas: a lone regex: is taken whole)
+        shapes = (
+            [user_id_shape] if user_id_shape.startswith("regex:") else _comma_list(user_id_shape)
+        )
+        entry["user_id_shape"] = shapes
     try:
         ApiKeyConfig.model_validate(entry)
     except ValidationError as exc:
@@ -164,6 +194,10 @@ def new_key_command(
             "set RSVC_OIDC_ISSUER and RSVC_OIDC_AUDIENCE (docs/permissions.md)",
             err=True,
         )
+    if caller is Caller.DIFY:
+        typer.echo(say("for_dify"), err=True)
+        if not user_id_shape:
+            typer.echo(say("for_dify_shape"), err=True)
     typer.echo(json.dumps(entry, ensure_ascii=False))
 
 

@@ -18,7 +18,8 @@ from retrieval_svc.search.runs import runs_shown
 @router.get("/knowledge-bases")
 async def knowledge_bases(request: Request, state: StateDep) -> Response:
     """Documents and chunks per knowledge base, the restricted share, the embedding model,
-    when it was last indexed, and what the indexer's last run could not index."""
+    when it was last indexed, what the indexer's last run could not index, and the last
+    requests refused on the retrieval routes by key and reason (what Dify shows as nothing)."""
 
     async def work(key: ApiKeyConfig, _form: dict[str, str]) -> dict[str, Any]:
         overview = await state.engine.tenant_overview(key.tenant)
@@ -26,7 +27,12 @@ async def knowledge_bases(request: Request, state: StateDep) -> Response:
         ids = [kb["knowledge_id"] for kb in kbs]
         runs = await runs_shown(state.es, state.settings.index_alias, key.tenant, ids)
         model = state.embedding_model
-        return {"kbs": kbs, "runs": runs, "model": model.model if model else "-"}
+        return {
+            "kbs": kbs,
+            "runs": runs,
+            "model": model.model if model else "-",
+            "refusals": state.refusals.recent(key.tenant),
+        }
 
     return await _guarded(request, state, "knowledge-bases", work)
 

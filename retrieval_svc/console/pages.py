@@ -12,6 +12,7 @@ answer a strict Content-Security-Policy (no script at all) and ``no-store``.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,10 +34,11 @@ from retrieval_svc.console.session import (
     Sessions,
     ended_index,
 )
-from retrieval_svc.console.text import WORDS, actor_text, language
+from retrieval_svc.console.text import WORDS, actor_text, language, refusal_text
 from retrieval_svc.deps import StateDep
 from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.key_entry import reserved_role
+from retrieval_svc.languages import error_message
 from retrieval_svc.observability import log_fields
 from retrieval_svc.retrieval import RetrievalQuery, answer, explain_visibility, identity_view
 from retrieval_svc.state import AppState
@@ -48,6 +50,9 @@ templates.env.filters["failure"] = reasons.failure_text
 templates.env.filters["passed_over"] = reasons.passed_over_text
 templates.env.filters["roles_source"] = reasons.roles_source_text
 templates.env.filters["actor"] = actor_text
+templates.env.filters["refusal"] = refusal_text
+templates.env.filters["error_message"] = error_message
+templates.env.filters["timestamp"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
 router = APIRouter(prefix="/console", include_in_schema=False)
 PAGES = ("search", "why-not", "policy", "knowledge-bases", "audit")
 SPAN = re.compile(r"[1-9][0-9]{0,3}[mhd]")  # the audit page's "since": up to 9999 days
@@ -238,7 +243,14 @@ async def search_as(request: Request, state: StateDep) -> Response:
     only) which better-scoring passages are hidden from them and by which rule."""
 
     async def work(key: ApiKeyConfig, form: dict[str, str]) -> dict[str, Any]:
-        as_trusted = key.model_copy(update={"mode": IdentityMode.TRUSTED, "unknown_user": "public"})
+        as_trusted = key.model_copy(
+            update={
+                "mode": IdentityMode.TRUSTED,
+                "unknown_user": "public",
+                "anonymous": "public",
+                "user_id_shape": (),
+            }
+        )
         claims = make_claims(form.get("user_id") or None, _list(form.get("roles")) or None,
                              None, path="form")  # fmt: skip
         query = RetrievalQuery(

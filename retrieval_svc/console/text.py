@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from retrieval_svc.languages import language
 
-__all__ = ["ACTOR_KINDS", "WORDS", "actor_text", "language"]
+__all__ = ["ACTOR_KINDS", "REFUSAL_TEXT", "WORDS", "actor_text", "language", "refusal_text"]
 
 WORDS: dict[str, dict[str, str]] = {
     "en": {
@@ -128,6 +128,12 @@ WORDS: dict[str, dict[str, str]] = {
         "watch_lag": "in force after",
         "source_legacy": "(written before sources were recorded)",
         "no_document": "No such document in this knowledge base.",
+        "refusals": "Refused requests, by API key and reason (this process, the most recent "
+        "first): Dify shows these as an empty answer",
+        "reason": "Reason",
+        "last_seen": "Last",
+        "message": "Last message",
+        "no_refusals": "No request was refused.",
     },
     "zh": {
         "title": "retrieval-svc 控制台",
@@ -250,8 +256,63 @@ WORDS: dict[str, dict[str, str]] = {
         "watch_lag": "生效用时",
         "source_legacy": "（记录数据源之前写入）",
         "no_document": "此知识库中没有该文档。",
+        "refusals": "被拒绝的请求，按 API 密钥和原因（本进程，最近的在前）："
+        "Dify 把它们显示成空回答",
+        "reason": "原因",
+        "last_seen": "最近一次",
+        "message": "最近的消息",
+        "no_refusals": "没有请求被拒绝。",
     },
 }
+
+# Why a retrieval request was refused (retrieval_svc.errors.REFUSAL_REASONS), in the reader's
+# words; the code itself stays beside it on the page.
+REFUSAL_TEXT = {
+    "en": {
+        "malformed_authorization": "no Authorization: Bearer header",
+        "wrong_key": "wrong API key",
+        "key_kind": "a key of another kind (SCIM, not admin)",
+        "key_scope": "knowledge base outside the key's scope",
+        "no_policy": "no policy lets this user read the knowledge base",
+        "unknown_user": "user id names no one (unknown_user: refuse)",
+        "no_identity": "no identity sent (anonymous: refuse)",
+        "identity_mode": "a claim the key's mode does not accept",
+        "invalid_token": "invalid or expired token",
+        "template_identity": "identity is an unresolved Dify variable",
+        "id_shape": "user id not in the key's user_id_shape",
+        "identity_condition": "identity condition with a negative operator, or sent twice",
+        "bad_condition": "malformed metadata condition",
+        "unknown_knowledge_base": "knowledge base does not exist",
+        "probe": "Dify's registration probe (expected)",
+        "invalid_request": "malformed request",
+        "other": "other",
+    },
+    "zh": {
+        "malformed_authorization": "缺少 Authorization: Bearer 请求头",
+        "wrong_key": "API 密钥错误",
+        "key_kind": "密钥类型不对（SCIM 密钥或非管理员密钥）",
+        "key_scope": "知识库不在此密钥的范围内",
+        "no_policy": "没有策略允许此用户读取该知识库",
+        "unknown_user": "用户 ID 对不上任何人（unknown_user: refuse）",
+        "no_identity": "没有发送身份（anonymous: refuse）",
+        "identity_mode": "此密钥的模式不接受的身份声明",
+        "invalid_token": "令牌无效或已过期",
+        "template_identity": "身份是未被解析的 Dify 变量",
+        "id_shape": "用户 ID 不符合密钥的 user_id_shape",
+        "identity_condition": "身份条件用了否定运算符，或重复发送",
+        "bad_condition": "元数据条件格式错误",
+        "unknown_knowledge_base": "知识库不存在",
+        "probe": "Dify 注册时的探测请求（正常）",
+        "invalid_request": "请求格式错误",
+        "other": "其他",
+    },
+}
+
+
+def refusal_text(reason: str, lang: str) -> str:
+    """A refusal's reason in the reader's words (the code where no row has it)."""
+    return REFUSAL_TEXT.get(lang, REFUSAL_TEXT["en"]).get(reason, reason)
+
 
 # Who acted, as the trail and the history record it (``key:dify``), in the reader's words: the
 # kind in the page's language, the name as it is (the filter still takes the recorded form).

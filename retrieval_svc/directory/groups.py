@@ -30,6 +30,7 @@ from retrieval_svc.acl.history import Change
 from retrieval_svc.acl.id_forms import Kind, compared
 from retrieval_svc.acl.identities import PERSON, Alias, entries_of
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
+from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.names import name_problem
 
 
@@ -77,6 +78,12 @@ class Directory:
     # The kind of each id (``id_forms``) by the attribute it was read from, the users' own
     # (``PERSON``) included: how the directory compares them, from the sync's configuration.
     kinds: dict[str, Kind] = field(default_factory=lambda: {PERSON: "directory"})
+    # Active Directory (``ad.py``): each user's and group's SID (DN → S-1-…); a person holds
+    # ``sid:`` roles for their own and every group's they are in. Disabled accounts left out
+    # (how many), foreign principals nobody here holds (SID → the groups naming them).
+    sids: dict[str, str] = field(default_factory=dict)
+    disabled: int = 0
+    foreign: dict[str, list[str]] = field(default_factory=dict)
 
     def add_member(self, member: str, group: str) -> None:
         self.parents.setdefault(normal_dn(member), set()).add(normal_dn(group))
@@ -108,11 +115,11 @@ class RoleMapping:
 
     def owned(self, directory: Directory) -> set[str]:
         """The roles the directory decides (every role a mapped group can give; a group's
-        own name only where it can be a role)."""
+        own name only where it can be a role; the SID role of every user and group read)."""
         roles = {role for given in self.by_group.values() for role in given}
         if self.all_groups:
             roles |= {n for n in directory.groups.values() if _role_problem(n) is None}
-        return roles
+        return roles | {SID_PREFIX + sid for sid in directory.sids.values()}
 
 
 def _role_problem(name: str) -> str | None:
@@ -198,10 +205,16 @@ def wanted_grants(
     if given is None:
         given, _ = checked_groups(directory, roles)
     grants: set[tuple[str, ...]] = set()
+    sids = directory.sids
     for dn, user in (directory.users if users is None else users).items():
+        subject = user_subject(user)
         for group in directory.groups_of(dn):
             for role in given.get(group, ()):
-                grants.add((user_subject(user), role, tenant))
+                grants.add((subject, role, tenant))
+            if group in sids:
+                grants.add((subject, SID_PREFIX + sids[group], tenant))
+        if dn in sids:
+            grants.add((subject, SID_PREFIX + sids[dn], tenant))
     return grants
 
 
@@ -255,6 +268,11 @@ def plan(
     now |= {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
     users, skipped = checked_users(directory)
     skipped += refused
+    skipped += [
+        f"foreign security principal {sid} (in {', '.join(held[:4])}): not in this directory; "
+        "nobody holds a group through it"
+        for sid, held in sorted(directory.foreign.items())
+    ]
     wanted = wanted_grants(directory, roles, tenant, users, given)
     removed = sorted(now - wanted)
     if removed and not limits.force:

@@ -25,6 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval_svc.acl.id_forms import Kind, attribute_kind
 from retrieval_svc.acl.identities import PERSON
+from retrieval_svc.directory import ad
+from retrieval_svc.directory.ad import AdReplica
 from retrieval_svc.directory.groups import (
     Directory,
     DirectoryError,
@@ -76,6 +78,9 @@ class LdapSync(BaseModel):
     bind_password_env: str | None = None
     users: _Users
     groups: _Groups
+    # Active Directory's shapes (SIDs, primary groups, ranged members, disabled accounts:
+    # ``ad.py``); None: detected from the root DSE.
+    ad: bool | None = None
     roles: dict[str, list[str]] = Field(default_factory=dict)
     all_groups: bool = False
     page_size: int = Field(default=500, ge=1, le=10_000)
@@ -150,6 +155,8 @@ def _connection(sync: LdapSync) -> Any:
         raise_exceptions=True,
         receive_timeout=math.ceil(sync.timeout_s),  # (whole seconds: SO_RCVTIMEO)
         auto_referrals=False,
+        auto_range=False,  # (ad.ranged reads ranges itself, and fails on a partial one)
+        return_empty_attributes=False,  # (with auto_range off, ldap3 trips on a range it was asked)
         read_only=True,
         check_names=False,  # (filters name AD's and OpenLDAP's classes alike)
     )
@@ -175,10 +182,12 @@ def _close(conn: Any) -> None:
             sock.close()
 
 
-def _entries(conn: Any, base: str, query: str, attributes: list[str], size: int) -> Iterator[Any]:
+def _entries(
+    conn: Any, base: str, query: str, attributes: list[str], size: int, controls: Any = None
+) -> Iterator[Any]:
     """Every entry of a paged search, to its end (referrals refused: a partial answer)."""
     for item in conn.extend.standard.paged_search(
-        base, query, attributes=attributes, paged_size=size, generator=True
+        base, query, attributes=attributes, paged_size=size, generator=True, controls=controls
     ):
         if item.get("type") == "searchResRef":
             raise DirectoryError(f"the server refers part of {base} elsewhere: a partial answer")
@@ -233,6 +242,7 @@ class DirectoryReplica:
 
     groups: Replica = field(default_factory=Replica)
     users: Replica = field(default_factory=Replica)
+    ad: AdReplica = field(default_factory=AdReplica)  # (against Active Directory: uSNChanged)
     usable: bool = True
     reason: str = ""
     changed: int | None = None
@@ -316,6 +326,24 @@ def _gone(before: Replica, after: Replica) -> bool:
     return any(normal_dn(e["dn"]) not in now for e in before.entries.values())
 
 
+def _read_ad(
+    conn: Any, sync: LdapSync, root: dict[str, Any], replica: DirectoryReplica | None
+) -> Directory:
+    """Active Directory, read (``ad.py``): whole, or what changed since ``replica``'s read
+    when that can be proven complete (``replica.changed``; else ``replica.reason`` says why)."""
+
+    def entries(conn: Any, base: str, query: str, attributes: list[str]) -> Iterator[Any]:
+        # (no referrals to the forest's other partitions below the domain's root: they hold
+        # no people, and any referral is otherwise refused as a partial answer)
+        return _entries(conn, base, query, attributes, sync.page_size, ad.DOMAIN_SCOPE)
+
+    directory, changed, why = ad.read(conn, entries, sync, root, replica.ad if replica else None)
+    directory.kinds = id_kinds(sync)
+    if replica is not None:
+        replica.changed, replica.reason = changed, why
+    return directory
+
+
 def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> Directory:
     """Everything the sync needs; raises DirectoryError on any failure. With a ``replica``
     that can be refreshed, only what changed since its last read comes from the server (the
@@ -330,6 +358,9 @@ def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> D
     try:
         conn = _connection(sync)
         try:
+            root = ad.root_dse(conn)
+            if sync.ad or (sync.ad is None and ad.is_ad(root)):
+                return _read_ad(conn, sync, root, replica)
             entries = None
             if replica is not None and replica.usable:
                 entries = _refreshed(conn, sync, replica)

@@ -24,14 +24,13 @@ What the leaves mean in Elasticsearch is ``retrieval_svc.filters.dify_compiler``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from retrieval_svc.acl.values import ListValueError, parse_list, parse_roles
-from retrieval_svc.auth.identity import Claims
+from retrieval_svc.auth.identity import Claims, refuse_template
 from retrieval_svc.dify.schemas import DifyCondition, MetadataCondition
 from retrieval_svc.errors import InvalidRequest
 from retrieval_svc.filters.tree import MAX_CONDITIONS, MAX_LIST, MAX_STRING
@@ -135,13 +134,11 @@ def _op(cond: DifyCondition, path: str) -> DifyOp:
     return op
 
 
-# A Dify variable reference left as text: ``{{#sys.user_id#}}``, ``{{#1711.roles#}}``.
-UNRESOLVED = re.compile(r"\{\{#[^#]*#\}\}")
-
-
 def _conflict(path: str, why: str) -> InvalidRequest:
     """One request states one identity: a second claim is refused, never "last one wins"."""
-    return InvalidRequest(f"{path}: {why}; send each identity claim once", path=path)
+    return InvalidRequest(
+        f"{path}: {why}; send each identity claim once", path=path, reason="identity_condition"
+    )
 
 
 def _scalar(value: Any, path: str) -> Any:
@@ -225,6 +222,7 @@ def translate(
         where = f"{root}.conditions"
         raise InvalidRequest(f"{where}: more than {MAX_CONDITIONS} conditions", path=where)
     user_id: str | None = None
+    user_id_path = f"{root}.conditions"
     roles: list[str] | None = None
     token: str | None = None
     claimed_at: dict[str, str] = {}  # what was claimed (user_id, token, roles), and where
@@ -241,18 +239,11 @@ def translate(
                     f"{where}: {name!r} names the end user's identity; only {allowed} state "
                     f"it (operator {cond.comparison_operator!r} could widen access: refused)",
                     path=where,
+                    reason="identity_condition",
                 )
             if cond.value is None:
                 continue  # Dify: a condition without a value is ignored
-            if UNRESOLVED.search(str(cond.value)):
-                where = f"{path}.value"
-                raise InvalidRequest(
-                    f"{where}: Dify sent the variable unresolved ({str(cond.value)[:60]!r}): "
-                    "this Dify version does not resolve variables in an external knowledge "
-                    "base's metadata filter; pass the identity through the custom tool instead "
-                    "(examples/dify)",
-                    path=where,
-                )
+            refuse_template(f"{path}.value", name, cond.value)
             kind = (
                 "user_id" if name in names.user_id else "token" if name in names.token else "roles"
             )
@@ -264,6 +255,7 @@ def translate(
             claimed_at[kind] = path
             if kind == "user_id":
                 user_id = _claim_text(cond.value, path)
+                user_id_path = f"{path}.value"
             elif kind == "token":
                 token = _claim_text(cond.value, path)
             else:
@@ -283,7 +275,12 @@ def translate(
         leaf = _leaf(name, op, cond.value, path)
         if leaf is not None:
             leaves.append(leaf)
-    claims = Claims(user_id=user_id, roles=tuple(roles) if roles is not None else None, token=token)
+    claims = Claims(
+        user_id=user_id,
+        roles=tuple(roles) if roles is not None else None,
+        token=token,
+        user_id_path=user_id_path,
+    )
     if not leaves:
         return None, claims
     return DifyFilter(tuple(leaves), any_of=condition.logical_operator != "and"), claims

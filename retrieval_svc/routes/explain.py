@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1", tags=["operations"])
 async def explain(body: ExplainRequest, key: ApiKeyDep, state: StateDep) -> dict[str, Any]:
     """For a principal and a chunk or document id: visible or not, and why (admin keys)."""
     if not key.admin:
-        raise AuthorizationFailed(f"API key {key.name!r} is not an admin key")
+        raise AuthorizationFailed(f"API key {key.name!r} is not an admin key", reason="key_kind")
     if (body.chunk_id is None) == (body.document_id is None):
         raise InvalidRequest("send exactly one of chunk_id and document_id", path="chunk_id")
     claims = body.principal.claims() if body.principal else Claims()

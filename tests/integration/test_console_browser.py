@@ -221,8 +221,22 @@ def test_the_console_in_a_browser(
     after, _ = search_as(chrome, console, user_id="zhao")
     assert POWER in after
 
+    # A request Dify would show as an empty answer: listed with its key and reason.
+    misbound = {
+        "knowledge_id": SAMPLES_KB,
+        "query": "巡更",
+        "retrieval_setting": {"top_k": 3, "score_threshold": 0.0},
+        "metadata_condition": {"logical_operator": "and", "conditions": [
+            {"name": "user_id", "comparison_operator": "is", "value": "{{sys.user_id}}"}]},
+    }  # fmt: skip
+    refused = httpx.post(
+        f"{console}/retrieval", json=misbound, headers={"Authorization": f"Bearer {KEYS['ops']}"}
+    )
+    assert refused.status_code == 400, refused.text
     chrome.get(f"{console}/console/knowledge-bases")
     assert SAMPLES_KB in chrome.find_element(By.ID, "kbs").text
+    row = chrome.find_element(By.CSS_SELECTOR, '#refusals tr[data-reason="template_identity"]')
+    assert "plain" in row.text and "身份是未被解析的 Dify 变量" in row.text, row.text
     shot(chrome, "knowledge-bases")
 
     # Audit: the searches just made (the console's own, recorded like any retrieval).

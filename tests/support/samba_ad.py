@@ -51,8 +51,8 @@ SPEC: dict[str, list[dict[str, object]]] = {
         # Only in Domain Users, through primaryGroupID (no group lists him in `member`).
         {"name": "赵六", "mail": "zhaoliu@corp.example.org"},
         {"name": "钱七", "mail": "qianqi@corp.example.org", "disabled": True},
-        # Primary group 财务部: Domain Users no longer lists him, and 财务部 holds him only
-        # through primaryGroupID.
+        # Primary group 财务部, which holds him only through primaryGroupID (AD moves the old
+        # primary group, Domain Users, into its member list).
         {"name": "孙八", "mail": "sunba@corp.example.org", "primary_group": "财务部"},
     ],
 }

@@ -37,6 +37,19 @@ def test_roles_and_admin_work_for_every_mode() -> None:
         assert key.roles == ("巡检员", "物业经理") and key.admin
 
 
+def test_a_key_for_dify_refuses_what_would_read_as_a_stranger() -> None:
+    key, _, stderr = new_key("--for", "dify", "--user-id-shape", "email,uuid")
+    assert (key.unknown_user, key.anonymous) == ("refuse", "refuse")
+    assert key.user_id_shape == ("email", "uuid")
+    assert "{{#sys.user_id#}}" in stderr
+    plain, _, _ = new_key()
+    assert (plain.unknown_user, plain.anonymous, plain.user_id_shape) == ("public", "public", ())
+    pattern, _, _ = new_key("--user-id-shape", "regex:[a-z]{2,8}")  # (a comma inside is its own)
+    assert pattern.user_id_shape == ("regex:[a-z]{2,8}",)
+    result = CliRunner().invoke(app, ["new-key", "--name", "k", "--user-id-shape", "mail"])
+    assert result.exit_code == 2 and "user_id_shape" in result.stderr
+
+
 def test_a_fixed_key_without_roles_is_refused() -> None:
     result = CliRunner().invoke(app, ["new-key", "--name", "k", "--mode", "fixed"])
     assert result.exit_code == 2 and "no roles" in result.stderr

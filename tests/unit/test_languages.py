@@ -29,6 +29,39 @@ RAISED = [
         "the id (retrieval-svc identity map import)",
         "ambiguous_user",
     ),
+    (
+        "API key 'dify' refuses requests that state no identity (anonymous: refuse): bind the "
+        "user_id condition to {{#sys.user_id#}} (docs/dify.md)",
+        "no_identity",
+    ),
+    (
+        "metadata_condition.conditions[0].value: 'user_id' is an unresolved Dify variable "
+        "('{{sys.user_id}}'), not an identity: bind it to a variable that exists, as Dify's "
+        "editor inserts it, {{#sys.user_id#}} (docs/dify.md)",
+        "template_identity",
+    ),
+    (
+        "metadata_condition.conditions[0].value: user id 'alice' is not in a shape API key "
+        "'dify' expects (email, regex:(a|b)): bind it to {{#sys.user_id#}}, which the app's "
+        "backend or Dify's login sets, and send ids of that shape (docs/dify.md)",
+        "id_shape",
+    ),
+    (
+        "metadata_condition.conditions[0].comparison_operator: 'user_id' names the end user's "
+        "identity; only contains, in, is state it (operator 'is not' could widen access: "
+        "refused)",
+        "identity_operator",
+    ),
+    (
+        "metadata_condition.conditions[1]: repeats the identity claim of "
+        "metadata_condition.conditions[0]; send each identity claim once",
+        "identity_repeated",
+    ),
+    (
+        "metadata_condition.conditions[1]: conflicts with the identity claim of "
+        "metadata_condition.conditions[0]; send each identity claim once",
+        "identity_conflict",
+    ),
     ("the principal token has expired", "token_expired"),
     ("the identity token has expired", "token_expired"),
     ("the principal token was minted for another tenant", "token_tenant"),
@@ -49,6 +82,8 @@ def test_each_refusal_reads_in_chinese(message: str, code: str) -> None:
     assert rows and rows[0] == code, rows
     said = error_message(message, 1002, "zh")
     assert said != message and not said.isascii(), said
+    for literal in ("{{#sys.user_id#}}", "{{sys.user_id}}"):  # (Dify's variable, as sent)
+        said = said.replace(literal, "")
     assert "{" not in said  # (every value filled in)
     assert error_message(message, 1002, "en") == message
 

@@ -1,0 +1,143 @@
+"""Active Directory's shapes read by the directory sync (retrieval_svc.directory.ad), without a
+server: ranged attributes, primary groups, nested groups, disabled accounts and foreign
+security principals. (Against a real domain controller: tests/integration/test_directory_ad.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from retrieval_svc.directory import ad
+from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
+from retrieval_svc.directory.groups import DirectoryError, mapping, wanted_grants
+
+DOMAIN = "S-1-5-21-1965625592-1857721792-3928199354"
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("member;range=0-1499", (0, 1499)),
+        ("member;range=1500-*", (1500, None)),
+        ("Member;Range=3000-4499", (3000, 4499)),
+        ("member", None),
+        ("memberOf;range=0-*", None),
+    ],
+)
+def test_range_keys_as_windows_answers_them(key: str, expected: Any) -> None:
+    assert range_of(key, "member") == expected
+
+
+def test_an_unreadable_range_is_an_error() -> None:
+    with pytest.raises(DirectoryError):
+        range_of("member;range=a-b", "member")
+
+
+class _Ranges:
+    """A connection answering ``member;range=N-*`` searches from ``pages``, as AD does."""
+
+    def __init__(self, pages: dict[str, dict[str, list[bytes]]]) -> None:
+        self.pages, self.asked, self.response = pages, [], []  # type: ignore[var-annotated]
+
+    def search(self, dn: str, _filter: str, _scope: Any, attributes: list[str]) -> None:
+        self.asked.append(attributes[0])
+        raw = self.pages.get(attributes[0])
+        self.response = [{"type": "searchResEntry", "dn": dn, "raw_attributes": raw}] if raw else []
+
+
+def _members(n: int, start: int = 0) -> list[bytes]:
+    return [f"CN=u{i},CN=Users,DC=corp".encode() for i in range(start, start + n)]
+
+
+def test_ranged_members_are_read_to_the_end() -> None:
+    conn = _Ranges({
+        "member;range=1500-*": {"member;range=1500-2999": _members(1500, 1500)},
+        "member;range=3000-*": {"member;range=3000-*": _members(7, 3000)},
+    })  # fmt: skip
+    entry = {"dn": "CN=big,DC=corp", "raw_attributes": {"member;range=0-1499": _members(1500)}}
+    assert ranged(conn, entry, "member") == _members(3007)
+    assert conn.asked == ["member;range=1500-*", "member;range=3000-*"]
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [
+        pytest.param({}, id="the-next-range-answers-nothing"),
+        pytest.param({"member;range=1500-*": {"member": []}}, id="no-range-in-the-answer"),
+        pytest.param({"member;range=1500-*": {"member;range=1600-*": _members(3)}}, id="a-gap"),
+    ],
+)
+def test_a_partial_member_list_is_never_taken_for_the_whole(pages: Any) -> None:
+    entry = {"dn": "CN=big,DC=corp", "raw_attributes": {"member;range=0-1499": _members(1500)}}
+    with pytest.raises(DirectoryError, match=r"partial|does not follow"):
+        ranged(_Ranges(pages), entry, "member")
+
+
+def _dn(name: str) -> str:
+    return f"CN={name},CN=Users,DC=corp,DC=example,DC=org"
+
+
+def _user(name: str, rid: int, primary: int = 513, disabled: bool = False) -> AdUser:
+    return AdUser(_dn(name), name, f"{DOMAIN}-{rid}", primary, disabled, {})
+
+
+FSP = "CN={},CN=ForeignSecurityPrincipals,DC=corp,DC=example,DC=org"
+
+
+def _domain() -> tuple[list[AdGroup], list[AdUser]]:
+    groups = [
+        AdGroup(_dn("Domain Users"), "Domain Users", f"{DOMAIN}-513", []),
+        AdGroup(_dn("集团全员"), "集团全员", f"{DOMAIN}-1104", [_dn("华东区")]),
+        AdGroup(_dn("华东区"), "华东区", f"{DOMAIN}-1105", [_dn("上海办公室")]),
+        AdGroup(_dn("上海办公室"), "上海办公室", f"{DOMAIN}-1106", [_dn("王五")]),
+        AdGroup(
+            _dn("法务部"),
+            "法务部",
+            f"{DOMAIN}-1102",
+            [_dn("钱七"), FSP.format("S-1-5-21-1000-2000-3000-1104")],
+        ),
+        AdGroup(_dn("财务部"), "财务部", f"{DOMAIN}-1103", []),
+        AdGroup(_dn("公告读者"), "公告读者", f"{DOMAIN}-1107", [FSP.format("S-1-5-11")]),
+    ]
+    users = [
+        _user("王五", 1110),
+        _user("赵六", 1111),
+        _user("钱七", 1112, disabled=True),
+        _user("孙八", 1113, primary=1103),
+    ]
+    return groups, users
+
+
+def test_a_person_holds_their_primary_groups_nested_groups_and_own_sid() -> None:
+    directory = build(*_domain())
+    grants = wanted_grants(directory, mapping({"Domain Users": ["全体员工"]}), "acme")
+    held: dict[str, set[str]] = {}
+    for user, role, _ in grants:
+        held.setdefault(user, set()).add(role)
+    sid = f"sid:{DOMAIN}-"
+    # 赵六 is only in Domain Users, through primaryGroupID: the mapped role reaches him.
+    assert held["user:赵六"] == {"全体员工", sid + "513", sid + "1111", sid + "1107"}
+    # 王五: three groups deep, and Domain Users; 公告读者 holds Authenticated Users.
+    assert held["user:王五"] == {
+        "全体员工", sid + "513", sid + "1110", sid + "1106", sid + "1105", sid + "1104",
+        sid + "1107",
+    }  # fmt: skip
+    # 孙八's primary group is 财务部: not Domain Users.
+    assert held["user:孙八"] == {sid + "1103", sid + "1113", sid + "1107"}
+    assert "user:钱七" not in held  # disabled
+    assert directory.disabled == 1
+    assert directory.foreign == {"S-1-5-21-1000-2000-3000-1104": ["法务部"]}
+
+
+def test_every_sid_the_directory_read_is_its_own_role() -> None:
+    directory = build(*_domain())
+    owned = mapping({}, all_groups=False).owned(directory)
+    assert f"sid:{DOMAIN}-1112" not in owned  # (a disabled account's SID is nobody's)
+    assert {f"sid:{DOMAIN}-513", f"sid:{DOMAIN}-1111"} <= owned
+
+
+def test_ad_is_detected_from_the_root_dse() -> None:
+    assert ad.is_ad({"supportedCapabilities": ["1.2.840.113556.1.4.800"]})
+    assert ad.is_ad({"forestFunctionality": ["7"]})
+    assert not ad.is_ad({"supportedCapabilities": [], "namingContexts": ["dc=example,dc=org"]})

@@ -4,6 +4,7 @@ chunks are made with. ``indexer.pipeline`` runs these over a whole source."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from string import Formatter
 from typing import Any
@@ -56,6 +57,10 @@ class IndexOptions:
     # The name each document records of the source it came from (--source-name; the run
     # takes the source's own description when empty): a run prunes only its source's.
     source_name: str = ""
+    # Awaited before every write: raises when this writer no longer holds its source's lease
+    # (``indexer.lease``), so nothing lands after another writer took over. None: nothing is
+    # fenced (a library caller, a dry run).
+    guard: Callable[[], Awaitable[None]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.url_template is not None:
@@ -64,6 +69,12 @@ class IndexOptions:
             if unknown:
                 allowed = ", ".join(sorted(URL_FIELDS))
                 raise ValueError(f"--url-template uses {sorted(unknown)}; allowed: {allowed}")
+
+
+async def guarded(options: IndexOptions) -> None:
+    """Before a write: ``options.guard`` (the lease still ours), if any."""
+    if options.guard is not None:
+        await options.guard()
 
 
 def _url(options: IndexOptions, ref: ObjectRef, bucket: str) -> str:

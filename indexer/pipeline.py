@@ -38,10 +38,7 @@ from elasticsearch import AsyncElasticsearch
 
 from indexer.batch_loading import BatchLoader
 from indexer.documents import document_id
-from indexer.loading import (
-    IndexOptions,
-    load_document,
-)
+from indexer.loading import IndexOptions, guarded, load_document
 from indexer.permissions import Outside
 from indexer.report import NOT_PRUNED, Report
 from indexer.restamp import restamp_stored
@@ -148,12 +145,14 @@ class _IndexRun:
         report.passed_over_examples = dict(self.source.passed_over.examples)
         unlisted = await what_was_not_listed(es, source, options, report, has_chunks)
         if report.withdraw_ids and not options.dry_run:
+            await guarded(options)
             await withdraw(self.es, alias, tenant, kb, sorted(report.withdraw_ids))
         report.documents_withdrawn = len(report.withdraw_ids)
         incomplete = any(f.scope == "rest" for f in source.failures)
         if incomplete and options.prune:
             report.prune_note = NOT_PRUNED
         elif options.prune and not options.dry_run:
+            await guarded(options)
             report.documents_pruned = await prune(
                 self.es,
                 alias,
@@ -193,6 +192,7 @@ class _IndexRun:
     async def _write(self, batch: Batch) -> None:
         options = self.options
         if self.fence is None:
+            await guarded(options)
             await write_batch(self.es, options.alias, batch, options.dry_run, self.report)
             return
         # A few documents at a time, each under the lock (no narrowing lands between the check
@@ -200,6 +200,7 @@ class _IndexRun:
         for part in batch.parts(FENCED_CHUNKS):
             async with self.fence.lock:
                 part = self.fence.drop(part)
+                await guarded(options)
                 await write_batch(self.es, options.alias, part, options.dry_run, self.report)
 
     async def read(self, has_chunks: bool) -> None:

@@ -193,16 +193,18 @@ async def documents_below(
     alias: str,
     tenant: str,
     knowledge_id: str,
-    source: tuple[str, str],
+    source: tuple[str, str] | None,
     names: list[dict[str, Any]],
 ) -> dict[str, str]:
-    """The documents of ``source`` (its name and location) whose names match any of
-    ``names`` (term or prefix clauses on ``document_name``): document id → name."""
+    """The documents of ``source`` (its name and location; None: of every source) whose
+    names match any of ``names`` (term or prefix clauses on ``document_name``): document id
+    → name."""
     found: dict[str, str] = {}
+    mine = [of_source(*source)] if source is not None else []
     query = kb_query(
         tenant,
         knowledge_id,
-        of_source(*source),
+        *mine,
         {"bool": {"should": names, "minimum_should_match": 1}},
     )
     async for hit in async_scan(

@@ -108,7 +108,7 @@ class DirectRoutes:
                 content_type = value
             elif name == b"accept-language":
                 accept_language = value.decode("latin-1")
-        lang = language(accept_language)
+        lang = language(accept_language, language(state.settings.default_language))
         response: Response
         key: ApiKeyConfig | None = None
         body: BaseModel | None = None

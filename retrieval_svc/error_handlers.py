@@ -11,16 +11,24 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval_svc.errors import INTERNAL_ERROR_BODY, ServiceError, invalid_body
-from retrieval_svc.languages import error_body, language
+from retrieval_svc.languages import Language, error_body, language
 
 log = logging.getLogger("retrieval_svc.app")
+
+
+def request_language(request: Request) -> Language:
+    """The language of the answer to ``request``: its Accept-Language, else the server's
+    default (RSVC_DEFAULT_LANGUAGE)."""
+    state = getattr(request.app.state, "rsvc", None)
+    default = state.settings.default_language if state is not None else "en"
+    return language(request.headers.get("accept-language"), language(default))
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Render every error in the one documented shape."""
 
     def said(request: Request, body: dict[str, object]) -> dict[str, object]:
-        return error_body(body, language(request.headers.get("accept-language")))
+        return error_body(body, request_language(request))
 
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:

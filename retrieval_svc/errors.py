@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from retrieval_svc.validation_words import english
+
 # The body of an unexpected exception's answer (500): a bug, logged, never described.
 INTERNAL_ERROR_BODY = b'{"error_code": 5000, "error_msg": "internal error"}'
 
@@ -187,7 +189,7 @@ def invalid_body(errors: Sequence[Mapping[str, Any]]) -> InvalidRequest:
         return InvalidRequest(f"body: not valid JSON ({detail})", path="body")
     loc = tuple(first.get("loc", ()))
     path = join_path("", loc[1:] if loc and loc[0] == "body" else loc) or "body"
-    message = first.get("msg", "invalid request")
+    message = english(first)
     if first.get("type") == "missing" and path == "body":
         message = "request body is required"
     return InvalidRequest(f"{path}: {message}", path=path)

@@ -15,13 +15,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from retrieval_svc.reasons import Reason, match_row, roles_source_text, row
+from retrieval_svc.validation_words import ROWS as VALIDATION
 
 Language = str  # "en" | "zh"
 
 
-def language(accept_language: str | None) -> Language:
+def language(accept_language: str | None, default: Language = "en") -> Language:
     """``zh`` when the reader prefers Chinese (the first of ``zh*`` or ``en*`` in
-    ``Accept-Language``, weights honoured), else ``en``."""
+    ``Accept-Language``, weights honoured), ``en`` when English; ``default`` (the server's
+    ``RSVC_DEFAULT_LANGUAGE``) when the request names neither — Dify sends none."""
     ranked: list[tuple[float, int, str]] = []
     for n, part in enumerate((accept_language or "").split(",")):
         tag, _, params = part.strip().lower().partition(";")
@@ -33,7 +35,7 @@ def language(accept_language: str | None) -> Language:
                 weight = 0.0
         if weight > 0 and tag.startswith(("zh", "en")):
             ranked.append((-weight, n, tag[:2]))
-    return min(ranked)[2] if ranked else "en"
+    return min(ranked)[2] if ranked else default
 
 
 # The messages of the errors the service answers with (retrieval_svc.errors and where they
@@ -65,6 +67,7 @@ ERRORS: tuple[Reason, ...] = (
     row("no_body", r"^request body is required$", "缺少请求体"),
     row("body_too_large", r"^request body larger than (?P<limit>\d+) bytes$", "请求体超过 {limit} 字节"),
     row("one_of_ids", r"^send exactly one of chunk_id and document_id$", "chunk_id 和 document_id 只能且必须发送一个"),
+    *VALIDATION,  # (a body that failed validation: from pydantic's error type, not its English)
 )  # fmt: skip
 _KIND = {"principal": "主体", "identity": "身份"}
 

@@ -209,6 +209,9 @@ class Settings(IndexSettings):
 
     # Dify custom tool (and MCP's protected-resource metadata): where clients reach the service
     public_url: str = "http://127.0.0.1:8080"
+    # The language of answers to a request whose Accept-Language names neither Chinese nor
+    # English (Dify sends none: its run log shows this one). Accept-Language still wins.
+    default_language: Literal["en", "zh-CN"] = "en"
 
     # MCP (design.md §13) at /mcp: "key" an API key in Authorization, as on every route;
     # "oidc" the end user's access token from RSVC_OIDC_ISSUER, acting in ``mcp_tenant``;

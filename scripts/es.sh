@@ -14,7 +14,10 @@
 #
 # Settings (environment):
 #   RSVC_ES_VERSION   integ-test-zip version from Maven Central   (default 8.19.21)
-#   RSVC_ES_PORT      HTTP port on 127.0.0.1                        (default 9200)
+#   RSVC_ES_PORT      HTTP port on 127.0.0.1 (default: the port `start` chose last, else 9200;
+#                     when 9200 or 9300 is taken by anything — say another team's
+#                     Elasticsearch — `start` picks a free port instead, never touching what
+#                     answers there, and remembers it for `status`, `stop` and `url`)
 #   RSVC_ES_HEAP      JVM heap, -Xms and -Xmx                       (default 768m)
 #   RSVC_ES_CACHE     cache folder for the zip, home, data, logs    (default <repo>/.cache/es)
 #   RSVC_ES_FORGET    1: `stop` removes the instance's data and logs too (scripts/test's own)
@@ -33,10 +36,49 @@ PORT=${RSVC_ES_PORT:-9200}
 HEAP=${RSVC_ES_HEAP:-768m}
 CACHE=${RSVC_ES_CACHE:-$ROOT/.cache/es}
 ES_USER=rsvc-es
+# The port `start` chose when none was given: `status`, `stop` and `url` use it without being
+# told again (RSVC_ES_PORT still wins).
+REMEMBERED=$CACHE/port
 ARTIFACT=org.elasticsearch.distribution.integ-test-zip:elasticsearch:$VERSION:zip
 
+# A Chinese line under a Chinese locale (as the CLIs: RSVC_LANG, LC_ALL, LC_MESSAGES, LANG).
+case "${RSVC_LANG:-${LC_ALL:-${LC_MESSAGES:-${LANG:-}}}}" in zh*) ES_ZH=1 ;; *) ES_ZH=0 ;; esac
+say() { if [ "$ES_ZH" = 1 ]; then printf '%s\n' "$2"; else printf '%s\n' "$1"; fi; }
 log() { printf 'es: %s\n' "$*" >&2; }
 die() { printf 'es: error: %s\n' "$*" >&2; exit 1; }
+# log/die with the line in the reader's language: English first, Chinese second.
+log2() { printf 'es: %s\n' "$(say "$1" "$2")" >&2; }
+die2() { if [ "$ES_ZH" = 1 ]; then printf 'es: 错误：%s\n' "$2" >&2; else printf 'es: error: %s\n' "$1" >&2; fi; exit 1; }
+
+listens() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The remembered port, when RSVC_ES_PORT was not given.
+use_remembered_port() {
+  if [ -z "${RSVC_ES_PORT:-}" ] && [ -s "$REMEMBERED" ]; then
+    PORT=$(cat "$REMEMBERED")
+  fi
+}
+
+# With no RSVC_ES_PORT, a port whose HTTP and transport (+100) ports nothing listens on:
+# 9200 when free, else the first free one from 9201 (what answers on 9200 is left alone).
+choose_port() {
+  [ -z "${RSVC_ES_PORT:-}" ] || return 0
+  local candidate
+  for candidate in $PORT $(seq 9200 9299) $(seq 19200 19299); do
+    if ! listens "$candidate" && ! listens $((candidate + 100)); then
+      if [ "$candidate" != "$PORT" ]; then
+        log2 "port $PORT (or its transport port $((PORT + 100))) is taken by a server this script did not start; it is left alone. Starting on $candidate instead (remembered: scripts/es.sh status, stop and url use it; RSVC_ES_PORT chooses another)" \
+          "端口 $PORT（或它的传输端口 $((PORT + 100))）已被另一个不是本脚本启动的服务占用，本脚本不会碰它。改在 $candidate 上启动（已记住：scripts/es.sh status、stop、url 都用它；要换端口请设置 RSVC_ES_PORT）"
+      fi
+      PORT=$candidate
+      mkdir -p "$CACHE"
+      printf '%s\n' "$PORT" >"$REMEMBERED"
+      return 0
+    fi
+  done
+  die2 "no free port for Elasticsearch in 9200-9299 or 19200-19299: set RSVC_ES_PORT" \
+    "9200-9299 和 19200-19299 中没有可用端口给 Elasticsearch：请设置 RSVC_ES_PORT"
+}
 
 ensure_user() {
   [ "$(id -u)" = 0 ] || return 0
@@ -151,8 +193,11 @@ cmd_start() {
     wait_ready "$(url)" 120 || die "Elasticsearch (pid $(cat "$PIDFILE")) does not become ready"
     url; return
   fi
-  if answers "$(url)"; then
-    die "port $PORT already answers as Elasticsearch but was not started by this script; set RSVC_ES_URL=$(url) to use it, or RSVC_ES_PORT to pick another port"
+  choose_port
+  init_paths
+  if listens "$PORT"; then  # (RSVC_ES_PORT given, and taken: never steer toward what answers)
+    die2 "port $PORT is taken by a server this script did not start (it is left alone): set RSVC_ES_PORT to a free port, or leave it unset and a free one is chosen" \
+      "端口 $PORT 已被另一个不是本脚本启动的服务占用（本脚本不会碰它）：请把 RSVC_ES_PORT 设为空闲端口，或不设置它，由脚本自动选一个空闲端口"
   fi
   [ "$BASE" = "$CACHE" ] || log "the cache $CACHE is not reachable by user $ES_USER (a private folder): running from $BASE"
   local home java
@@ -166,7 +211,8 @@ cmd_start() {
     chown -R "$ES_USER" "$RUN" "$home"
     as_user=("$(command -v runuser)" -u "$ES_USER" --)
   fi
-  log "starting Elasticsearch $VERSION on 127.0.0.1:$PORT (java: $java, data: $RUN)"
+  log2 "starting Elasticsearch $VERSION on 127.0.0.1:$PORT (java: $java, data: $RUN)" \
+    "在 127.0.0.1:$PORT 上启动 Elasticsearch $VERSION（java：$java，数据：$RUN）"
   env -i PATH=/usr/bin:/bin HOME="$RUN" ES_JAVA_HOME="$java" ES_TMPDIR="$RUN/tmp" \
     ES_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP" \
     "${as_user[@]}" "$home/bin/elasticsearch" -d -p "$PIDFILE" \
@@ -190,18 +236,20 @@ cmd_stop() {
   local pid
   if ! pid=$(running_pid); then
     if [ -n "${RSVC_ES_URL:-}" ]; then
-      log "no local Elasticsearch of this script runs on port $PORT; RSVC_ES_URL=$RSVC_ES_URL names a cluster this script does not manage, so it is left alone"
+      log2 "no local Elasticsearch of this script runs on port $PORT; RSVC_ES_URL=$RSVC_ES_URL names a cluster this script does not manage, so it is left alone" \
+        "端口 $PORT 上没有本脚本启动的 Elasticsearch；RSVC_ES_URL=$RSVC_ES_URL 指向的集群不归本脚本管理，不会碰它"
     else
-      log "not running"
+      log2 "not running (port $PORT)" "未运行（端口 $PORT）"
     fi
     rm -f "$PIDFILE"; return
   fi
-  [ -z "${RSVC_ES_URL:-}" ] || log "stopping the local instance on port $PORT (RSVC_ES_URL=$RSVC_ES_URL is not touched)"
+  [ -z "${RSVC_ES_URL:-}" ] || log2 "stopping the local instance on port $PORT (RSVC_ES_URL=$RSVC_ES_URL is not touched)" \
+    "停止端口 $PORT 上的本地实例（不会碰 RSVC_ES_URL=$RSVC_ES_URL）"
   kill "$pid"
   for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
   rm -f "$PIDFILE"
-  log "stopped (pid $pid)"
+  log2 "stopped (pid $pid, port $PORT)" "已停止（pid $pid，端口 $PORT）"
   if [ "${RSVC_ES_FORGET:-0}" = 1 ]; then  # (a throwaway instance: its data goes too)
     rm -rf "$RUN"
   fi
@@ -229,17 +277,18 @@ cmd_clean() {
 
 cmd_status() {
   if [ -n "${RSVC_ES_URL:-}" ]; then
-    if answers "$RSVC_ES_URL"; then echo "external cluster at $RSVC_ES_URL: up"; return; fi
-    echo "external cluster at $RSVC_ES_URL: not answering"; return 1
+    if answers "$RSVC_ES_URL"; then say "external cluster at $RSVC_ES_URL: up" "外部集群 $RSVC_ES_URL：正常"; return; fi
+    say "external cluster at $RSVC_ES_URL: not answering" "外部集群 $RSVC_ES_URL：无应答"; return 1
   fi
   init_paths
   local pid
-  if pid=$(running_pid); then echo "running: pid $pid, $(url), data $RUN"; return; fi
-  echo "not running"; return 1
+  if pid=$(running_pid); then say "running: pid $pid, $(url), data $RUN" "运行中：pid $pid，$(url)，数据 $RUN"; return; fi
+  say "not running (port $PORT)" "未运行（端口 $PORT）"; return 1
 }
 
 # Sourced by scripts/es-cluster.sh for the functions above; run, it takes a command.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  case "${1:-}" in stop|status|url) use_remembered_port ;; start) use_remembered_port ;; esac
   case "${1:-}" in
     start) cmd_start ;;
     stop) cmd_stop ;;

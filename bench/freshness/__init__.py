@@ -24,8 +24,8 @@ source against the index: its time is reported as ``first_relisting_s``).
 Two more modes interrupt the events mode a quarter into its changes, while they go on arriving:
 ``outage`` cuts Elasticsearch off from the watcher for a minute (a TCP proxy between them;
 the prober still asks it directly), ``restart`` kills the watcher (SIGKILL) and starts it again
-5 s later — it waits for its lease to expire (30 s), then re-lists. Their target is that
-nothing is missed; their windows say what the interruption cost.
+5 s later — it takes over its dead predecessor's lease at once, then re-lists. Their target
+is that nothing is missed; their windows say what the interruption cost.
 
 Targets (issue #55 §4): narrowing p95 ≤ 5 s with events, ≤ one re-listing interval + 5 s
 without; widening (new text, embedded) p95 ≤ 30 s with events — without them nothing is seen

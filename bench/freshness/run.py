@@ -112,7 +112,8 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
     source, kb, root, rules, common = (
         ready.source, ready.kb, ready.root, ready.rules, ready.common
     )  # fmt: skip
-    events = ["--events", f"sqs://{kb}"] if source.kind == "s3" and mode in LISTENING else []
+    listening = source.kind == "s3" and mode in LISTENING and setup.buckets is not None
+    events = setup.buckets.events(kb) if listening and setup.buckets is not None else []
     if mode == "relisting":
         events = ["--events", "none"]
     rescan = str(args.rescan if mode == "relisting" else 600)
@@ -189,8 +190,8 @@ def _interruption(
     start: Callable[[], subprocess.Popen[bytes]],
 ) -> Callable[[], None] | None:
     """What happens to the watcher a quarter into the changes, while they go on arriving:
-    Elasticsearch cut off for ``OUTAGE_S``, or the watcher killed and started again (it waits
-    for its lease, then re-lists)."""
+    Elasticsearch cut off for ``OUTAGE_S``, or the watcher killed and started again (it takes
+    over its dead predecessor's lease, then re-lists)."""
     if mode == "outage" and proxy is not None:
 
         def outage() -> None:
@@ -263,11 +264,13 @@ def cli(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--s3-server",
-        choices=["seaweedfs", "moto"],
+        choices=["seaweedfs", "moto", "minio"],
         default="seaweedfs",
         help="The bucket's server: SeaweedFS (built once by scripts/seaweedfs.sh, about 8 "
-        "minutes; the benchmark sends S3's notifications to moto's queue) or moto (S3 and SQS "
-        "in one process; lists in quadratic time, fine up to about 10,000 objects).",
+        "minutes; the benchmark sends S3's notifications to moto's queue), moto (S3 and SQS "
+        "in one process; lists in quadratic time, fine up to about 10,000 objects), or MinIO "
+        "(built once by scripts/minio.sh; its webhook posts its own events to the watcher's "
+        "--listen: a real server's delivery end to end).",
     )
     parser.add_argument("--embedder", default="local", help="RSVC_EMBEDDER for the runs.")
     parser.add_argument("--seed", type=int, default=7)

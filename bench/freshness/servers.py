@@ -1,5 +1,6 @@
 """The freshness benchmark's bucket servers: moto alone (S3 and SQS in one process, S3 sending
-its own notifications), or SeaweedFS for S3 beside moto's SQS.
+its own notifications), SeaweedFS for S3 beside moto's SQS, or MinIO sending its own
+notifications through its webhook target to the watcher's listener (``watch --listen``).
 
 moto lists a bucket in quadratic time (it walks every key for each page of 1,000: 10,000 keys
 in 2.9 s, 40,000 in 18 s, 100,000 in minutes), and while it lists, its one process also holds
@@ -9,12 +10,18 @@ but sends no S3-format notifications to SQS (its filer's own are in its own form
 the benchmark delivers the record S3 would send, to moto's queue, as soon as each of its
 requests is answered — so the events windows leave out a provider's own delivery delay, as
 moto's do.
+
+MinIO (``scripts/minio.sh``) is a real server's delivery end to end: its webhook target, with
+a queue directory (events kept while the watcher is down, as a deployment would run it),
+POSTs each event to the watcher's listener with the token as ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -42,10 +49,27 @@ class Buckets:
     s3: Any
     sqs: Any
     env: dict[str, str] = field(default_factory=dict)
+    pushed_to: str = ""  # MinIO's: the address its webhook posts to (the watcher's --listen)
+
+    def events(self, bucket: str) -> list[str]:
+        """The watcher's options that hear ``bucket``'s events."""
+        if self.pushed_to:
+            return ["--listen", self.pushed_to]
+        return ["--events", f"sqs://{bucket}"]
 
     def listen(self, bucket: str) -> Notifier | None:
         """A queue named as ``bucket`` given its notifications: moto sends them itself; beside
-        SeaweedFS the returned notifier sends what S3 would."""
+        SeaweedFS the returned notifier sends what S3 would; MinIO posts them to the
+        watcher."""
+        if self.pushed_to:
+            self.s3.put_bucket_notification_configuration(
+                Bucket=bucket,
+                NotificationConfiguration={"QueueConfigurations": [{
+                    "QueueArn": "arn:minio:sqs::WATCH:webhook",
+                    "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],  # (tags: Created)
+                }]},
+            )  # fmt: skip
+            return None
         url = self.sqs.create_queue(QueueName=bucket)["QueueUrl"]
         if self.server != "moto":
             return Notifier(self.sqs, url, bucket)
@@ -87,16 +111,72 @@ class Notifier:
         self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps({"Records": [record]}))
 
 
-def _client(service: Literal["s3", "sqs"], endpoint: str) -> Any:
+def _client(service: Literal["s3", "sqs"], endpoint: str, keys: dict[str, str] = KEYS) -> Any:
     import boto3
 
     return boto3.client(
         service,
         endpoint_url=endpoint,
         region_name=REGION,
-        aws_access_key_id=KEYS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"],
+        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
     )
+
+
+def _started(process: subprocess.Popen[bytes], client: Any, what: str, log: Path) -> None:
+    """Wait until the server answers (its start, or its exit, said with its log)."""
+    deadline = time.monotonic() + STARTING_S
+    while True:
+        try:
+            client.list_buckets()
+            return
+        except Exception:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start: see {log}") from None
+            time.sleep(1.0)
+
+
+def _stopped(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+MINIO_KEYS = {"AWS_ACCESS_KEY_ID": "benchbench", "AWS_SECRET_ACCESS_KEY": "benchbench"}
+
+
+@contextlib.contextmanager
+def _minio(work: Path, pushed_to: str, token: str) -> Iterator[str]:
+    """``minio server`` on loopback with a webhook target ``WATCH`` posting to ``pushed_to``
+    (a queue directory keeps events while nothing listens), stopped on leaving; its endpoint."""
+    found = subprocess.run([str(ROOT / "scripts" / "minio.sh"), "path"], check=True,
+                           stdout=subprocess.PIPE, text=True)  # fmt: skip
+    data = work / "minio"
+    (data / "events").mkdir(parents=True)
+    port = free_port()
+    environ = {
+        **os.environ,
+        "MINIO_ROOT_USER": MINIO_KEYS["AWS_ACCESS_KEY_ID"],
+        "MINIO_ROOT_PASSWORD": MINIO_KEYS["AWS_SECRET_ACCESS_KEY"],
+        "MINIO_BROWSER": "off",
+        "MINIO_NOTIFY_WEBHOOK_ENABLE_WATCH": "on",
+        "MINIO_NOTIFY_WEBHOOK_ENDPOINT_WATCH": f"http://{pushed_to}/",
+        "MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_WATCH": token,
+        "MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_WATCH": str(data / "events"),
+    }
+    argv = [found.stdout.strip(), "server", str(data / "drive"), "--quiet", "--address",
+            f"127.0.0.1:{port}", "--console-address", f"127.0.0.1:{free_port()}"]  # fmt: skip
+    with (data / "server.log").open("ab") as log:
+        process = subprocess.Popen(argv, env=environ, stdout=log, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        _started(process, _client("s3", endpoint, MINIO_KEYS), "MinIO", data / "server.log")
+        yield endpoint
+    finally:
+        _stopped(process)
 
 
 @contextlib.contextmanager
@@ -119,30 +199,16 @@ def _seaweedfs(work: Path) -> Iterator[str]:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{ports['-s3.port']}"
     try:
-        client, deadline = _client("s3", endpoint), time.monotonic() + STARTING_S
-        while True:
-            try:
-                client.list_buckets()
-                break
-            except Exception:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"SeaweedFS did not start: see {data / 'server.log'}"
-                    ) from None
-                time.sleep(1.0)
+        _started(process, _client("s3", endpoint), "SeaweedFS", data / "server.log")
         yield endpoint
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stopped(process)
 
 
 @contextlib.contextmanager
 def bucket_servers(server: str, work: Path) -> Iterator[Buckets]:
-    """moto (S3 and SQS), or SeaweedFS (S3) beside moto (SQS), stopped on leaving."""
+    """moto (S3 and SQS), SeaweedFS (S3) beside moto (SQS), or MinIO (S3, posting its events
+    to the watcher), stopped on leaving."""
     from moto.server import ThreadedMotoServer
 
     port = free_port()
@@ -151,6 +217,13 @@ def bucket_servers(server: str, work: Path) -> Iterator[Buckets]:
     try:
         with contextlib.ExitStack() as stack:
             queue = f"http://127.0.0.1:{port}"
+            if server == "minio":
+                pushed_to, token = f"127.0.0.1:{free_port()}", secrets.token_urlsafe(24)
+                s3 = stack.enter_context(_minio(work, pushed_to, token))
+                env = {"AWS_ENDPOINT_URL_S3": s3, "AWS_REGION": REGION,
+                       "RSVC_WATCH_LISTEN_TOKEN": token, **MINIO_KEYS}  # fmt: skip
+                yield Buckets(server, _client("s3", s3, MINIO_KEYS), None, env, pushed_to)
+                return
             s3 = queue if server == "moto" else stack.enter_context(_seaweedfs(work))
             env = {"AWS_ENDPOINT_URL_S3": s3, "AWS_ENDPOINT_URL_SQS": queue,
                    "AWS_REGION": REGION, **KEYS}  # fmt: skip

@@ -30,6 +30,7 @@ from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import LEGACY_MESSAGE, legacy_layout
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import check_tenant
+from retrieval_svc.words import say
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",
@@ -124,20 +125,19 @@ def run(
         if _debug:
             raise
         cause = getattr(exc, "message", None) or type(exc).__name__
-        typer.echo(
-            f"error: Elasticsearch at {settings.es_url} is unreachable ({cause}). Start the local "
-            "one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.",
-            err=True,
-        )
+        typer.echo(say("es_unreachable", url=settings.es_url, cause=cause), err=True)
         raise typer.Exit(EXIT_UNREACHABLE) from None
     except ApiError as exc:
         if _debug:
             raise
-        typer.echo(
-            f"error: Elasticsearch at {settings.es_url} refused the request: {exc.meta.status} "
-            f"{exc.error} ({exc.message}). --debug shows the details.",
-            err=True,
+        said = say(
+            "es_refused",
+            url=settings.es_url,
+            status=exc.meta.status,
+            error=exc.error,
+            message=exc.message,
         )
+        typer.echo(said, err=True)
         raise typer.Exit(EXIT_UNREACHABLE) from None
     except EmbeddingError as exc:
         if _debug:

@@ -23,9 +23,11 @@ from indexer.cli.common import (
     refuse_legacy,
     run,
 )
+from indexer.cli.fence import holding
 from indexer.cli.prepare import OcrChoice, prepare
 from indexer.convergence import keep_run, prune_decision, rules_changed_event
 from indexer.formats.convert import INSTALL
+from indexer.lease import DEFAULT_TTL_S
 from indexer.metrics import export as export_metrics
 from indexer.pipeline import index_source
 from indexer.report import Report
@@ -226,6 +228,23 @@ def index(
         str | None,
         typer.Option(help="Push run metrics to this Pushgateway.", envvar="RSVC_PUSHGATEWAY_URL"),
     ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            min=3.0,
+            help="Seconds the source's lease lasts unrenewed: every writer of a source and "
+            "shard (a run, a watcher) holds it while it writes; one that dies is waited for "
+            "this long (its own successor takes over at once).",
+        ),
+    ] = DEFAULT_TTL_S,
+    lease_wait: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds a run waits for its source's lease (a watcher steps aside within "
+            "seconds; another run holds it until it ends); then it writes nothing and exits 4.",
+        ),
+    ] = 3600.0,
 ) -> None:
     """Index SOURCE into a knowledge base; exit 1 if any document failed."""
     prepared = prepare(dict(locals()))
@@ -262,14 +281,15 @@ def index(
                 )
                 last = (await last_runs(es, settings.index_alias, tenant, [run_id])).get(run_id, {})
                 decided, note = prune_decision(options, src, prune)
-                report = await index_source(
-                    es,
-                    src,
-                    replace(options, prune=decided),
-                    progress=lambda _name: bar.advance(task),
-                    embedder=None if dry_run else embedder,
-                    embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
-                )
+                async with holding(es, settings, options, src, lease_ttl, lease_wait) as guard:
+                    report = await index_source(
+                        es,
+                        src,
+                        replace(options, prune=decided, guard=guard),
+                        progress=lambda _name: bar.advance(task),
+                        embedder=None if dry_run else embedder,
+                        embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
+                    )
                 report.prune_note = report.prune_note or note
                 if not dry_run:
                     await keep_run(es, settings.index_alias, tenant, report, rules, part)

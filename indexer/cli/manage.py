@@ -250,6 +250,13 @@ def show(
             + (f", last change in force {lag:.1f} s after it was heard" if lag is not None else "")
             + (f"; last error: {w['last_error']}" if w.get("last_error") else "")
         )
+    for held in last.get("leases", []):
+        slot = "" if held.get("slot") == "*" else f" {held.get('slot')}"
+        typer.echo(
+            say("lease_line", source=f"{held.get('source')}{slot}", holder=held.get("name"),
+                role=held.get("role"), host=held.get("host"), pid=held.get("pid"),
+                until=str(held.get("expires_at") or "")[:19])
+        )  # fmt: skip
     for failure in last.get("failures", []):
         typer.echo(
             say("failed_item", document=failure["document"], reason=reason(failure["reason"]))

@@ -24,6 +24,7 @@ from indexer.sources import ObjectStoreOptions, Source, open_source
 from indexer.sources.local import refuse_links_inside
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
+from retrieval_svc.words import again, say
 
 
 def load_manifest(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -65,7 +66,7 @@ def _rules_or_exit(path: Path | None) -> AclRules | None:
     try:
         rules = load_rules(path)
     except RulesError as exc:
-        typer.echo(f"error: --acl-rules: {exc}", err=True)
+        typer.echo(say("rules_error", why=again(str(exc), "not_yaml")), err=True)
         raise typer.Exit(2) from None
     for warning in rules.warnings:
         typer.echo(f"warning: {rules.path}: {warning}", err=True)
@@ -144,7 +145,7 @@ def prepare(args: dict[str, Any]) -> Prepared:
         refuse_links_inside(src, {"--acl-rules": a["acl_rules"], "--manifest": a["manifest"]})
         exclude_from(src, a["exclude"], rules)
     except (ValueError, NotADirectoryError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=again(str(exc), "not_a_folder")), err=True)
         raise typer.Exit(2) from None
     return Prepared(settings, options, src, rules, part)
 

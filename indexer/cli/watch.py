@@ -25,9 +25,11 @@ from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
 from indexer.sources import LocalSource, ObjectStoreSource, SmbSource
+from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
-from indexer.watch.lease import LeaseLost
+from indexer.watch.pushed import Listener, token_from
+from indexer.watch.root import RootWatch
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_configured_index
@@ -36,14 +38,19 @@ from retrieval_svc.words import reason, say
 
 # index's options a watcher has no use for: it writes (no dry run), serves its own /metrics,
 # and says what each settle did on a line of its own.
-NOT_WATCHED = ("dry_run", "as_json", "metrics_textfile", "pushgateway")
+NOT_WATCHED = ("dry_run", "as_json", "metrics_textfile", "pushgateway", "lease_wait")
 
 
 def _reloader(prepared: Prepared, args: dict[str, Any]) -> Any:
-    """Read the rules file and the manifest again (raises on a bad one: the old ones stay)."""
+    """Read the rules file and the manifest again, through the checks the start applies
+    (raises on a bad one — one reached through a link inside the source too: the old ones
+    stay)."""
 
     def reload() -> IndexOptions:
         options = prepared.options
+        refuse_links_inside(
+            prepared.src, {"--acl-rules": args["acl_rules"], "--manifest": args["manifest"]}
+        )
         rules = load_rules(args["acl_rules"]) if args["acl_rules"] else None
         manifest = load_manifest(args["manifest"])
         fresh = PassedOver()
@@ -58,9 +65,34 @@ def _reloader(prepared: Prepared, args: dict[str, Any]) -> Any:
     return reload
 
 
-def _events(prepared: Prepared, args: dict[str, Any]) -> Any:
-    """Where changes are heard: a folder's own events, or the bucket's queue (--events)."""
+def _listener(prepared: Prepared, args: dict[str, Any]) -> Listener | None:
+    """The HTTP listener for pushed events (--listen), bound now: a taken port or a missing
+    token is said at the start."""
+    if not args["listen"]:
+        return None
+    src = prepared.src
+    if not isinstance(src, ObjectStoreSource):
+        raise typer.BadParameter("--listen is for a bucket: a folder's events are its own")
+    if args["events"]:
+        raise typer.BadParameter("give --listen or --events, not both")
+    try:
+        token = token_from(args["listen_token_file"], dict(os.environ))
+        if not token:
+            raise ValueError(
+                "--listen needs a token: set RSVC_WATCH_LISTEN_TOKEN or --listen-token-file "
+                "(senders send it as Authorization: Bearer TOKEN)"
+            )
+        return Listener(args["listen"], token, src.bucket, src.prefix)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None) -> Any:
+    """Where changes are heard: a folder's own events, the bucket's queue (--events), or
+    what is pushed to the listener (--listen)."""
     src, spec = prepared.src, args["events"]
+    if listener is not None:
+        return listener.events
     if spec == "none":
         return None  # (the re-listing alone)
     if isinstance(src, LocalSource):
@@ -88,8 +120,8 @@ def _events(prepared: Prepared, args: dict[str, Any]) -> Any:
     assert isinstance(src, ObjectStoreSource)
     if src.scheme != "s3":
         raise typer.BadParameter(
-            "--events reads an SQS queue: route OSS events there (EventBridge), or let the "
-            "re-listing alone find changes (docs/indexer.md, 'Watching')"
+            "--events reads an SQS queue: for OSS, let MNS or EventBridge push its events to "
+            "--listen, or let the re-listing alone find changes (docs/indexer.md, 'Watching')"
         )
     import boto3
 
@@ -132,7 +164,8 @@ def watch(**args: Any) -> None:
     prepared = prepare(args)
     options = prepared.options
     files = [Path(f) for f in (args["acl_rules"], args["manifest"]) if f]
-    events = _events(prepared, args)
+    listener = _listener(prepared, args)
+    events = _events(prepared, args, listener)
     settings = prepared.settings
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> int:
@@ -145,6 +178,9 @@ def watch(**args: Any) -> None:
                 port = health.serve(args["health_port"])
                 err.print(f"watching {prepared.src.description}: /metrics, /healthz, /readyz "
                           f"on port {port}", soft_wrap=True)  # fmt: skip
+            if listener is not None:
+                address = f"{args['listen'].rpartition(':')[0] or '0.0.0.0'}:{listener.port}"
+                err.print(escape(say("listening", address=address)), soft_wrap=True)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -154,21 +190,27 @@ def watch(**args: Any) -> None:
                 prepared.src,
                 options,
                 index_alias=settings.index_alias,
-                watch=WatchOptions(rescan_s=args["rescan"], lease_ttl_s=args["lease_ttl"]),
+                watch=WatchOptions(
+                    rescan_s=args["rescan"],
+                    lease_ttl_s=args["lease_ttl"],
+                    lease_name=(args["lease_name"] or "").strip(),
+                ),
                 events=events,
                 files=FileStamps(files) if files else None,
                 reload=_reloader(prepared, args) if files else None,
                 embedder=embedder,
                 health=health,
                 said=_said,
+                root=RootWatch(prepared.src.root)
+                if isinstance(prepared.src, LocalSource)
+                else None,
             )
             try:
                 await watcher.run(stop)
-            except LeaseLost as exc:
-                err.print(f"error: {exc}; this watcher stops", soft_wrap=True)
-                return 1
             finally:
                 health.close()
+                if listener is not None:
+                    listener.close()
             return 0
 
     raise typer.Exit(run(work, settings))
@@ -204,6 +246,33 @@ WATCH_OPTIONS = [
         ],
     ),
     inspect.Parameter(
+        "listen",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="A bucket's events pushed over HTTP to HOST:PORT (or :PORT): MinIO's "
+                "webhook, MNS's HTTP subscription or EventBridge's HTTP target (OSS). "
+                "Requests carry Authorization: Bearer TOKEN.",
+                show_default=False,
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "listen_token_file",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="A file whose first line is --listen's token (else the environment's "
+                "RSVC_WATCH_LISTEN_TOKEN).",
+                show_default=False,
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "debounce_ms",
         inspect.Parameter.KEYWORD_ONLY,
         default=300,
@@ -221,15 +290,18 @@ WATCH_OPTIONS = [
         ],
     ),
     inspect.Parameter(
-        "lease_ttl",
+        "lease_name",
         inspect.Parameter.KEYWORD_ONLY,
-        default=30.0,
+        default=None,
         annotation=Annotated[
-            float,
+            str | None,
             typer.Option(
-                min=3.0,
-                help="Seconds a watcher's lease lasts unrenewed: a second watcher of the same "
-                "source and shard waits this long after the first is gone.",
+                envvar="RSVC_WATCH_LEASE_NAME",
+                help="Who this watcher is to its source's lease [the host's name]. A watcher "
+                "started again under the same name takes over its predecessor's lease at once "
+                "(on the same host: once the old process is gone; under a name given here: "
+                "from any host). Give a Deployment's one replica a fixed name.",
+                show_default=False,
             ),
         ],
     ),

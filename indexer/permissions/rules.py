@@ -339,7 +339,12 @@ def parse_rules(text: str, path: str = "rules") -> AclRules:
     except MetadataLimitError as exc:
         raise RulesError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise RulesError(f"{path} is not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else ("?", "?")
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RulesError(
+            f"{path} is not valid YAML (line {line}, column {column}): {problem}"
+        ) from None
     if not isinstance(data, dict):
         raise RulesError(f"{path} must be a mapping with 'unmatched' and 'rules'")
     if "unmatched" not in data:

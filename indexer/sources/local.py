@@ -51,7 +51,8 @@ def open_below(root: Path, key: str) -> int:
     ``ELOOP`` (or ``ENOTDIR``) where a link stands, and ``DocumentError`` when it is not a
     regular file."""
     parts = key.split("/")
-    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    # (the root itself too: a share's folder swapped for a link is not followed either)
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         for part in parts[:-1]:
             below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
@@ -97,6 +98,10 @@ class LocalSource:
         files), in name order. Links are passed over (see the module); FIFOs, devices,
         sockets, names that are not UTF-8 and files that vanish are passed over with their
         reason; a folder or a file that cannot be read is a listing failure."""
+        if self.root.is_symlink():  # (replaced by a link since the start: an outage)
+            why = "the folder is a symbolic link now: not followed"
+            self.failures.append(ListingFailure("", why, "rest"))
+            return iter(())
         return self._walk(self.root)
 
     def under(self, folder: str) -> Iterator[ObjectRef]:

@@ -17,14 +17,23 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote_plus, urlparse
+from urllib.parse import urlparse
 
 from indexer.passing_over import SIDECAR_SUFFIX
+from indexer.watch.notices import LIMITS, Limits, read_message
 
 MAX_BATCH = 500  # messages taken at once from a queue's backlog
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A message, or a record of one, that could not be read: why (``notices.PROBLEMS``) and
+    which (a queue message's id, a sender's address)."""
+
+    problem: str
+    where: str
 
 
 @dataclass(slots=True)
@@ -35,6 +44,8 @@ class Heard:
     keys: set[str] = field(default_factory=set)
     at: float = 0.0
     ack: list[Callable[[], None]] = field(default_factory=list)
+    kind: str = ""  # where from: "folder", "queue", "pushed" (the events metric's label)
+    rejected: list[Rejected] = field(default_factory=list)  # (named once, never carried on)
 
     def add(self, other: Heard) -> None:
         self.keys |= other.keys
@@ -56,7 +67,7 @@ async def folder_events(
     async for changes in awatch(
         root, debounce=debounce_ms, step=50, stop_event=stop, recursive=True
     ):
-        heard = Heard(at=time.time())
+        heard = Heard(at=time.time(), kind="folder")
         for _, raw in changes:
             try:
                 key = Path(raw).relative_to(root).as_posix()
@@ -94,61 +105,6 @@ class FileStamps:
         return changed
 
 
-def _records(body: Any) -> list[dict[str, Any]]:
-    """The S3 event records of one message: S3's own, wrapped by SNS, or EventBridge's."""
-    if isinstance(body, dict) and isinstance(body.get("Message"), str):  # (through SNS)
-        try:
-            body = json.loads(body["Message"])
-        except json.JSONDecodeError:
-            return []
-    if not isinstance(body, dict):
-        return []
-    if isinstance(body.get("Records"), list):
-        return [r for r in body["Records"] if isinstance(r, dict)]
-    detail = body.get("detail")
-    if isinstance(detail, dict) and isinstance(detail.get("object"), dict):  # EventBridge
-        return [
-            {
-                "eventName": str(body.get("detail-type", "")),
-                "eventTime": body.get("time"),
-                "s3": {
-                    "bucket": {"name": (detail.get("bucket") or {}).get("name", "")},
-                    # (EventBridge keys are not URL-encoded: encoded here as S3's are)
-                    "object": {"key": _plus_encoded(str(detail["object"].get("key", "")))},
-                },
-            }
-        ]
-    return []
-
-
-def _plus_encoded(key: str) -> str:
-    from urllib.parse import quote_plus
-
-    return quote_plus(key, safe="/")
-
-
-def keys_of(body: Any, bucket: str, prefix: str) -> tuple[set[str], float | None]:
-    """The keys under ``prefix`` of ``bucket`` an event message names, and its earliest event
-    time (S3 sends keys URL-encoded, spaces as ``+``)."""
-    keys: set[str] = set()
-    earliest: float | None = None
-    for record in _records(body):
-        s3 = record.get("s3") or {}
-        if (s3.get("bucket") or {}).get("name") != bucket:
-            continue
-        key = unquote_plus(str((s3.get("object") or {}).get("key", "")))
-        if not key.startswith(prefix) or key == prefix:
-            continue
-        keys.add(document_key(key[len(prefix) :]))
-        with_time = str(record.get("eventTime") or "")
-        try:
-            when = datetime.fromisoformat(with_time.replace("Z", "+00:00")).timestamp()
-            earliest = when if earliest is None else min(earliest, when)
-        except ValueError:
-            pass
-    return keys, earliest
-
-
 def queue_url(client: Any, spec: str) -> str:
     """The queue ``--events`` names: ``sqs://NAME`` (its URL asked of the endpoint) or the
     queue's own ``http(s)://`` URL."""
@@ -161,12 +117,37 @@ def queue_url(client: Any, spec: str) -> str:
     return str(client.get_queue_url(QueueName=name)["QueueUrl"])
 
 
+def dead_letter_url(client: Any, url: str) -> str | None:
+    """The dead-letter queue the queue's redrive policy names, if any: where a message the
+    watcher cannot read is sent before it is deleted."""
+    try:
+        attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+        policy = json.loads(attributes.get("Attributes", {}).get("RedrivePolicy") or "{}")
+        arn = str(policy.get("deadLetterTargetArn") or "")
+    except Exception:  # (not allowed to ask, or no policy: unreadable messages are deleted)
+        return None
+    parts = arn.split(":")  # arn:aws:sqs:REGION:ACCOUNT:NAME
+    if len(parts) != 6 or not parts[5]:
+        return None
+    answer = client.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])
+    return str(answer["QueueUrl"])
+
+
 async def queue_events(
-    client: Any, url: str, bucket: str, prefix: str, stop: asyncio.Event, wait_s: int = 2
+    client: Any,
+    url: str,
+    bucket: str,
+    prefix: str,
+    stop: asyncio.Event,
+    wait_s: int = 2,
+    limits: Limits = LIMITS,
 ) -> AsyncIterator[Heard]:
     """The keys a bucket's notifications name, a received batch at a time; each batch's
     messages are deleted (``ack``) only once its keys are settled: a watcher that dies first
-    gets them again (at-least-once)."""
+    gets them again (at-least-once). A message that names nothing it can read is named
+    (``Heard.rejected``), sent to the queue's dead-letter queue where its redrive policy
+    names one, and deleted at once; it never holds back the rest of its batch."""
+    dead_letters = await asyncio.to_thread(dead_letter_url, client, url)
     while not stop.is_set():
         messages: list[dict[str, Any]] = []
         wait = wait_s
@@ -181,22 +162,38 @@ async def queue_events(
             wait = 0
         if not messages:
             continue
-        heard = Heard(at=time.time())
+        heard = Heard(at=time.time(), kind="queue")
+        settled: list[dict[str, Any]] = []
+        unread: list[dict[str, Any]] = []
         for message in messages:
-            try:
-                body = json.loads(message.get("Body") or "")
-            except json.JSONDecodeError:
-                body = None
-            keys, when = keys_of(body, bucket, prefix)
-            heard.keys |= keys
-            if when is not None:
-                heard.at = min(heard.at, when)
+            read = read_message(str(message.get("Body") or ""), bucket, prefix, limits)
+            heard.keys |= read.keys
+            if read.earliest is not None:
+                heard.at = min(heard.at, read.earliest)
+            where = str(message.get("MessageId") or "")
+            heard.rejected += [Rejected(problem, where) for problem in read.problems]
+            (unread if read.problems and not read.keys else settled).append(message)
+        if unread:
+            await asyncio.to_thread(_drop, client, url, unread, dead_letters)
         handles = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in
-                   enumerate(messages)]  # fmt: skip
+                   enumerate(settled)]  # fmt: skip
 
         def delete(entries: list[dict[str, str]] = handles) -> None:
             for i in range(0, len(entries), 10):  # (SQS deletes ten at a time)
                 client.delete_message_batch(QueueUrl=url, Entries=entries[i : i + 10])
 
-        heard.ack.append(delete)
+        if handles:
+            heard.ack.append(delete)
         yield heard
+
+
+def _drop(client: Any, url: str, messages: list[dict[str, Any]], dead_letters: str | None) -> None:
+    """Messages that name nothing readable: to the dead-letter queue (if any), then deleted."""
+    for i in range(0, len(messages), 10):
+        batch = list(enumerate(messages[i : i + 10]))
+        if dead_letters:
+            bodies = [{"Id": str(n), "MessageBody": str(m.get("Body") or "") or "(empty)"}
+                      for n, m in batch]  # fmt: skip
+            client.send_message_batch(QueueUrl=dead_letters, Entries=bodies)
+        handles = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in batch]
+        client.delete_message_batch(QueueUrl=url, Entries=handles)

@@ -13,7 +13,7 @@ from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
-from indexer.loading import IndexOptions
+from indexer.loading import IndexOptions, guarded
 from indexer.permissions import AclRules, changed_below
 from indexer.sources import Source
 from indexer.store import refresh
@@ -49,6 +49,7 @@ async def hold_keys(
     hold = {doc_id: name for doc_id, name in found.items() if mine(options, doc_id)}
     if hold and not options.dry_run:
         async with fencing(fences, hold):
+            await guarded(options)
             await hold_documents(es, options.alias, list(hold))
             await refresh(es, options.alias)
     done.looked, done.held, done.narrowed_at = len(found), len(hold), time.time()
@@ -94,6 +95,7 @@ async def narrow_rules(
     ]
     if hold and not after.dry_run:
         async with fencing(fences, {doc_id: stored[doc_id] for doc_id in hold}):
+            await guarded(after)
             await hold_documents(es, after.alias, hold)
             await refresh(es, after.alias)
     done.held = len(hold)

@@ -11,19 +11,24 @@ small HTTP server (``--health-port``), and a status record in the tenant's runs 
 | ``rsvc_watch_last_event_timestamp_seconds`` | when the last change was heard |
 | ``rsvc_watch_queue_depth`` | keys heard and not yet settled |
 | ``rsvc_watch_errors_total`` | settles that failed (the keys are kept and tried again) |
+| ``rsvc_watch_rejected_total{reason}`` | event messages (or records) that could not be read |
+| ``rsvc_watch_problem{what}`` | 1 while ``elasticsearch`` or the ``source`` folder is wrong |
 
 ``/healthz`` answers 200 while the watcher's loop turns (503 when it has not for
 ``stale_s``); ``/readyz`` 200 once its first full re-listing is done and it holds its lease.
+Both name each problem there is now, a line each (Elasticsearch not answering, the folder
+replaced or gone), as ``rsvc_watch_problem{what}`` and the status record (``problems``) do.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -31,6 +36,12 @@ from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.settle import Settled
 from retrieval_svc.search.runs import WATCHER
+from retrieval_svc.words import say
+
+if TYPE_CHECKING:
+    from indexer.watch.events import Rejected
+
+log = logging.getLogger(__name__)
 
 LAG_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 900)
 
@@ -69,9 +80,18 @@ class WatchMetrics:
             "rsvc_watch_queue_depth", "Keys heard and not yet settled.", names,
             registry=self.registry,
         )  # fmt: skip
+        self.problem = Gauge(
+            "rsvc_watch_problem", "1 while something is wrong: Elasticsearch not answering, "
+            "the watched folder replaced or gone.", [*names, "what"], registry=self.registry,
+        )  # fmt: skip
         self.errors = Counter(
             "rsvc_watch_errors_total", "Settles that failed (their keys are tried again).",
             names, registry=self.registry,
+        )  # fmt: skip
+        self.rejected = Counter(
+            "rsvc_watch_rejected_total",
+            "Event messages or records that could not be read (named, then dropped).",
+            [*names, "reason"], registry=self.registry,
         )  # fmt: skip
 
 
@@ -82,7 +102,16 @@ class Health:
         self.metrics, self.stale_s = metrics, stale_s
         self.beat_at = time.monotonic()
         self.ready = False
+        self.problems: dict[str, str] = {}  # what is wrong now, by what: said by /readyz
         self._server: ThreadingHTTPServer | None = None
+
+    def now_wrong(self) -> list[tuple[str, str]]:
+        """The problems there are now (and the gauge set to them)."""
+        problems = sorted(self.problems.items())
+        for what in ("elasticsearch", "source"):
+            wrong = 1 if what in self.problems else 0
+            self.metrics.problem.labels(what=what, **self.metrics.labels).set(wrong)
+        return problems
 
     def beat(self) -> None:
         self.beat_at = time.monotonic()
@@ -97,13 +126,17 @@ class Health:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/metrics":
+                    health.now_wrong()
                     body, status = generate_latest(health.metrics.registry), 200
                 elif self.path == "/healthz":
                     status = 200 if health.alive() else 503
-                    body = b"ok\n" if status == 200 else b"the watch loop has stalled\n"
+                    said = "".join(f"{what}: {why}\n" for what, why in health.now_wrong())
+                    first = "ok\n" if status == 200 else "the watch loop has stalled\n"
+                    body = (first + said).encode()
                 elif self.path == "/readyz":
                     status = 200 if health.ready and health.alive() else 503
-                    body = b"ready\n" if status == 200 else b"not ready\n"
+                    said = "".join(f"{what}: {why}\n" for what, why in health.now_wrong())
+                    body = (("ready\n" if status == 200 else "not ready\n") + said).encode()
                 else:
                     body, status = b"not found\n", 404
                 self.send_response(status)
@@ -139,6 +172,9 @@ class Status:
     lag_indexed_s: float | None = None
     last_error: str = ""
     state: str = "starting"
+    rejected: int = 0
+    last_rejected: str = ""
+    root_changed_at: float | None = None  # when the watched folder was last replaced or lost
 
 
 def _iso(at: float | None) -> str | None:
@@ -166,7 +202,10 @@ def status_record(
         "events": status.events,
         "errors": status.errors,
         "last_error": status.last_error,
+        "rejected": status.rejected,
+        "last_rejected": status.last_rejected,
         "rescan_s": rescan_s,
+        "root_changed_at": _iso(status.root_changed_at),
     }
 
 
@@ -194,3 +233,15 @@ def account(
         metrics.relisting.labels(**labels).set(done.listed_s)
         metrics.last_relisting.labels(**labels).set(status.last_relisting_at)
     metrics.queue.labels(**labels).set(queue)
+
+
+def rejected(status: Status, metrics: WatchMetrics, unread: list[Rejected]) -> None:
+    """Event messages (or records) that could not be read: logged one line each, counted by
+    reason, the last in the status record (they are dropped: the re-listing covers them)."""
+    for one in unread:
+        metrics.rejected.labels(reason=one.problem, **metrics.labels).inc()
+        log.warning("%s", say("event_rejected", where=one.where or "-",
+                              reason=say(f"event_{one.problem}")))  # fmt: skip
+    status.rejected += len(unread)
+    last = unread[-1]
+    status.last_rejected = f"{last.problem} ({last.where})" if last.where else last.problem

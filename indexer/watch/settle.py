@@ -28,7 +28,7 @@ from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk, async_scan
 
 from indexer.documents import DocumentError, document_id
-from indexer.loading import IndexOptions, outside_of
+from indexer.loading import IndexOptions, guarded, outside_of
 from indexer.passing_over import PassedOver
 from indexer.pipeline import Progress, index_source
 from indexer.report import Report
@@ -148,20 +148,15 @@ async def hold_documents(es: AsyncElasticsearch, alias: str, doc_ids: list[str])
 async def stored_ids(
     es: AsyncElasticsearch, options: IndexOptions, source: Source, names: list[dict[str, Any]]
 ) -> dict[str, str]:
-    """This source's stored documents matching ``names`` (all of them for none): id → name."""
+    """This source's stored documents matching ``names`` (all of them for none): id → name.
+    A source that is the knowledge base's only one (``--prune``): every source's."""
+    mine = None if options.sole else (options.source_name, source.location)
     if names:
         return await documents_below(
-            es,
-            options.alias,
-            options.tenant,
-            options.knowledge_id,
-            (options.source_name, source.location),
-            names,
+            es, options.alias, options.tenant, options.knowledge_id, mine, names
         )
     found: dict[str, str] = {}
-    query = kb_query(
-        options.tenant, options.knowledge_id, of_source(options.source_name, source.location)
-    )
+    query = kb_query(options.tenant, options.knowledge_id, *([of_source(*mine)] if mine else []))
     after: dict[str, Any] | None = None
     while True:  # (a document a bucket, not a chunk a hit: a re-listing reads documents)
         composite: dict[str, Any] = {
@@ -285,7 +280,8 @@ async def narrow(
             if need == "skip":
                 continue
             other = None if stored is None else stored.written_by_another(options.source_name)
-            if stored is not None and not (other and still_held(other, ref.key)):
+            kept_by_other = other and not options.sole and still_held(other, ref.key)
+            if stored is not None and not kept_by_other:
                 hold.append(doc_id)
             write.append(ref)
             will_write[doc_id] = (ref.etag, version)
@@ -314,6 +310,7 @@ async def narrow(
     if not options.dry_run and fenced:
         names_of = {**stored_names, **{i: r.key for i, r in refs.items()}}
         async with fencing(fences, {i: names_of[i] for i in fenced}):
+            await guarded(options)
             if gone or withdraw_below:
                 await withdraw(es, alias, tenant, kb, gone + withdraw_below)
             if hold:

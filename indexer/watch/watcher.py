@@ -2,9 +2,12 @@
 re-listing every ``rescan_s`` (and at start, and after its rules or manifest changed) settles
 everything; Elasticsearch or the source going away is waited out with what was heard kept.
 
-It holds a lease (``lease``) while it works, so two watchers of one source and shard never
-write at once, and keeps a status record (lag, last event, last re-listing) that ``show`` and
-the console read.
+It holds its source's lease (``indexer.lease``) while it works — every write checks it first —
+so no other writer of the source and shard (a second watcher, an ``index`` run) writes at
+once; when the lease is lost, or an ``index`` run asks for it, it stops writing and waits for
+it again, with what it heard kept. It looks at its folder's own identity every second (a
+share replaced or unmounted is watched again and re-listed), and keeps a status record (lag,
+last event, last re-listing, problems) that ``show`` and the console read.
 """
 
 from __future__ import annotations
@@ -14,41 +17,35 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
+from indexer.lease import Lease, LeaseLost, SteppedAside, lease_id
 from indexer.loading import IndexOptions
 from indexer.sources import Source
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.from_index import hold_keys, narrow_rules
-from indexer.watch.health import Health, Status, WatchMetrics, account, status_record
-from indexer.watch.lease import Lease, LeaseLost
+from indexer.watch.health import Health, Status, WatchMetrics, account
+from indexer.watch.keeping import Events, Keeping, WatchOptions, sleep_until
+from indexer.watch.root import RootWatch
 from indexer.watch.settle import Plan, Settled, finish, narrow
 from indexer.workers import ParserPool
 from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.search.runs import runs_index
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
-Events = Callable[[asyncio.Event], AsyncIterator[Heard]]
+__all__ = ["MANY_KEYS", "Events", "WatchOptions", "Watcher"]
+
 MANY_KEYS = 200  # keys heard at once past which one listing is cheaper than a look at each
 
 
-@dataclass(frozen=True, slots=True)
-class WatchOptions:
-    """How the watcher listens and how often it re-lists."""
-
-    rescan_s: float = 60.0  # a full re-listing this often (events or not)
-    lease_ttl_s: float = 30.0
-    status_s: float = 10.0  # the status record and the lease renewed this often
-    backoff_max_s: float = 30.0  # the longest wait before a failed settle is tried again
-
-
-class Watcher:
+class Watcher(Keeping):
     """Keeps ``options.knowledge_id`` true to ``source`` until ``stop`` is set."""
 
     def __init__(
@@ -65,12 +62,16 @@ class Watcher:
         embedder: Embedder | None = None,
         health: Health | None = None,
         said: Callable[[str, Settled], None] | None = None,
+        root: RootWatch | None = None,
     ) -> None:
         self.es, self.source, self.options, self.watch = es, source, options, watch
         self.events, self.files, self.reload, self.embedder = events, files, reload, embedder
+        self.root = root
         shard = f"@shard-{options.shard.index}-of-{options.shard.count}" if options.shard else ""
-        self.lease_id = f"{options.knowledge_id}@watch-lease{shard}"
-        self.status_id = f"{options.knowledge_id}@watch{shard}"
+        self.source_name = options.source_name or source.description
+        digest = lease_id(options.knowledge_id, self.source_name).rsplit("-", 1)[-1]
+        self.status_id = f"{options.knowledge_id}@watch-{digest}{shard}"  # (one per source)
+        self.legacy_status_id = f"{options.knowledge_id}@watch{shard}"
         self.runs = runs_index(index_alias, options.tenant)
         labels = {"knowledge_id": options.knowledge_id, "shard": str(options.shard or "")}
         self.health = health or Health(WatchMetrics(labels))
@@ -84,6 +85,7 @@ class Watcher:
         self.everything = True  # (the first settle is a full re-listing)
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._listening = asyncio.Event()  # set: the event stream ends and starts again
         # The passes running: a re-listing's, and one for what was heard (which may start
         # while a re-listing runs, so a new document never waits for a long listing).
         self._relisting_pass: _Pass | None = None
@@ -93,99 +95,61 @@ class Watcher:
         self._backoff = 1.0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Hold the lease and keep the knowledge base true to the source until ``stop``;
-        LeaseLost when another watcher took the lease."""
+        """Keep the knowledge base true to the source until ``stop``: hear changes all along;
+        settle them while holding the source's lease; when the lease is lost (another writer
+        took it) or asked for (an ``index`` run), stop writing and wait for it again."""
         self._stop = stop
-        lease = self.lease = Lease(self.es, self.runs, self.lease_id, self.watch.lease_ttl_s)
+        with contextlib.suppress(Exception):  # (the record kept per knowledge base before)
+            await self.es.options(ignore_status=404).delete(
+                index=self.runs, id=self.legacy_status_id
+            )
+        async with asyncio.TaskGroup() as group:
+            listening = group.create_task(self._listen(stop))
+            try:
+                while not stop.is_set():
+                    try:
+                        await self._hold(stop)
+                    except LeaseLost as lost:
+                        aside = isinstance(lost, SteppedAside)
+                        self.status.state = "stepped aside" if aside else "lost its lease"
+                        self.health.ready = False
+                        log.warning(say("watch_aside" if aside else "watch_lost", why=str(lost)))
+            finally:
+                stop.set()
+                listening.cancel()
+
+    async def _hold(self, stop: asyncio.Event) -> None:
+        """Take the lease (waiting while another writer holds it) and work while it is ours;
+        LeaseLost when it is no longer."""
+        lease = self.lease = Lease(
+            self.es, self.runs, self.options.knowledge_id, self.source_name, self.options.shard,
+            name=self.watch.lease_name, ttl_s=self.watch.lease_ttl_s,
+        )  # fmt: skip
+        self.status.state = "waiting for the lease"
         if not await lease.acquire(stop):
             return
+        self.options = replace(self.options, guard=lease.check)  # (every write checks it)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 options = self.options
-                if options.workers:  # (started once: a settle never waits for a worker's start)
+                if options.workers and self.pool is None:  # (a settle never waits for one)
                     self.pool = await stack.enter_async_context(
                         ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
                     )
                 async with asyncio.TaskGroup() as group:
-                    group.create_task(self._listen(stop))
-                    group.create_task(self._keep(lease, stop))
+                    keeping = group.create_task(self._keep(lease, stop))
                     await self._work(stop)
-                    stop.set()
+                    keeping.cancel()
         except* LeaseLost as lost:
-            self.status.state = "lost its lease"
             raise lost.exceptions[0] from None
         finally:
-            self.status.state = (
-                "stopped" if self.status.state != "lost its lease" else (self.status.state)
-            )
+            self.pool = None
+            if self.status.state not in ("lost its lease", "stepped aside"):
+                self.status.state = "stopped"
             with contextlib.suppress(Exception):
                 await self._record()
             with contextlib.suppress(Exception):
                 await lease.release()
-
-    def _hear(self, heard: Heard, kind: str) -> None:
-        self.pending.add(heard)
-        self.status.events += len(heard.keys)
-        if heard.keys:
-            self.status.last_event_at = time.time()
-            self.metrics.last_event.labels(**self.metrics.labels).set(self.status.last_event_at)
-            self.metrics.events.labels(kind=kind, **self.metrics.labels).inc(len(heard.keys))
-        self.metrics.queue.labels(**self.metrics.labels).set(len(self.pending.keys))
-        self._wake.set()
-
-    async def _listen(self, stop: asyncio.Event) -> None:
-        """Events into ``pending``; an event stream that fails is started again (the
-        re-listing covers the gap)."""
-        if self.events is None:
-            return
-        while not stop.is_set():
-            try:
-                async for heard in self.events(stop):
-                    self._hear(heard, "folder" if not heard.ack else "queue")
-            except Exception as exc:  # (a share unmounted, a queue unreachable: try again)
-                log.warning("events stopped (%s: %s); listening again", type(exc).__name__, exc)
-                self.status.last_error = f"events: {type(exc).__name__}: {exc}"
-                await _sleep(stop, 5.0)
-
-    async def _keep(self, lease: Lease, stop: asyncio.Event) -> None:
-        """Every second: the rules and manifest looked at; every third of the lease's time:
-        the lease renewed; every ``status_s``: the status record written."""
-        next_renewal = next_status = 0.0
-        while not stop.is_set():
-            if self.files is not None and self.files.changed():
-                self._files_changed()
-            now = time.monotonic()
-            try:
-                if now >= next_renewal:
-                    await lease.renew()  # (LeaseLost ends the watcher: another one works now)
-                    next_renewal = now + self.watch.lease_ttl_s / 3
-                if now >= next_status:
-                    await self._record()
-                    next_status = now + self.watch.status_s
-            except LeaseLost:
-                raise
-            except Exception as exc:  # (Elasticsearch away: no settle runs without it)
-                log.warning("lease or status not written (%s): trying again", type(exc).__name__)
-            await _sleep(stop, 1.0)
-
-    def _files_changed(self) -> None:
-        if self.reload is None:
-            return
-        before = self.options
-        try:
-            self.options = self.reload()
-        except Exception as exc:  # (a rules file being written, or wrong: the old one stays)
-            self.status.last_error = f"rules or manifest not reloaded: {exc}"
-            self.metrics.errors.labels(**self.metrics.labels).inc()
-            log.error("%s; the rules in force stay", self.status.last_error)
-            return
-        log.warning("the rules or the manifest changed: settling everything")
-        if self._rules_before is None:  # (held at once from the index; then re-listed)
-            self._rules_before = before
-        self.metrics.events.labels(kind="files", **self.metrics.labels).inc()
-        self.status.last_event_at = time.time()
-        self.everything = True
-        self._wake.set()
 
     async def _work(self, stop: asyncio.Event) -> None:
         """Settle what was heard (everything when due), narrowing first. The indexing of a
@@ -197,10 +161,16 @@ class Watcher:
         try:
             await self._loop(stop)
         finally:
-            for running in self._running():  # (stopped mid-pass: the next start re-lists)
+            for running in self._running():  # (stopped mid-pass: settled again after)
                 running.task.cancel()
                 with contextlib.suppress(BaseException):
                     await running.task
+                self.pending.add(running.taken)
+                self.pending.keys.update(running.fence.keys.values())
+                self.everything = self.everything or running.relist
+            self._relisting_pass = self._events_pass = None
+            self.pending.add(self.narrowed)
+            self.narrowed = Heard()
 
     def _running(self) -> list[_Pass]:
         """The passes running, the re-listing's first (the order their locks are taken)."""
@@ -343,6 +313,8 @@ class Watcher:
         if done_pass.relist:
             self._next_relisting = time.monotonic() + self.watch.rescan_s
             self.health.ready = True
+            if self.root is not None and not self.root.problem and done_pass.everything:
+                self.health.problems.pop("source", None)  # (re-listed whole since)
         self.status.state = "watching"
         self.said("re-listing" if done_pass.relist else "events", done)
 
@@ -358,17 +330,12 @@ class Watcher:
         self.status.state = "waiting for Elasticsearch or the source"
         self.metrics.errors.labels(**self.metrics.labels).inc()
         log.error("settle failed (%s); trying again in %.0f s", exc, self._backoff)
-        await _sleep(self._stop if stop is None else stop, self._backoff)
+        await sleep_until(self._stop if stop is None else stop, self._backoff)
         self._backoff = min(self.watch.backoff_max_s, self._backoff * 2)
 
     def _account(self, taken: Heard, done: Settled, relist: bool, *, indexed: bool = True) -> None:
         at = taken.at if taken.keys else 0.0
         account(self.status, self.metrics, at, done, relist, len(self.pending.keys), indexed)
-
-    async def _record(self) -> None:
-        queue = len(self.pending.keys)
-        record = status_record(self.status, self.options, self.source, self.watch.rescan_s, queue)
-        await self.es.index(index=self.runs, id=self.status_id, document=record)
 
 
 @dataclass(slots=True)
@@ -390,8 +357,3 @@ async def _either(wake: asyncio.Event, stop: asyncio.Event) -> None:
     finally:
         for task in waits:
             task.cancel()
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -124,12 +124,20 @@ class PolicyAdmin:
         detail: str = "",
         *,
         also: Callable[[Connection], None] | None = None,
+        first: Callable[[Connection], None] | None = None,
+        strict: bool = False,
     ) -> bool:
-        """Apply ``changes`` and record them as ``action``, in one transaction (with ``also``,
-        a further write that commits or fails with them)."""
+        """Apply ``changes`` through the owner model (``owners.judge``) and record them as
+        ``action``, in one transaction (with ``first`` and ``also``, further writes before and
+        after them that commit or fail with them; ``strict``: a removal another source's grant
+        survives refuses everything)."""
         try:
             with self.store.engine().begin() as conn:
-                events = history.apply_in(conn, TABLE, self.actor, action, changes, detail=detail)
+                if first is not None:
+                    first(conn)
+                events = history.apply_in(
+                    conn, TABLE, self.actor, action, changes, detail=detail, strict=strict
+                )
                 if also is not None:
                     also(conn)
         except PolicyError:
@@ -140,18 +148,8 @@ class PolicyAdmin:
 
     def grant_role(self, user: str, role: str, tenant: str) -> bool:
         """``user`` holds ``role`` in ``tenant``; refused for a role a directory sync owns
-        (its next run would take the grant away)."""
+        (``owners``: its next run would take the grant away)."""
         rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
-        try:
-            owner = owned.owner_of(self.store.engine(), rule[2], rule[1])
-        except Exception as exc:
-            raise self.store._failure(exc) from exc
-        if owner is not None:
-            raise PolicyError(
-                f"role {role!r} of tenant {tenant!r} is owned by the directory sync {owner!r}: "
-                "its next run would remove a grant made here. Add the person to a group that "
-                "gives the role in the directory (or map another group to it)"
-            )
         return self.apply("grant-role", [history.Change("add", "g", rule)])
 
     def sync(
@@ -163,18 +161,27 @@ class PolicyAdmin:
         owns: Iterable[str],
         detail: str,
         people: Iterable[Alias] = (),
+        renamed_from: Iterable[str] = (),
     ) -> tuple[int, int]:
         """Apply a directory sync's ``changes``, record that ``owner`` now owns ``owns`` in
         ``tenant``, and make the people it read (by each of their ids) the ones it knows, in
-        one transaction. The aliases added and removed."""
-        roles, known = list(owns), list(people)
+        one transaction — first taking over what the sync gave and owned under each name it
+        was ``renamed_from``. The aliases added and removed."""
+        roles, known, old = list(owns), list(people), list(renamed_from)
         counts = [(0, 0)]
+
+        def first(conn: Connection) -> None:
+            for name in old:
+                grant_sources.rename_in(conn, tenant, f"ldap:{name}", f"ldap:{owner}")
+                owned.rename_in(conn, tenant, name, owner)
+                identities.replace_in(conn, tenant, f"ldap:{name}", [])
 
         def also(conn: Connection) -> None:
             owned.replace_in(conn, tenant, owner, roles)
+            owned.ran_in(conn, tenant, owner, old)
             counts[0] = identities.replace_in(conn, tenant, f"ldap:{owner}", known)
 
-        self.apply(action, changes, detail, also=also)
+        self.apply(action, changes, detail, also=also, first=first)
         return counts[0]
 
     def owned_roles(self, tenant: str, owner: str | None = None) -> dict[str, str]:
@@ -248,11 +255,10 @@ class PolicyAdmin:
         changed = self.apply("revoke-role", [history.Change("remove", "g", rule)])
         others = self.givers(rule) - {grant_sources.HAND}
         if others:
-            raise PolicyError(
-                f"{user} holds {role!r} in {tenant!r} through {', '.join(sorted(others))}: "
-                "that source gives it and takes it back (remove them from the group there)"
-                + ("; the hand grant is gone" if changed else "")
-            )
+            from retrieval_svc.acl.owners import kept_message
+
+            done = "owner_hand_gone" if changed else "owner_nothing_changed"
+            raise PolicyError(kept_message(rule, others, done))
         return changed
 
     def givers(self, rule: tuple[str, str, str]) -> set[str]:
@@ -316,7 +322,12 @@ class PolicyAdmin:
 
     def delete_row(self, row_id: int) -> tuple[str, tuple[str, ...]] | None:
         """Delete the stored line ``row_id`` whatever it holds (one ``check`` lists, or one no
-        other command can name), recorded as ``delete``; what it held, or None."""
+        other command can name), recorded as ``delete``; what it held, or None. A grant
+        another source gives (a directory sync, a SCIM key) is refused as ``revoke_role``
+        refuses it, naming the source (``owners``); the hand's record of what it deletes goes
+        with it."""
+        from retrieval_svc.acl import owners
+
         try:
             with self.store.engine().begin() as conn:
                 found = tables.delete_row(conn, TABLE, row_id)
@@ -325,6 +336,8 @@ class PolicyAdmin:
                 ptype, values = found
                 shown = tuple("" if v is None else str(v) for v in values)
                 change = history.Change("remove", str(ptype), shown)
+                ruling = owners.judge(conn, grant_sources.HAND, [change], strict=True)
+                owners.record_in(conn, grant_sources.HAND, ruling)
                 history.record_in(
                     conn,
                     TABLE,
@@ -348,7 +361,9 @@ class PolicyAdmin:
     def import_csv(self, path: Path) -> int:
         """Replace the whole policy by a CSV policy file, in one transaction, after
         validating every line (one that means nothing refuses the import, naming its line).
-        Returns the number of rules."""
+        Its grants pass the owner model as the hand's (``owners``): a grant or an inheritance
+        of a role a directory sync owns, or dropping a line another source gives, refuses the
+        import naming the owner. Returns the number of rules."""
         new = PolicyRead()  # (each line checked as the service reads it)
         for number, (ptype, *values) in read_csv(path):
             new.add(f"{path.name} line {number}", ptype, tuple(values))
@@ -358,6 +373,6 @@ class PolicyAdmin:
         old = self.read()
         changes = history.diff([tuple(r) for r in old.policy], new.policy, "p")
         changes += history.diff([tuple(r) for r in old.grouping], new.grouping, "g")
-        self.apply("import", changes, detail=f"from {path.name}")  # (one transaction)
+        self.apply("import", changes, detail=f"from {path.name}", strict=True)
         read = self.read()
         return len(read.policy) + len(read.grouping)

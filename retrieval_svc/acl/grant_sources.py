@@ -145,3 +145,18 @@ def sourced_in(conn: Connection, tenant: str) -> dict[Line, set[str]]:
     for row in conn.execute(query):
         found.setdefault((row.member, row.role, tenant), set()).add(row.source)
     return found
+
+
+def rename_in(conn: Connection, tenant: str, old: str, new: str) -> int:
+    """Make every grant ``old`` gives in ``tenant`` ``new``'s (a sync renamed in its file,
+    ``renamed_from``); the number taken over."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    lines = held_in(conn, tenant, old)
+    if not lines:
+        return 0
+    theirs = held_in(conn, tenant, new)
+    conn.execute(sa.delete(table).where(table.c.tenant == tenant, table.c.source == old))
+    give_in(conn, new, lines - theirs)
+    return len(lines)

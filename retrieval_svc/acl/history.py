@@ -156,36 +156,31 @@ def apply_in(
     *,
     detail: str = "",
     at: datetime | None = None,
+    strict: bool = False,
 ) -> list[Event]:
     """``apply`` inside the caller's transaction (a SCIM write and the grants it implies
-    commit together). A role grant (a ``g`` line) records the actor's source beside it and
-    is removed only when no source gives it any more (``grant_sources``)."""
+    commit together). Role grants (``g`` lines) pass the owner model first
+    (``owners.judge``: ``OwnerRefused`` naming the owner, nothing changed): each records the
+    actor's source beside it and is removed only when no source gives it any more; with
+    ``strict``, a removal another source's grant survives is refused too."""
     import sqlalchemy as sa
+
+    from retrieval_svc.acl import owners
 
     _, rules, _, _ = tables(rule_table)
     moment = at or datetime.now(UTC)
     wanted = list(changes)
     done: list[Event] = []
+    source = grant_sources.grantor(actor.name, actor.source)
+    ruling = owners.judge(conn, source, wanted, strict=strict)
     present = _existing(conn, rules, wanted) if wanted else set()
     applied: dict[str, list[Change]] = {}
     inserts: list[dict[str, str]] = []
     deletes: list[Change] = []
-    source = grant_sources.grantor(actor.name, actor.source)
-    roles = [c.values for c in wanted if c.ptype == "g"]
-    givers = grant_sources.givers_in(conn, roles) if roles else {}
-    given: list[tuple[str, ...]] = []
     for change in wanted:
         line = (change.ptype, change.values)
-        if change.ptype == "g" and len(change.values) == 3:
-            holders = givers.setdefault(change.values, set())
-            if change.op == "add" and source not in holders:
-                holders.add(source)
-                given.append(change.values)
-            elif change.op == "remove" and (mine := grant_sources.taken_back_by(source, holders)):
-                holders -= mine
-                grant_sources.take_in(conn, mine, change.values)
-            if change.op == "remove" and holders:
-                continue  # (another source still gives it: it stays)
+        if change.op == "remove" and change.ptype == "g" and change.values in ruling.kept:
+            continue  # (another source still gives it: it stays)
         if change.op == "add":
             if line in present:
                 continue
@@ -201,7 +196,7 @@ def apply_in(
         else:
             raise ValueError(f"unknown change {change.op!r}")
         applied.setdefault(change.tenant, []).append(change)
-    grant_sources.give_in(conn, source, given)
+    owners.record_in(conn, source, ruling)
     if inserts:
         for width in sorted({len(row) for row in inserts}):  # (one statement per shape)
             conn.execute(sa.insert(rules), [row for row in inserts if len(row) == width])

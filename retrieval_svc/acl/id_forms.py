@@ -64,7 +64,7 @@ def stored_kind(source: str, attribute: str) -> Kind:
     exactly until the next sync stores it with its kind."""
     if source == "map" or attribute in ("id", "map"):
         return "exact"
-    if source == "scim":
+    if source == "scim" or source.startswith("scim:"):  # (scim:<key>: each key its own)
         return SCIM_KINDS.get(attribute, "exact")
     return attribute_kind(attribute)
 

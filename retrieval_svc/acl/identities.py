@@ -341,3 +341,14 @@ def map_of(conn: Connection, tenant: str) -> list[tuple[str, str]]:
         .order_by(table.c.alias)
     )
     return [(row.alias, row.person) for row in conn.execute(query)]
+
+
+def rename_source_in(conn: Connection, tenant: str, old: str, new: str) -> None:
+    """Make ``old``'s aliases in ``tenant`` ``new``'s (a SCIM key taking what was stored
+    before each key kept its own)."""
+    import sqlalchemy as sa
+
+    _, table = _table()
+    conn.execute(
+        sa.update(table).where(table.c.tenant == tenant, table.c.source == old).values(source=new)
+    )

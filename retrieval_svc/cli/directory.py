@@ -174,6 +174,16 @@ def _wait(config: Path, interval: float, check_every: float, stamp: str | None) 
             return
 
 
+def _unclaimed(admin: PolicyAdmin, tenant: str, name: str, roles: set[str]) -> list[str]:
+    """``directory.unclaimed``, or nothing when it cannot be read (a note, never a failure)."""
+    from retrieval_svc.directory import unclaimed
+
+    try:
+        return unclaimed(admin, tenant, name, roles)
+    except PolicyError:
+        return []
+
+
 def _sync_once(
     admin: PolicyAdmin,
     config: Path,
@@ -184,14 +194,13 @@ def _sync_once(
     replica: DirectoryReplica | None = None,
 ) -> tuple[int, SyncOutcome]:
     """One sync, the file read anew; its exit code and outcome (messages on the way)."""
-    from retrieval_svc.acl.grant_sources import directory as directory_source
     from retrieval_svc.acl.history import Actor
     from retrieval_svc.directory import (
         DirectoryError,
         Limits,
         RemovalLimit,
         load_sync,
-        plan,
+        planned,
         read_directory,
     )
 
@@ -220,19 +229,8 @@ def _sync_once(
     if directory.disabled:
         read += say("disabled_left_out", n=directory.disabled)
     try:
-        # What this sync gave before, and every other grant but another directory's: a sync
-        # shares a role with another directory, never takes back that one's members.
-        mine = f"ldap:{sync.name}"
-        sourced = admin.sourced(sync.tenant)
-        held = {g for g, by in sourced.items() if mine in by}
-        others = [
-            g
-            for g in admin.store.rules().grouping
-            if not any(directory_source(s) and s != mine for s in sourced.get(tuple(g), ()))
-        ]
-        before = admin.owned_roles(sync.tenant, sync.name)
-        changes = plan(
-            directory, roles, sync.tenant, others, owned_before=before, limits=limits, held=held
+        changes, before = planned(
+            admin, sync.tenant, sync.name, directory, roles, limits, sync.renamed_from
         )
     except RemovalLimit as exc:  # the directory looks broken: say so, and in the history
         typer.echo(f"error: {exc}", err=True)
@@ -262,11 +260,14 @@ def _sync_once(
             changes.owned,
             detail=detail,
             people=changes.identities,
+            renamed_from=sync.renamed_from,
         )
     except PolicyError as exc:
         typer.echo(f"error: {exc}; nothing changed", err=True)
         return 2, last.next(ok=False, failure="invalid")
     gone = sorted(set(before) - changes.owned)
+    for old in _unclaimed(admin, sync.tenant, sync.name, set(before) | changes.owned):
+        typer.echo(say("unclaimed_sync", old=old), err=True)
     typer.echo(
         say("synced", added=changes.added, removed=changes.removed, grants=changes.grants,
             read=read)

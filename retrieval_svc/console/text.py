@@ -129,6 +129,8 @@ WORDS: dict[str, dict[str, str]] = {
         "watcher": "watcher",
         "last_event": "last change heard",
         "watch_lag": "in force after",
+        "lease": "writing",
+        "lease_until": "lease until",
         "source_legacy": "(written before sources were recorded)",
         "no_document": "No such document in this knowledge base.",
         "refusals": "Refused requests, by API key and reason (this process, the most recent "
@@ -260,6 +262,8 @@ WORDS: dict[str, dict[str, str]] = {
         "watcher": "监视进程",
         "last_event": "最近一次变化",
         "watch_lag": "生效用时",
+        "lease": "写入者",
+        "lease_until": "租约到",
         "source_legacy": "（记录数据源之前写入）",
         "no_document": "此知识库中没有该文档。",
         "refusals": "被拒绝的请求，按 API 密钥和原因（本进程，最近的在前）："

@@ -16,6 +16,7 @@ from retrieval_svc.directory.ldap import (
     load_sync,
     read_directory,
 )
+from retrieval_svc.directory.owners import planned, unclaimed
 
 __all__ = [
     "Directory",
@@ -28,5 +29,7 @@ __all__ = [
     "directory_stamp",
     "load_sync",
     "plan",
+    "planned",
     "read_directory",
+    "unclaimed",
 ]

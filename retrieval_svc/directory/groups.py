@@ -254,9 +254,11 @@ def plan(
     before (``grant_sources``), and those of ``current`` of the roles the directory owns,
     today's and ``owned_before`` — and what the directory says. The caller leaves another
     directory's grants out of ``current``: two syncs mapping one role each keep their own
-    members. Raises ``RemovalLimit`` past ``limits``: a directory that answered
-    with half its people is more likely broken than emptied."""
+    members; a role that inherits an owned role stops inheriting it. Raises ``RemovalLimit``
+    past ``limits``: a directory that answered with half its people is more likely broken
+    than emptied."""
     limits = limits or Limits()
+    current = [tuple(g) for g in current]  # (read twice)
     given, refused = checked_groups(directory, roles)
     today = roles.owned(directory)
     owned = today | set(owned_before)
@@ -265,7 +267,8 @@ def plan(
         for g in current
         if len(g) == 3 and g[2] == tenant and g[0].startswith("user:") and g[1] in owned
     }
-    now |= {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
+    mine = {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
+    now |= mine
     users, skipped = checked_users(directory)
     skipped += refused
     skipped += [
@@ -278,7 +281,12 @@ def plan(
     if removed and not limits.force:
         _check_limits(len(removed), len(now), len(directory.users), limits)
     changes = [Change("remove", "g", g) for g in removed]
-    changes += [Change("add", "g", g) for g in sorted(wanted - now)]
+    # (a line it wants that a hand or SCIM gave before the sync owned its role is recorded as
+    # the sync's too: another directory sharing the role would otherwise take it back)
+    changes += [Change("add", "g", g) for g in sorted(wanted - mine)]
+    # A role inheriting an owned role would give it to people in none of its groups: made
+    # before the sync owned the role (after, the owner model refuses it), it goes.
+    changes += [Change("remove", "g", g) for g in sorted(_inheriting(current, tenant, owned))]
     known: set[Alias] = set()
     for dn, user in users.items():
         ids = directory.aliases.get(dn, {})
@@ -295,6 +303,17 @@ def plan(
         tuple(skipped),
         frozenset(known),
     )
+
+
+def _inheriting(
+    current: Iterable[tuple[str, ...]], tenant: str, owned: set[str]
+) -> set[tuple[str, ...]]:
+    """The role-inheritance lines of ``current`` whose parent is an owned role."""
+    return {
+        tuple(g)
+        for g in current
+        if len(g) == 3 and g[2] == tenant and not g[0].startswith("user:") and g[1] in owned
+    }
 
 
 def _check_limits(removed: int, now: int, users: int, limits: Limits) -> None:

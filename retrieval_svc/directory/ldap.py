@@ -18,10 +18,10 @@ import ssl
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from retrieval_svc.acl.id_forms import Kind, attribute_kind
 from retrieval_svc.acl.identities import PERSON
@@ -71,6 +71,12 @@ class LdapSync(BaseModel):
     # The sync's name: what owns the roles it gives (two directories feeding one tenant need
     # two names), in the history and in the console's refusal of a hand grant.
     name: str = Field(default="sync-ldap", min_length=1, max_length=64, pattern=r"^[\w.:-]+$")
+    # The names this sync had before (``name`` changed in the file): it takes over what each
+    # gave and owned, in its first run's transaction, so nothing stays given by a name no sync
+    # runs as.
+    renamed_from: list[
+        Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[\w.:-]+$")]
+    ] = Field(default_factory=list, max_length=10)
     url: str = Field(pattern=r"^ldaps?://")
     start_tls: bool = False
     ca_file: Path | None = None
@@ -87,6 +93,11 @@ class LdapSync(BaseModel):
     timeout_s: float = Field(default=30, gt=0)
     max_removed_share: float = Field(default=0.5, ge=0, le=1)
     removal_floor: int = Field(default=1, ge=0)  # removing this many is always allowed
+
+    @field_validator("renamed_from", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
     def role_mapping(self) -> RoleMapping:
         if not self.roles and not self.all_groups:

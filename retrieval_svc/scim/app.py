@@ -3,8 +3,9 @@ groups to (issue #35 §3). scim2-server's ASGI application serves the protocol; 
 the service's keys in front of it and gives each tenant its own resources.
 
 A request must carry ``Authorization: Bearer <key>`` of a key with ``"scim": true``; the key's
-tenant is the only tenant it sees (another tenant's resource ids answer 404, as ids that do not
-exist). A SCIM key is refused on every other route.
+tenant is the only tenant it sees, and in it only its own resources (another tenant's or another
+key's resource ids answer 404, as ids that do not exist): each key is its own source of grants.
+A SCIM key is refused on every other route.
 """
 
 from __future__ import annotations
@@ -57,15 +58,18 @@ class ScimGateway:
         }
         ensure_tables(self.engine)
         self.provider = load_default_provider()
-        self.tenants: dict[str, ASGIApplication] = {}
+        self.clients: dict[tuple[str, str], ASGIApplication] = {}
 
-    def application(self, tenant: str) -> ASGIApplication:
-        if tenant not in self.tenants:
+    def application(self, tenant: str, key: str) -> ASGIApplication:
+        """The SCIM application of one key in its tenant: each key its own resources and
+        grants (``TenantStorage``)."""
+        if (tenant, key) not in self.clients:
             storage = TenantStorage(
                 self.engine, self.provider, tenant, _actor.get, self.roles.get(tenant)
             )
-            self.tenants[tenant] = ASGIApplication(ThreadedStorage(storage), self.provider)
-        return self.tenants[tenant]
+            made = ASGIApplication(ThreadedStorage(storage), self.provider)
+            self.clients[(tenant, key)] = made
+        return self.clients[(tenant, key)]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,4 +89,4 @@ class ScimGateway:
             await _refuse(send, 403, f"API key {key.name!r} is not a SCIM client's key")
             return
         _actor.set(Actor(f"scim:{key.name}", "scim"))
-        await self.application(key.tenant)(dict(scope), receive, send)  # type: ignore[arg-type]
+        await self.application(key.tenant, key.name)(dict(scope), receive, send)  # type: ignore[arg-type]

@@ -1,15 +1,15 @@
 """What a tenant's SCIM resources mean for the policy: the ids a user is known by, the role
-grants its groups imply, and one write's grant changes reconciled with what SCIM gives in the
-policy database (``grant_sources``), a role a directory sync owns refused."""
+grants its groups imply, and one write's grant changes reconciled with what its SCIM key gives
+in the policy database (``grant_sources``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from scim2_models import InvalidValueException, Resource
+from scim2_models import Resource
 
-from retrieval_svc.acl.history import Actor, Change
+from retrieval_svc.acl.history import Change
 from retrieval_svc.acl.policy_store import user_subject
 
 Grant = tuple[str, str, str]
@@ -77,27 +77,20 @@ def grants_of(
 
 
 def reconciled(
-    conn: Any, tenant: str, actor: Actor, before: set[Grant], after: set[Grant]
+    conn: Any, tenant: str, source: str, before: set[Grant], after: set[Grant]
 ) -> list[Change]:
-    """The grant changes of one write, against what this SCIM source gives in the policy
-    (``grant_sources``), not only against memory: a grant it gave that went missing is given
-    again. A role a directory sync owns is not given over SCIM, as not by hand: the sync
-    decides who holds it (a write that would give one: InvalidValueException naming the
-    owner, nothing stored; one given before the sync owned it is left to the sync)."""
-    import sqlalchemy as sa
-
+    """The grant changes of one write by the SCIM key ``source`` (``scim:<key>``), against what
+    that key gives in the policy (``grant_sources``), not only against memory: a grant it gave
+    that went missing is given again. Whether it may give each is the owner model's
+    (``owners.judge``, when the changes are applied): a new grant of a role a directory sync
+    owns is refused naming the sync; one the key gave before the sync owned the role is left to
+    the sync, not given again."""
     from retrieval_svc.acl import grant_sources, owned
 
-    taken = owned.owned_in(conn, tenant) if sa.inspect(conn).has_table(owned.TABLE) else {}
-    for _, role, _ in sorted(after - before):
-        if role in taken:
-            raise InvalidValueException(
-                detail=f"role {role!r} of tenant {tenant!r} is owned by the directory sync "
-                f"{taken[role]!r}: it decides who holds it. Map this group to another role, "
-                "or add the person to the group that gives it in the directory"
-            )
-    source = grant_sources.grantor(actor.name, actor.source)
+    taken = owned.owned_in(conn, tenant)
     given = {g for g in grant_sources.held_in(conn, tenant, source) if len(g) == 3}
     changes = [Change("remove", "g", g) for g in sorted((before | given) - after)]
-    changes += [Change("add", "g", g) for g in sorted(after - given) if g[1] not in taken]
+    changes += [
+        Change("add", "g", g) for g in sorted(after - given) if g not in before or g[1] not in taken
+    ]
     return changes

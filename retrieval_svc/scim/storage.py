@@ -1,4 +1,7 @@
-"""Where a tenant's SCIM users and groups live, and how a change to them becomes role grants.
+"""Where each SCIM key's users and groups live in its tenant, and how a change to them becomes
+role grants. Each key is its own source (``scim:<key>``): its resources, the ids they are known
+by and the grants they imply are its own, so two identity providers feeding one tenant never
+re-record or take back each other's grants (``retrieval_svc.acl.owners``).
 
 The protocol — validation, PATCH, filters, sorting, paging, ETags — is scim2-server's (built on
 scim2-models, from the SCIM project that also writes scim2-tester); this module is the storage
@@ -31,8 +34,10 @@ from scim2_server.storage import AsyncScimStorage, SearchPage, projection, searc
 
 from retrieval_svc.acl import history, identities, tables
 from retrieval_svc.acl.admin import checked_role, checked_user
+from retrieval_svc.acl.grant_sources import grantor
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.id_forms import SCIM_KINDS, Kind
+from retrieval_svc.acl.owners import OwnerRefused
 from retrieval_svc.acl.policy_store import TABLE, PolicyError
 from retrieval_svc.scim.grants import (
     GROUP,
@@ -67,6 +72,7 @@ def _tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
         sa.Column("kind", sa.String(64), nullable=False),
         sa.Column("body", sa.Text, nullable=True),  # NULL: deleted (a worker forgets it)
         sa.Column("serial", sa.Integer, nullable=False, index=True),  # the write that made it
+        sa.Column("client", sa.String(255), nullable=True),  # the SCIM key's source: scim:<key>
     )
     state = sa.Table(
         "scim_state",
@@ -78,9 +84,17 @@ def _tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
 
 
 def ensure_tables(engine: Engine) -> None:
-    """Create the SCIM tables (and the permission history's and aliases') if missing."""
-    meta, _, _ = _tables()
+    """Create the SCIM tables (and the permission history's and aliases') if missing; give a
+    ``scim_resource`` made before each key kept its own resources its ``client`` column (its
+    rows, none yet, are taken by the first key that loads the tenant: ``TenantStorage``)."""
+    import sqlalchemy as sa
+
+    meta, resources, _ = _tables()
     meta.create_all(engine)
+    columns = {c["name"] for c in sa.inspect(engine).get_columns(resources.name)}
+    if "client" not in columns:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {resources.name} ADD COLUMN client VARCHAR(255)"))
     tables.ensure_tables(engine, TABLE)
     identities.ensure_table(engine)
 
@@ -128,8 +142,10 @@ def _unencodable(value: Any, path: str = "") -> str | None:
 
 
 class TenantStorage(InMemoryStorage):
-    """One tenant's users and groups: in memory for the protocol, in the policy database for
-    good, the implied grants applied with every write (see the module's docstring)."""
+    """One SCIM key's users and groups in its tenant: in memory for the protocol, in the
+    policy database for good, the implied grants applied with every write (see the module's
+    docstring). Each key is its own source (``scim:<key>``): it sees, writes and grants only
+    its own resources, so two identity providers feeding one tenant never share a grant."""
 
     def __init__(
         self,
@@ -141,6 +157,7 @@ class TenantStorage(InMemoryStorage):
     ) -> None:
         super().__init__()
         self.engine, self.provider, self.tenant, self.actor = engine, provider, tenant, actor
+        self.source = grantor(actor().name, "scim")  # scim:<key>: whose resources these are
         self.roles = roles  # the tenant's group → roles mapping (None: a group's own name)
         self._grants: set[Grant] | None = None  # what the resources in memory imply
         self.serial = -1  # (nothing loaded yet)
@@ -172,12 +189,14 @@ class TenantStorage(InMemoryStorage):
         import sqlalchemy as sa
 
         _, resources, _ = _tables()
+        if self.serial < 0:
+            self._adopt()
         with self.engine.connect() as conn:
             serial = self._current_serial(conn)
             if serial == self.serial:
                 return
             query = sa.select(resources.c.id, resources.c.kind, resources.c.body).where(
-                resources.c.tenant == self.tenant
+                resources.c.tenant == self.tenant, resources.c.client == self.source
             )
             if self.serial >= 0:
                 query = query.where(resources.c.serial > self.serial)
@@ -202,6 +221,21 @@ class TenantStorage(InMemoryStorage):
                     resource = models[kind].model_validate(json.loads(body))
                     self._store(resource, self._values_of(resource))
         self.serial = serial
+
+    def _adopt(self) -> None:
+        """Take the tenant's resources stored before each key kept its own (no ``client``):
+        the first key to load the tenant after the upgrade is the one that wrote them, where
+        one key fed it (as the documentation then said)."""
+        import sqlalchemy as sa
+
+        _, resources, _ = _tables()
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(resources)
+                .where(resources.c.tenant == self.tenant, resources.c.client.is_(None))
+                .values(client=self.source)
+            )
+            identities.rename_source_in(conn, self.tenant, "scim", self.source)
 
     def get(self, resource_type: ResourceType, resource_id: str, **kwargs: Any) -> Any:
         with self.lock:
@@ -268,20 +302,19 @@ class TenantStorage(InMemoryStorage):
         after = self.grants()
         try:
             with self.engine.begin() as conn:
-                changes = reconciled(conn, self.tenant, self.actor(), before, after)
+                changes = reconciled(conn, self.tenant, self.source, before, after)
                 serial = self._current_serial(conn) + 1
                 key = upsert.id if upsert is not None else removed
+                mine = sa.and_(
+                    resources.c.tenant == self.tenant,
+                    resources.c.id == key,
+                    resources.c.client == self.source,
+                )
                 old = conn.execute(
-                    sa.select(resources.c.kind, resources.c.body).where(
-                        resources.c.tenant == self.tenant, resources.c.id == key
-                    )
+                    sa.select(resources.c.kind, resources.c.body).where(mine)
                 ).first()
                 kinds = old.kind if old is not None else None
-                conn.execute(
-                    sa.delete(resources).where(
-                        resources.c.tenant == self.tenant, resources.c.id == key
-                    )
-                )
+                conn.execute(sa.delete(resources).where(mine))
                 if upsert is not None:
                     assert upsert.meta is not None
                     body: str | None = json.dumps(
@@ -292,7 +325,12 @@ class TenantStorage(InMemoryStorage):
                     body, kind = None, kinds or ""  # a tombstone, for the other workers
                 conn.execute(
                     sa.insert(resources).values(
-                        tenant=self.tenant, id=key, kind=kind, body=body, serial=serial
+                        tenant=self.tenant,
+                        id=key,
+                        kind=kind,
+                        body=body,
+                        serial=serial,
+                        client=self.source,
                     )
                 )
                 bumped = conn.execute(
@@ -301,19 +339,22 @@ class TenantStorage(InMemoryStorage):
                 if not bumped.rowcount:
                     conn.execute(sa.insert(state).values(tenant=self.tenant, serial=serial))
                 if changes:  # (a line already so is neither changed nor recorded)
-                    history.apply_in(conn, TABLE, self.actor(), action, changes)
+                    try:
+                        history.apply_in(conn, TABLE, self.actor(), action, changes)
+                    except OwnerRefused as exc:  # (a role a directory sync owns: nothing stored)
+                        raise InvalidValueException(detail=str(exc)) from None
                 if kind == "User":  # who the user is known as: its userName, e-mails, externalId
                     was, _ = user_ids(
                         json.loads(old.body) if old is not None and old.body else None
                     )
                     now, ids = user_ids(json.loads(body) if body else None)
                     rows, _ = (  # (an id too long to store is refused when it is written)
-                        identities.entries_of(self.tenant, "scim", now, ids, SCIM_IDS)
+                        identities.entries_of(self.tenant, self.source, now, ids, SCIM_IDS)
                         if now
                         else (set(), [])
                     )
-                    identities.replace_people_in(
-                        conn, self.tenant, "scim", {p for p in (was, now) if p}, rows
+                    identities.replace_people_in(  # (this key's ids of them: each key its own)
+                        conn, self.tenant, self.source, {p for p in (was, now) if p}, rows
                     )
         except Exception:
             self.serial = -1  # what memory holds was not committed: reload it next time

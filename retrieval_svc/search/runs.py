@@ -9,6 +9,7 @@ after every run that wrote anything; the console's *Knowledge bases* page reads 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -143,18 +144,54 @@ async def runs_shown(
     body = found.body if isinstance(found.body, dict) else {}
     records: dict[str, list[dict[str, Any]]] = {}
     watchers: dict[str, list[dict[str, Any]]] = {}
+    leases: dict[str, list[dict[str, Any]]] = {}
     for hit in (body.get("hits") or {}).get("hits", []):
         source = hit.get("_source") or {}
+        kb = str(source.get("knowledge_id"))
         if source.get("kind") == WATCHER:  # (a watcher's status: shown beside the last run)
-            watchers.setdefault(str(source.get("knowledge_id")), []).append(source)
-        elif source.get("kind") != LEASE:
-            records.setdefault(str(source.get("knowledge_id")), []).append(source)
+            watchers.setdefault(kb, []).append(source)
+        elif source.get("kind") == LEASE:  # (who writes each source now)
+            leases.setdefault(kb, []).extend(lease_holders(source))
+        else:
+            records.setdefault(kb, []).append(source)
     out = {kb: shown(kb_records) for kb, kb_records in records.items()}
     for kb, status in watchers.items():
         out.setdefault(kb, {"knowledge_id": kb})["watchers"] = sorted(
-            status, key=lambda w: str(w.get("shard") or "")
+            status, key=lambda w: (str(w.get("source") or ""), str(w.get("shard") or ""))
         )
+    for kb, held in leases.items():
+        if held:
+            out.setdefault(kb, {"knowledge_id": kb})["leases"] = held
     return out
+
+
+def lease_holders(record: dict[str, Any], now: float | None = None) -> list[dict[str, Any]]:
+    """Who holds a source's lease (``indexer.lease``), a row per unexpired slot: the source,
+    the slot (``*`` or a shard ``I/N``), the holder's name, role, host and process, since and
+    until when (ISO times)."""
+    now = time.time() if now is None else now
+    rows = []
+    for slot, entry in sorted((record.get("slots") or {}).items()):
+        if not isinstance(entry, dict) or float(entry.get("expires_at") or 0) <= now:
+            continue
+        rows.append(
+            {
+                "source": record.get("source"),
+                "slot": slot,
+                **{k: entry.get(k) for k in ("name", "role", "host", "pid")},
+                "since": _iso(entry.get("since")),
+                "expires_at": _iso(entry.get("expires_at")),
+            }
+        )
+    return rows
+
+
+def _iso(at: object) -> str | None:
+    return (
+        datetime.fromtimestamp(float(at), UTC).isoformat()
+        if isinstance(at, int | float) and at
+        else None
+    )
 
 
 def _shard_of(record: dict[str, Any]) -> tuple[int, int] | None:

@@ -30,6 +30,15 @@ from tests.support.samba_ad import DomainController
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _english_command_lines(_clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command lines these tests run speak English, whatever the terminal's locale
+    (``RSVC_LANG`` wins over ``LANG``): the tests read their lines. The Chinese lines are
+    held to the same rows by tests that choose ``zh`` themselves (test_words_es, the unit
+    tests' locale runs), and scripts/test runs the unit suite again in zh_CN.UTF-8."""
+    monkeypatch.setenv("RSVC_LANG", "en")
+
+
 @pytest.fixture(scope="session")
 def es_sync() -> Iterator[Elasticsearch]:
     """A plain client for setup and inspection; fails the run if Elasticsearch is down."""

@@ -196,6 +196,15 @@ async def test_answers_follow_the_reader_s_language(
     )
     assert invalid.status_code == 400 and invalid.json()["error_code"] == 3001
     assert invalid.json()["error_msg"].startswith("请求无效："), invalid.json()
+    # A field Dify left out: said from pydantic's error type, no English phrase left in it.
+    missing = await client.post(
+        "/retrieval", json={"query": "巡更"}, headers={"Authorization": f"Bearer {ADMIN}", **zh}
+    )
+    assert missing.json() == {
+        "error_code": 3001,
+        "error_msg": "knowledge_id：缺少必填字段",
+        "path": "knowledge_id",
+    }
     chunk = one_chunk(es_sync, corpus, SAMPLES_KB)
     asked = {"chunk_id": chunk, "principal": {}}
     admin = {"Authorization": f"Bearer {ADMIN}"}
@@ -205,3 +214,35 @@ async def test_answers_follow_the_reader_s_language(
     assert plain["chunks"][0]["acl"]["rule"].isascii()
     assert not worded["chunks"][0]["acl"]["rule"].isascii(), worded
     assert not worded["chunks"][0]["knowledge_base"]["reason"].isascii(), worded
+
+
+async def test_the_server_s_default_language_answers_a_request_that_names_none(
+    corpus: str, es_sync: Elasticsearch, tmp_path: Path
+) -> None:
+    """RSVC_DEFAULT_LANGUAGE=zh-CN: what Dify (no Accept-Language) shows in its run log is
+    Chinese; a request's Accept-Language still wins."""
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY, encoding="utf-8")
+    admin = ApiKeyConfig(
+        name="admin", sha256=hash_key(ADMIN), tenant="acme", knowledge_ids=SCOPE, admin=True
+    )
+    settings = make_settings(
+        corpus, api_keys=[admin], casbin_policy=policy, default_language="zh-CN"
+    )
+    body = {"knowledge_id": SAMPLES_KB, "query": "巡更", "retrieval_setting": {"top_k": 1}}
+    bad = {"Authorization": "Bearer not-a-key"}
+    async with app_client(settings) as c:
+        dify = await c.post("/retrieval", json=body, headers=bad)
+        english = await c.post("/retrieval", json=body, headers={**bad, "Accept-Language": "en"})
+        invalid = await c.post(
+            "/v1/merge", json={"rag_chunks": 3}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        chunk = one_chunk(es_sync, corpus, SAMPLES_KB)
+        asked = {"chunk_id": chunk, "principal": {}}
+        explained = (
+            await c.post("/v1/explain", json=asked, headers={"Authorization": f"Bearer {ADMIN}"})
+        ).json()
+    assert dify.json() == {"error_code": 1002, "error_msg": "API 密钥无效"}
+    assert english.json() == {"error_code": 1002, "error_msg": "the API key is not valid"}
+    assert invalid.json()["error_code"] == 3001 and not invalid.json()["error_msg"].isascii()
+    assert not explained["chunks"][0]["acl"]["rule"].isascii(), explained

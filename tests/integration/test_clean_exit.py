@@ -3,8 +3,10 @@ any moment — every server and process it started is stopped.
 
 The run under test is the real script running ``tests/integration/servers_held.py`` (which
 starts PostgreSQL, slapd and a child process, as the suite's tests do), interrupted once they
-are up and, in the other cases, at a random moment of its start-up. Afterwards nothing it
-started is running: no process below it, no server in its folder, its ports closed.
+are up, at random moments of its start-up and of its servers' lives, by one signal or by a
+second one while it cleans up (a user pressing Ctrl-C twice; an outer run stopping an inner
+one), to the script or to its whole process group as a terminal sends it. Afterwards nothing
+it started is running: no process below it, no server in its folder, its ports closed.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def _as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
+def _run(tmp_path: Path, *, group: bool = False) -> tuple[subprocess.Popen[str], Path, Path]:
     marker = tmp_path / "held.json"
     log = tmp_path / "test.log"
     env = {
@@ -78,7 +80,7 @@ def _run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
     with log.open("w") as out:
         process = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
-            preexec_fn=_as_from_a_terminal,
+            preexec_fn=_as_from_a_terminal, start_new_session=group,
         )  # fmt: skip
     return process, marker, log
 
@@ -114,19 +116,66 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, how: signal.S
     assert _processes_mentioning(held["servers_dir"]) == []
 
 
-@pytest.mark.parametrize("attempt", range(2))
-def test_a_run_interrupted_at_a_random_moment_of_its_start_leaves_nothing_running(
+def _nothing_left(said: str, where: str) -> None:
+    folder = re.search(r"rsvc-test-servers\.\w+", said)
+    assert folder is not None, f"{where} {said[-2000:]}"
+    assert _processes_mentioning(folder.group(0)) == [], f"{where} {said[-2000:]}"
+    assert not (Path("/var/tmp") / folder.group(0)).exists(), where
+
+
+def test_a_second_signal_while_it_cleans_up_leaves_nothing_running(tmp_path: Path) -> None:
+    """Ctrl-C, then (as an outer run's clean-up does to an inner run) SIGTERM while the
+    first clean-up stops PostgreSQL and slapd: the second signal must not cut it short."""
+    process, marker, log = _run(tmp_path)
+    deadline = time.monotonic() + UP_S
+    while not marker.exists():
+        assert process.poll() is None, f"the inner run ended early:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+    held = json.loads(marker.read_text())
+    process.send_signal(signal.SIGINT)
+    while "test: interrupted" not in log.read_text() and process.poll() is None:
+        time.sleep(0.05)
+    time.sleep(random.Random(SEED).uniform(0.0, 0.5))
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    said = _ended(process, log)
+    where = f"(seed {SEED})"
+    assert not _answers(held["postgres"].replace("postgresql+psycopg", "pg")), where
+    assert not _answers(held["ldap"]), where
+    _nothing_left(said, where)
+
+
+@pytest.mark.parametrize("attempt", range(4))
+def test_a_run_interrupted_at_a_random_moment_leaves_nothing_running(
     tmp_path: Path, attempt: int
 ) -> None:
-    delay = random.Random(SEED + attempt).uniform(0.5, 12.0)
-    process, _marker, log = _run(tmp_path)
+    """Interrupted at a random moment — while it starts, while PostgreSQL or slapd start, or
+    once they are up — once or twice, the signal to the script or to its whole process
+    group (a terminal's Ctrl-C)."""
+    rng = random.Random(SEED + attempt)
+    delay = rng.uniform(0.5, 30.0)
+    how = rng.choice([signal.SIGINT, signal.SIGTERM])
+    group = rng.random() < 0.5
+    twice = rng.random() < 0.5
+    process, _marker, log = _run(tmp_path, group=group)
     time.sleep(delay)
-    if process.poll() is None:
-        process.send_signal(random.Random(SEED + attempt).choice([signal.SIGINT, signal.SIGTERM]))
+
+    def send(sig: signal.Signals) -> None:
+        if process.poll() is None:
+            if group:
+                os.killpg(process.pid, sig)
+            else:
+                process.send_signal(sig)
+
+    send(how)
+    if twice:
+        time.sleep(rng.uniform(0.0, 1.0))
+        send(signal.SIGTERM if how == signal.SIGINT else signal.SIGINT)
     said = _ended(process, log)
-    folder = re.search(r"rsvc-test-servers\.\w+", said)
-    where = f"(seed {SEED}, interrupted after {delay:.1f} s)"
-    assert folder is not None, f"{where} {said[-2000:]}"
-    assert not (Path("/var/tmp") / folder.group(0)).exists(), where
-    assert _processes_mentioning(folder.group(0)) == [], where
+    where = (
+        f"(seed {SEED}, {how.name}{' twice' if twice else ''} after {delay:.1f} s"
+        f"{' to its process group' if group else ''})"
+    )
+    _nothing_left(said, where)
     assert _processes_mentioning(str(tmp_path)) == [], where

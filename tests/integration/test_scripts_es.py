@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -30,9 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def script_env(**extra: str) -> dict[str, str]:
-    """The environment a user's shell would have, without the suite's RSVC_ settings."""
+    """The environment a user's shell would have, without the suite's RSVC_ settings, in the
+    C.UTF-8 locale (these tests read the scripts' English lines; ``extra`` may set another)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RSVC_")}
-    return {**env, **extra}
+    return {**env, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", **extra}
 
 
 def free_pair() -> int:
@@ -141,7 +143,7 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         deadline = time.monotonic() + 300
         for line in demo.stdout:
             banner += line
-            if "Press Ctrl-C" in line or time.monotonic() > deadline:
+            if "Press Ctrl-C" in line or time.monotonic() > deadline:  # (C.UTF-8: English)
                 break
         assert f"is serving on http://127.0.0.1:{port}" in banner, banner
         key = re.search(r"Bearer (rsvc_[\w-]+)", banner)
@@ -185,6 +187,75 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         assert f"Elasticsearch at {ES_URL} keeps running" in said, said[-2000:]
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
+
+
+@pytest.mark.parametrize("lang", ["C.UTF-8", "zh_CN.UTF-8"])
+def test_es_start_on_a_port_another_cluster_holds_never_steers_toward_it(
+    tmp_path: Path, lang: str
+) -> None:
+    """RSVC_ES_PORT names the port the suite's own Elasticsearch answers on — a cluster this
+    script did not start: it refuses, and never suggests pointing RSVC_ES_URL at it."""
+    theirs = urlsplit(ES_URL).port or 9200
+    env = script_env(
+        RSVC_ES_CACHE=str(tmp_path / "cache"), RSVC_ES_PORT=str(theirs), LC_ALL=lang, LANG=lang
+    )
+    refused = subprocess.run(
+        [str(ROOT / "scripts" / "es.sh"), "start"], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    assert "RSVC_ES_URL" not in refused.stderr and ES_URL not in refused.stderr, refused.stderr
+    assert str(theirs) in refused.stderr and "RSVC_ES_PORT" in refused.stderr, refused.stderr
+    assert bool(re.search("[\u4e00-\u9fff]", refused.stderr)) == lang.startswith("zh")
+
+
+@pytest.fixture
+def port_9200_taken() -> Iterator[None]:
+    """9200 taken by something this checkout did not start: another team's Elasticsearch
+    when one answers there, else a listening socket held for the test."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", 9200))
+            holder.listen()
+        except OSError:
+            pass  # (already taken)
+        yield
+
+
+def test_es_start_with_9200_taken_picks_a_free_port_and_remembers_it(
+    tmp_path: Path, port_9200_taken: None
+) -> None:
+    """No RSVC_ES_PORT, 9200 taken: `start` starts on a free port, leaves 9200 alone, and
+    `status`, `url` and `stop` find it without being told the port again."""
+    cache = tmp_path / "cache"
+    env = script_env(RSVC_ES_CACHE=str(cache), RSVC_ES_HEAP="256m")
+    es_sh = str(ROOT / "scripts" / "es.sh")
+    started = None
+    try:
+        started = subprocess.run(
+            [es_sh, "start"], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+        url = started.stdout.strip()
+        assert url != "http://127.0.0.1:9200" and "RSVC_ES_URL" not in started.stderr, url
+        assert "9200" in started.stderr and "left alone" in started.stderr, started.stderr
+        health = httpx.get(f"{url}/_cluster/health", timeout=10).json()
+        assert health["cluster_name"] == "retrieval-svc-dev"
+        status = subprocess.run([es_sh, "status"], env=env, capture_output=True, text=True)
+        assert status.returncode == 0 and url in status.stdout, status.stdout + status.stderr
+        said = subprocess.run([es_sh, "url"], env=env, capture_output=True, text=True)
+        assert said.stdout.strip() == url
+    finally:
+        stopped = subprocess.run([es_sh, "stop"], env=env, capture_output=True, text=True)
+        moved = re.search(
+            r"running from (/var/tmp/retrieval-svc-es/\w+)", started.stderr if started else ""
+        )
+        if moved:
+            shutil.rmtree(moved.group(1), ignore_errors=True)
+    assert stopped.returncode == 0 and "stopped" in stopped.stderr, stopped.stderr
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{url}/", timeout=2)
 
 
 def test_es_clean_removes_the_copy_outside_the_clone(tmp_path: Path) -> None:

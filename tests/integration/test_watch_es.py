@@ -172,7 +172,7 @@ def test_a_watcher_killed_and_restarted_misses_nothing_and_two_never_work_at_onc
     until(lambda: len(now()) == 2, "first pass", first)
     second = folder_watcher(share, alias, kb, "--lease-ttl", "5")  # (the same source)
     watchers.append(second)
-    until(lambda: "another watcher holds" in second.said(), "the second never waited", second)
+    until(lambda: "holds the lease of" in second.said(), "the second never waited", second)
     first.stop(signal.SIGKILL)  # (no goodbye: its lease lapses)
     (share / "公共/通知.md").unlink()  # (while no watcher works)
     write(share, "法务/判决.md", "# 判决\n\n胜诉。")

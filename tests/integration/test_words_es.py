@@ -37,7 +37,8 @@ def rows(lang: int) -> list[re.Pattern[str]]:
 
 def printed(argv: list[str], lang: str, alias: str) -> list[str]:
     env = {**os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias,
-           "RSVC_EMBEDDER": "none", "LANG": lang, "LC_ALL": "", "LC_MESSAGES": ""}  # fmt: skip
+           "RSVC_EMBEDDER": "none", "LANG": lang, "LC_ALL": "", "LC_MESSAGES": "",
+           "RSVC_LANG": ""}  # fmt: skip
     done = subprocess.run([*CLI, *argv], env=env, capture_output=True, text=True, timeout=300)
     return [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
 

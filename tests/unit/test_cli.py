@@ -100,9 +100,13 @@ def test_casbin_does_not_dump_its_policy_at_start(caplog: pytest.LogCaptureFixtu
     assert not [r for r in caplog.records if r.name.startswith("casbin")]
 
 
-def test_the_indexer_summary_is_short_unbroken_lines(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_indexer_summary_is_short_unbroken_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from indexer.cli import print_report
     from indexer.report import Report
+
+    monkeypatch.setenv("RSVC_LANG", "en")  # (the English lines' widths, in any locale)
 
     report = Report(source="/very/long/" + "x" * 80, knowledge_id="kb", documents_seen=12345)
     report.documents_indexed, report.chunks_indexed, report.chunks_embedded = 12000, 98765, 98765

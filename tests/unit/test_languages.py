@@ -4,8 +4,13 @@ is read as browsers send it, and a message without a row keeps its English detai
 
 from __future__ import annotations
 
-import pytest
+import re
+from typing import Any, Literal
 
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retrieval_svc.errors import invalid_body
 from retrieval_svc.languages import ERRORS, error_body, error_message, explained, language
 
 # The messages as the service raises them (their f-strings filled in), with their row.
@@ -89,12 +94,63 @@ def test_each_refusal_reads_in_chinese(message: str, code: str) -> None:
 
 
 def test_every_row_is_raised_somewhere() -> None:
-    assert {row.code for row in ERRORS} == {code for _, code in RAISED} | {"embedding_down"}
+    codes = {row.code for row in ERRORS if not row.code.startswith("validation_")}
+    assert codes == {code for _, code in RAISED} | {"embedding_down"}
 
 
 def test_a_message_without_a_row_keeps_its_detail_behind_its_code_s_words() -> None:
-    said = error_message("top_k: Input should be less than or equal to 100", 3001, "zh")
-    assert said == "请求无效：top_k: Input should be less than or equal to 100"
+    said = error_message("top_k: Value error, something new", 3001, "zh")
+    assert said == "请求无效：top_k: Value error, something new"
+
+
+class _Shapes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    needed: str
+    top_k: int = Field(1, ge=1, le=100)
+    score: float = Field(0.5, gt=0, lt=1)
+    op: Literal["eq", "ne", "in"] = "eq"
+    ids: list[str] = Field(default_factory=list, min_length=1, max_length=2)
+    name: str = Field("x", min_length=1, max_length=3)
+    flag: bool = False
+    child: dict[str, int] = Field(default_factory=dict)
+
+
+BAD_BODIES = [
+    {},
+    {"needed": 3},
+    {"needed": "x", "top_k": "many"},
+    {"needed": "x", "top_k": 1.5},
+    {"needed": "x", "top_k": 0},
+    {"needed": "x", "top_k": 101},
+    {"needed": "x", "score": 0},
+    {"needed": "x", "score": 1},
+    {"needed": "x", "score": "high"},
+    {"needed": "x", "op": "like"},
+    {"needed": "x", "ids": []},
+    {"needed": "x", "ids": ["a", "b", "c"]},
+    {"needed": "x", "ids": "a"},
+    {"needed": "x", "name": ""},
+    {"needed": "x", "name": "long"},
+    {"needed": "x", "flag": "perhaps"},
+    {"needed": "x", "child": []},
+    {"needed": "x", "colour": "red"},
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES, ids=[str(b) for b in BAD_BODIES])
+def test_a_validation_error_reads_in_both_languages_from_its_type(body: dict[str, Any]) -> None:
+    """Each of pydantic's common error types: the English as pydantic says it, the Chinese
+    from the same row — nothing of pydantic's English left in it."""
+    with pytest.raises(ValidationError) as raised:
+        _Shapes.model_validate(body)
+    first = raised.value.errors()[0]
+    err = invalid_body(raised.value.errors())
+    assert err.message.endswith(first["msg"]), (err.message, first)
+    chinese = error_message(err.message, 3001, "zh")
+    assert not chinese.startswith("请求无效："), chinese  # (a row said it, not the fallback)
+    assert not re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", chinese), chinese  # no English phrase
+    assert chinese.startswith(err.path or ""), chinese
 
 
 def test_the_code_and_the_path_never_change() -> None:

@@ -8,12 +8,18 @@ import json
 
 import pytest
 
-from indexer.watch.events import Heard, document_key, keys_of, queue_url
+from indexer.watch.events import Heard, document_key, queue_url
+from indexer.watch.notices import read_message
 
 
 def s3_record(bucket: str, key: str, name: str = "ObjectCreated:Put") -> dict[str, object]:
     return {"eventName": name, "eventTime": "2026-12-04T09:00:00.000Z",
             "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}  # fmt: skip
+
+
+def keys_of(body: object, bucket: str, prefix: str) -> tuple[set[str], float | None]:
+    read = read_message(json.dumps(body), bucket, prefix)
+    return read.keys, read.earliest
 
 
 def test_s3_records_name_their_keys_under_the_prefix() -> None:
@@ -41,6 +47,7 @@ def test_sns_and_eventbridge_envelopes_are_read_too() -> None:
     assert keys_of(bridge, "corp", "kb/")[0] == {"法务/合同 2026.md"}
     assert keys_of({"Event": "s3:TestEvent"}, "corp", "kb/") == (set(), None)
     assert keys_of("not an object", "corp", "") == (set(), None)
+    assert read_message('"not an object"', "corp", "").problems == ["not_an_event"]
 
 
 def test_a_sidecar_names_its_document_and_heard_batches_join() -> None:

@@ -63,3 +63,51 @@ def test_retrieval_svc_policy_speaks_the_locale_s_language(
     )
     assert done.exit_code == 0, done.output
     assert done.output.startswith(said), done.output
+
+
+# An English sentence: three English words in a row, outside the brackets that quote a
+# library's own detail (a connection error's cause, a YAML parser's problem).
+ENGLISH_SENTENCE = re.compile(r"[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}")
+
+
+def english_left(text: str) -> list[str]:
+    """The English sentences in ``text`` outside brackets."""
+    outside = re.sub(r"（[^（）]*）|\([^()]*\)|`[^`]*`", "", text)
+    return ENGLISH_SENTENCE.findall(outside)
+
+
+def _error_paths(tmp_path: Path) -> list[tuple[str, list[str], dict[str, str]]]:
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "a.md").write_text("# a\n", encoding="utf-8")
+    bad_rules = tmp_path / "bad.yaml"
+    bad_rules.write_text("rules: [[[\n", encoding="utf-8")
+    nowhere = {"RSVC_ES_URL": "http://127.0.0.1:1"}
+    index = ["index", "--knowledge-id", "kb"]
+    return [
+        ("indexer", [*index, str(tmp_path / "missing")], nowhere),
+        ("indexer", [*index, str(share)], nowhere),
+        ("indexer", [*index, str(share), "--acl-rules", str(bad_rules)], nowhere),
+        ("svc", ["policy", "allow", "anyone", "kb-*", "--tenant", "acme"], {}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["missing-folder", "es-down", "bad-rules", "no-db"])
+def test_the_commands_error_paths_say_no_english_sentence_in_a_chinese_locale(
+    tmp_path: Path, case: int
+) -> None:
+    """A Chinese administrator's terminal: the errors for a missing folder, an unreachable
+    Elasticsearch, a rules file that is not YAML and a missing policy database are Chinese
+    (a library's detail quoted in brackets aside)."""
+    from typer.testing import CliRunner
+
+    from indexer.cli import app as indexer
+    from retrieval_svc.cli import app as svc
+
+    which, argv, extra = _error_paths(tmp_path)[case]
+    env = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": "", **extra}
+    done = CliRunner(env=env).invoke(indexer if which == "indexer" else svc, argv)
+    assert done.exit_code != 0, done.output
+    said = done.output.strip()
+    assert said and CJK.search(said), said
+    assert english_left(said) == [], said

@@ -1,0 +1,173 @@
+"""Bucket events pushed to the watcher over HTTP (``watch --listen ADDR``): MinIO's webhook
+target, an MNS topic's HTTP subscription (OSS's events), Alibaba Cloud EventBridge's HTTP
+target, or anything that POSTs the formats ``indexer.watch.notices`` reads.
+
+Every request must carry ``Authorization: Bearer TOKEN`` (MinIO's webhook sends its
+``auth_token`` so), compared in constant time; the token is read from a file or the
+environment and never logged. A body is read only when its declared length is within the
+limits; a request that cannot be read is answered 4xx and named like an unreadable queue
+message, and never stops the listener. A delivery is answered once it is queued in memory:
+what a dying watcher had not settled, the re-listing finds.
+
+``http.server`` on a thread, as the watcher's /metrics: the listener needs one POST route and
+no framework, and a server that runs beside the watch loop must not take its signals (as
+uvicorn's ``serve`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from indexer.watch.events import Heard, Rejected
+from indexer.watch.notices import LIMITS, Limits, read_message
+
+MAX_REQUESTS = 16  # requests read at once; more are answered 503 (the sender tries again)
+READ_TIMEOUT_S = 10.0  # a sender slower than this is cut off
+
+
+def parse_address(spec: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (every interface) or ``PORT`` as a bound address."""
+    host, _, port = spec.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen {spec!r}: give HOST:PORT, :PORT or PORT (e.g. :9465)")
+    return host, int(port)
+
+
+class Listener:
+    """An HTTP server bound at construction (a taken port fails at the start, not later),
+    serving once ``events`` is iterated."""
+
+    def __init__(
+        self, address: str, token: str, bucket: str, prefix: str, limits: Limits = LIMITS
+    ) -> None:
+        if not token:
+            raise ValueError("--listen needs a token")
+        self.token = token.encode()
+        self.bucket, self.prefix, self.limits = bucket, prefix, limits
+        self.inbox: queue.SimpleQueue[Heard] = queue.SimpleQueue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._slots = threading.BoundedSemaphore(MAX_REQUESTS)
+        self._server = ThreadingHTTPServer(parse_address(address), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def allowed(self, header: str | None) -> bool:
+        """Whether ``Authorization`` carries the token (constant time, whatever it holds)."""
+        scheme, _, given = (header or "").partition(" ")
+        same = hmac.compare_digest(given.strip().encode("utf-8", "replace"), self.token)
+        return same and scheme.lower() == "bearer"
+
+    def take(self, body: bytes, sender: str) -> bool:
+        """One delivery's keys (and problems) queued for the watcher; whether it was readable."""
+        read = read_message(body, self.bucket, self.prefix, self.limits)
+        heard = Heard(keys=read.keys, at=read.earliest or time.time(), kind="pushed")
+        self._queue(heard, [Rejected(problem, sender) for problem in read.problems])
+        return bool(read.keys) or not read.problems
+
+    def _queue(self, heard: Heard, rejected: list[Rejected]) -> None:
+        heard.rejected = rejected
+        if heard.keys or heard.rejected:
+            self.inbox.put(heard)
+            if self._loop is not None and self._wake is not None:
+                self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        listener = self
+
+        class Handler(BaseHTTPRequestHandler):
+            timeout = READ_TIMEOUT_S
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                if not listener._slots.acquire(blocking=False):
+                    return self._answer(503)
+                try:
+                    self._post()
+                finally:
+                    listener._slots.release()
+
+            def _post(self) -> None:
+                if not listener.allowed(self.headers.get("Authorization")):
+                    return self._answer(401)
+                length = self.headers.get("Content-Length", "")
+                if not length.isdigit():
+                    return self._answer(411)
+                sender = self.client_address[0]
+                if int(length) > listener.limits.body_bytes:
+                    listener._queue(Heard(kind="pushed"), [Rejected("too_large", sender)])
+                    return self._answer(413)
+                body = self.rfile.read(int(length))
+                self._answer(200 if listener.take(body, sender) else 400)
+
+            def do_GET(self) -> None:
+                self._answer(405)
+
+            do_PUT = do_DELETE = do_PATCH = do_GET
+
+            def _answer(self, status: int) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                if status >= 400:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:  # (a sender's lines stay out of logs)
+                pass
+
+        return Handler
+
+    def serve(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+        self._server.server_close()
+
+    async def events(self, stop: asyncio.Event) -> AsyncIterator[Heard]:
+        """What was pushed, gathered into one ``Heard`` per wake-up."""
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        if not self.inbox.empty():  # (pushed before the watcher began to listen)
+            self._wake.set()
+        self.serve()
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({woken, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                self._wake.clear()
+                heard = Heard(at=time.time(), kind="pushed")
+                while not self.inbox.empty():
+                    one = self.inbox.get_nowait()
+                    heard.keys |= one.keys
+                    heard.at = min(heard.at, one.at)
+                    heard.rejected += one.rejected
+                if heard.keys or heard.rejected:
+                    yield heard
+        finally:
+            stopping.cancel()
+
+
+def token_from(path: str | None, environ: dict[str, Any]) -> str:
+    """The listener's token: the file's first line, else ``RSVC_WATCH_LISTEN_TOKEN``."""
+    if path:
+        with open(path, encoding="utf-8") as file:
+            return file.readline().strip()
+    return str(environ.get("RSVC_WATCH_LISTEN_TOKEN") or "").strip()

@@ -105,8 +105,11 @@ def token_sids(dc: DomainController, user: str) -> set[str]:
     import ldap3
 
     server = ldap3.Server(dc.ldap_url)
-    with ldap3.Connection(server, dc.admin_dn, dc.admin_password, auto_bind=True) as conn:
+    conn = ldap3.Connection(server, dc.admin_dn, dc.admin_password, auto_bind=True)
+    try:  # (not ``with``: a connection bound before it is left bound, its socket open)
         conn.search(dc.dns[user], "(objectClass=user)", ldap3.BASE, attributes=["tokenGroups"])
         (entry,) = conn.response
         groups = entry["raw_attributes"].get("tokenGroups", [])
+    finally:
+        conn.unbind()
     return {dc.sids[user], *(sid_from_bytes(raw, 0, len(raw))[0] for raw in groups)}

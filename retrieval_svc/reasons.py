@@ -240,6 +240,9 @@ PASSED_OVER: tuple[Reason, ...] = (
 )
 
 ROLE_SOURCES: tuple[Reason, ...] = (
+    row("rule_globs", r"^rule \((?P<glob>.+?)(?P<override>, override)?\) of (?P<file>.+)$",
+       "{file} 中的规则（{glob}{override}）"),
+    # (as documents indexed before a rule was recorded by its globs alone name it)
     row("rule", r"^rule (?P<number>\d+) \((?P<glob>.+?)(?P<override>, override)?\) of (?P<file>.+)$",
        "{file} 的第 {number} 条规则（{glob}{override}）"),
     row("unmatched_public", r"^unmatched: public, in (?P<file>.+)$", "{file} 的 unmatched: public"),

@@ -59,7 +59,7 @@ class Outside:
 
     def _rule_name(self) -> str:
         assert self.rule is not None
-        return f"{self.rule.describe()} of {self.rules_file}"
+        return f"{self.rule.stored_name()} of {self.rules_file}"
 
     def unmatched_source(self) -> str | None:
         """What set the roles of an object no layer gave any: the rules file's ``unmatched:

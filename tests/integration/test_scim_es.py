@@ -31,6 +31,7 @@ from tests.support.live import live_service, serve_env
 
 SCIM_KEY = "test-key-scim-okta-0123456789"
 OTHER_SCIM_KEY = "test-key-scim-globex-0123456789"
+ENTRA_KEY = "test-key-scim-entra-0123456789"  # (a second identity provider of acme)
 SEARCH_KEY = "test-key-casbin-acme-0123456789"
 POWER = "配电房设备参数与操作规程"  # access_roles 运维工程师, 物业经理
 SCIM = "application/scim+json"
@@ -70,6 +71,7 @@ def service(alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
         {"name": "okta", "sha256": hash_key(SCIM_KEY), "tenant": "acme", "scim": True},
         {"name": "globex-idp", "sha256": hash_key(OTHER_SCIM_KEY), "tenant": "globex",
          "scim": True},
+        {"name": "entra", "sha256": hash_key(ENTRA_KEY), "tenant": "acme", "scim": True},
         {"name": "dify", "sha256": hash_key(SEARCH_KEY), "tenant": "acme", "mode": "casbin"},
     ]))  # fmt: skip
     db = f"sqlite:///{folder / 'policy.db'}"
@@ -244,3 +246,32 @@ def test_a_scim_user_is_known_by_user_name_emails_and_external_id(
             "a worker kept the old e-mail",
         )
         c.delete(f"/Groups/{group.json()['id']}")
+
+
+def test_two_scim_keys_of_one_tenant_keep_their_own_grants(service: tuple[str, str]) -> None:
+    url, db = service
+    user = {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"]}
+    with scim(url) as okta, scim(url, ENTRA_KEY) as entra:
+        alice = okta.post("/Users", json={**user, "userName": "alice"}).json()["id"]
+        group = okta.post(
+            "/Groups",
+            json={
+                "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+                "displayName": "物业经理",
+                "members": [{"value": alice, "type": "User"}],
+            },
+        ).json()["id"]
+        until(lambda: POWER in titles_for(url, "alice"), "okta's group never reached retrieval")
+        assert entra.get(f"/Users/{alice}").status_code == 404  # (okta's, not entra's)
+        assert entra.post("/Users", json={**user, "userName": "zed"}).status_code == 201
+        patch = okta.patch(
+            f"/Groups/{group}",
+            json={
+                "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                "Operations": [{"op": "remove", "path": f'members[value eq "{alice}"]'}],
+            },
+        )
+        assert patch.status_code in (200, 204), patch.text
+        until(lambda: POWER not in titles_for(url, "alice"), "okta's removal left the grant")
+    listed = CliRunner().invoke(svc_cli, ["policy", "--db", db, "list", "--tenant", "acme"])
+    assert "user:alice" not in listed.stdout, listed.stdout

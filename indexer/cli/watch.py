@@ -198,7 +198,7 @@ def watch(**args: Any) -> None:
 
             def said(what: str, done: Settled) -> None:
                 _said(what, done)
-                if warning := edits.said(what, done.report):
+                if warning := edits.said(what, done.report, done.held):
                     err.print(escape(f"warning: {warning}"), soft_wrap=True)
 
             watcher = Watcher(

@@ -25,7 +25,7 @@ from indexer.convergence import RulesEditRecorder
 from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
-from indexer.sources import LocalSource, ObjectStoreSource
+from indexer.sources import LocalSource, ObjectStoreSource, SmbSource
 from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
@@ -109,6 +109,17 @@ def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None)
             return folder_events(root, stop, debounce)
 
         return heard_in_folder
+    if isinstance(src, SmbSource):
+        if spec:
+            raise typer.BadParameter("--events is for a bucket: a share's events are its own")
+        share = src
+
+        def heard_on_share(stop: asyncio.Event) -> AsyncIterator[Heard]:
+            from indexer.watch.share_events import share_events
+
+            return share_events(share, stop)
+
+        return heard_on_share
     if not spec:
         return None  # (a bucket without notifications: the re-listing alone)
     assert isinstance(src, ObjectStoreSource)
@@ -187,7 +198,7 @@ def watch(**args: Any) -> None:
 
             def said(what: str, done: Settled) -> None:
                 _said(what, done)
-                if warning := edits.said(what, done.report):
+                if warning := edits.said(what, done.report, done.held):
                     err.print(escape(f"warning: {warning}"), soft_wrap=True)
 
             watcher = Watcher(

@@ -8,7 +8,9 @@ conditions, never a type error that would tell its kind.
 
 What it costs (issue #38): nothing per request once a tenant is warm. Per tenant, one
 refresh records for every (knowledge base, role) which fields its chunks have, the public
-chunks under role ``None`` (``TenantReads.field_owners``: one composite aggregation, paged).
+chunks under role ``None`` (``TenantReads.field_owners``: one composite aggregation, paged);
+a chunk a share's DACL also guards (``access_also``, ``access_denied``) under a ``Guard`` that
+admits exactly the role sets the search shows it to (or fewer), never under its bare role.
 A request's visible fields are then computed in memory: the public chunks' fields, plus
 those of each of the caller's roles that has chunks, over the asked knowledge bases. So a
 role set never seen before — every user has their own — costs set unions, not a search.
@@ -46,6 +48,7 @@ from retrieval_svc.filters.dify import DifyFilter
 from retrieval_svc.filters.dify_compiler import compile_dify
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.search.engine import SearchEngine
+from retrieval_svc.search.tenant_reads import Guard, Owner
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +68,30 @@ class Owners:
     mapping: FieldCatalog
     public: dict[str, frozenset[str]]  # knowledge base → fields of its public chunks
     by_role: dict[str, dict[str, frozenset[str]]]  # knowledge base → role → fields
+    # knowledge base → guard → fields of its chunks with access_also or access_denied
+    guarded: dict[str, dict[Guard, frozenset[str]]] = field(default_factory=dict)
     # The mapping narrowed to each visible field set met so far (many role sets share one).
     narrowed: OrderedDict[frozenset[str], FieldCatalog] = field(default_factory=OrderedDict)
     # Knowledge bases counted since (a new one is counted on its own when first asked for).
     counted: set[str] = field(default_factory=set)
 
-    def merge(
-        self, pairs: dict[tuple[str, str | None], frozenset[str]], kbs: Collection[str]
-    ) -> None:
+    def merge(self, pairs: dict[tuple[str, Owner], frozenset[str]], kbs: Collection[str]) -> None:
         """Add the counts of knowledge bases counted on their own (they were not yet)."""
         if len(self.counted) > MAX_COUNTED:  # (names asked for that hold nothing, bounded)
-            self.counted.intersection_update(self.public.keys() | self.by_role.keys())
-        for (kb, role), paths in pairs.items():
-            if role is None:
-                self.public[kb] = paths
-            else:
-                self.by_role.setdefault(kb, {})[role] = paths
+            self.counted.intersection_update(
+                self.public.keys() | self.by_role.keys() | self.guarded.keys()
+            )
+        for (kb, owner), paths in pairs.items():
+            self._add(kb, owner, paths)
         self.counted.update(kbs)
+
+    def _add(self, kb: str, owner: Owner, paths: frozenset[str]) -> None:
+        if owner is None:
+            self.public[kb] = paths
+        elif isinstance(owner, Guard):
+            self.guarded.setdefault(kb, {})[owner] = paths
+        else:
+            self.by_role.setdefault(kb, {})[owner] = paths
 
     def narrowed_to(self, visible: frozenset[str]) -> FieldCatalog:
         """``mapping`` with only the ``visible`` metadata fields (cached)."""
@@ -95,27 +105,23 @@ class Owners:
         return found
 
     @classmethod
-    def of(
-        cls, mapping: FieldCatalog, pairs: dict[tuple[str, str | None], frozenset[str]]
-    ) -> Owners:
+    def of(cls, mapping: FieldCatalog, pairs: dict[tuple[str, Owner], frozenset[str]]) -> Owners:
         """From ``field_owners``' answer; equal field sets are kept once (10,000 roles with
         the same fields hold one set)."""
         interned: dict[frozenset[str], frozenset[str]] = {}
-        public: dict[str, frozenset[str]] = {}
-        by_role: dict[str, dict[str, frozenset[str]]] = {}
-        for (kb, role), paths in pairs.items():
-            paths = interned.setdefault(paths, paths)
-            if role is None:
-                public[kb] = paths
-            else:
-                by_role.setdefault(kb, {})[role] = paths
-        return cls(mapping, public, by_role, counted={kb for kb, _ in pairs})
+        owners = cls(mapping, {}, {}, counted={kb for kb, _ in pairs})
+        for (kb, owner), paths in pairs.items():
+            owners._add(kb, owner, interned.setdefault(paths, paths))
+        return owners
 
     def visible(self, knowledge_ids: Collection[str], roles: Collection[str]) -> frozenset[str]:
         """The fields some chunk of ``knowledge_ids`` visible to holders of ``roles`` has."""
         found: set[str] = set()
         for kb in knowledge_ids:
             found |= self.public.get(kb, frozenset())
+            for guard, paths in self.guarded.get(kb, {}).items():
+                if guard.admits(roles):
+                    found |= paths
             held = self.by_role.get(kb)
             if not held:
                 continue

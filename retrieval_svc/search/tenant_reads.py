@@ -3,10 +3,11 @@ knowledge bases (all, or those visible to some roles), its fields, its stored ch
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from retrieval_svc.acl import ACL_FIELD, acl_query, tenant_query
+from retrieval_svc.acl import ACL_FIELD, ALSO_FIELD, DENIED_FIELD, acl_query, tenant_query
 from retrieval_svc.search import inventory
 from retrieval_svc.search.calls import ElasticCalls
 from retrieval_svc.search.query import SOURCE_EXCLUDES
@@ -15,6 +16,36 @@ from retrieval_svc.search.query import SOURCE_EXCLUDES
 # fields; Elasticsearch refuses a search of more than ``search.max_buckets``, 65,536 by default).
 OWNERS_PAGE = 1000
 OWNERS_BUCKETS = 50_000
+
+# One bucket per (knowledge base, role, also, deny); a chunk without ``access_also`` and
+# ``access_denied`` (all but a share's) has one per role, as before they existed.
+_SOURCES: list[dict[str, Any]] = [
+    {"kb": {"terms": {"field": "knowledge_id"}}},
+    {"role": {"terms": {"field": ACL_FIELD, "missing_bucket": True}}},
+    {"also": {"terms": {"field": ALSO_FIELD, "missing_bucket": True}}},
+    {"denied": {"terms": {"field": DENIED_FIELD, "missing_bucket": True}}},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """Who sees a chunk that has ``access_also`` or ``access_denied``: a holder of ``role``
+    (None: any) and of ``also`` (None: any) who holds none of ``denied``."""
+
+    role: str | None
+    also: str | None
+    denied: frozenset[str]
+
+    def admits(self, roles: Collection[str]) -> bool:
+        """Whether holders of ``roles`` see the chunks counted under this guard."""
+        return (
+            (self.role is None or self.role in roles)
+            and (self.also is None or self.also in roles)
+            and self.denied.isdisjoint(roles)
+        )
+
+
+Owner = str | Guard | None  # a field owner: a role, a guarded role, or None (public chunks)
 
 # Per knowledge base: its display name and distinct documents (the chunks are the doc_count).
 KB_AGGS: dict[str, Any] = {
@@ -112,25 +143,52 @@ class TenantReads(ElasticCalls):
         *,
         bound_s: float | None = None,
         knowledge_ids: Sequence[str] | None = None,
-    ) -> dict[tuple[str, str | None], frozenset[str]]:
+    ) -> dict[tuple[str, Owner], frozenset[str]]:
         """For each (knowledge base, role) of ``tenant``'s chunks, which of ``paths`` those
         chunks have; role ``None`` is the public chunks (no ``access_roles``). A chunk with
-        several roles counts for each. One composite aggregation, paged so that a page's
-        buckets stay well inside Elasticsearch's ``search.max_buckets``; each page is one
-        request of at most ``bound_s`` (None: what is left of the request's deadline); only
-        ``knowledge_ids`` if given."""
-        owners: dict[tuple[str, str | None], frozenset[str]] = {}
+        several roles counts for each. A chunk that also has ``access_also`` or
+        ``access_denied`` (a share's DACL) counts under a ``Guard`` instead — its role, one of
+        its ``access_also`` and its denies — so its fields are listed only to those the search
+        shows it to. One composite aggregation, paged so that a page's buckets stay well
+        inside Elasticsearch's ``search.max_buckets``; each page is one request of at most
+        ``bound_s`` (None: what is left of the request's deadline); only ``knowledge_ids`` if
+        given."""
+        owners: dict[tuple[str, Owner], frozenset[str]] = {}
         if not paths:
             return owners
-        page = max(1, min(OWNERS_PAGE, OWNERS_BUCKETS // len(paths)))
-        exists = {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}
-        sources = [
-            {"kb": {"terms": {"field": "knowledge_id"}}},
-            {"role": {"terms": {"field": ACL_FIELD, "missing_bucket": True}}},
-        ]
         scope: list[dict[str, Any]] = [tenant_query(tenant)]
         if knowledge_ids is not None:
             scope.append({"terms": {"knowledge_id": sorted(set(knowledge_ids))}})
+        # A bucket names one of a chunk's denies, not all: the chunks of one (role, also)
+        # that have denies count together under all their denies — a holder of any sees none
+        # of their fields (narrower where their denies differ, never wider).
+        denies: dict[tuple[str, str | None, str | None], tuple[set[str], set[str]]] = {}
+        query = {"bool": {"filter": scope}}
+        async for key, has in self._owner_pages(tenant, paths, query, _SOURCES, bound_s):
+            kb, role, also = key["kb"], key["role"], key["also"]
+            if key["denied"] is None:
+                owner = role if also is None else Guard(role, also, frozenset())
+                owners[(kb, owner)] = has  # (empty: counted)
+                continue
+            held, fields = denies.setdefault((kb, role, also), (set(), set()))
+            held.add(key["denied"])
+            fields.update(has)
+        for (kb, role, also), (held, fields) in denies.items():
+            owners[(kb, Guard(role, also, frozenset(held)))] = frozenset(fields)
+        return owners
+
+    async def _owner_pages(
+        self,
+        tenant: str,
+        paths: Sequence[str],
+        query: dict[str, Any],
+        sources: list[dict[str, Any]],
+        bound_s: float | None,
+    ) -> AsyncIterator[tuple[dict[str, Any], frozenset[str]]]:
+        """Each composite bucket's key over ``sources``, with which of ``paths`` its chunks
+        have."""
+        page = max(1, min(OWNERS_PAGE, OWNERS_BUCKETS // len(paths)))
+        exists = {"filters": {"filters": {p: {"exists": {"field": p}} for p in paths}}}
         after: dict[str, Any] | None = None
         while True:
             composite: dict[str, Any] = {"size": page, "sources": sources}
@@ -141,7 +199,7 @@ class TenantReads(ElasticCalls):
                 (self._es.options(request_timeout=bound_s) if bound_s else self._es).search(
                     index=self.index(tenant),
                     size=0,
-                    query={"bool": {"filter": scope}},
+                    query=query,
                     aggs={"o": {"composite": composite, "aggs": {"f": exists}}},
                 ),
                 bound_s=bound_s,
@@ -150,10 +208,10 @@ class TenantReads(ElasticCalls):
             for bucket in found["buckets"]:
                 counts = bucket["f"]["buckets"]
                 has = frozenset(p for p in paths if counts.get(p, {}).get("doc_count", 0) > 0)
-                owners[(bucket["key"]["kb"], bucket["key"]["role"])] = has  # (empty: counted)
+                yield bucket["key"], has
             after = found.get("after_key")
             if after is None or len(found["buckets"]) < page:
-                return owners
+                return
 
     async def document_titles(self, tenant: str, limit: int = 1000) -> list[dict[str, str]]:
         """For an operator's pickers: up to ``limit`` of ``tenant``'s documents — id, title and

@@ -25,11 +25,11 @@ from indexer.convergence import RulesEditRecorder
 from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
-from indexer.sources import LocalSource, ObjectStoreSource
+from indexer.sources import LocalSource, ObjectStoreSource, SmbSource
 from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
-from indexer.watch.pushed import Listener, token_from
+from indexer.watch.pushed import Listener, parse_address, token_from
 from indexer.watch.root import RootWatch
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
@@ -71,21 +71,25 @@ def _listener(prepared: Prepared, args: dict[str, Any]) -> Listener | None:
     token is said at the start."""
     if not args["listen"]:
         return None
-    src = prepared.src
+    src, spec = prepared.src, args["listen"]
     if not isinstance(src, ObjectStoreSource):
-        raise typer.BadParameter("--listen is for a bucket: a folder's events are its own")
+        raise typer.BadParameter(say("listen_folder"))
     if args["events"]:
-        raise typer.BadParameter("give --listen or --events, not both")
+        raise typer.BadParameter(say("listen_or_events"))
+    try:
+        parse_address(spec)
+    except ValueError:
+        raise typer.BadParameter(say("listen_address", spec=spec)) from None
     try:
         token = token_from(args["listen_token_file"], dict(os.environ))
-        if not token:
-            raise ValueError(
-                "--listen needs a token: set RSVC_WATCH_LISTEN_TOKEN or --listen-token-file "
-                "(senders send it as Authorization: Bearer TOKEN)"
-            )
-        return Listener(args["listen"], token, src.bucket, src.prefix)
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc)) from None
+    except OSError as exc:
+        raise typer.BadParameter(f"--listen-token-file: {exc.strerror or exc}") from None
+    if not token:
+        raise typer.BadParameter(say("listen_token"))
+    try:
+        return Listener(spec, token, src.bucket, src.prefix)
+    except OSError as exc:
+        raise typer.BadParameter(say("listen_unavailable", spec=spec, why=exc.strerror)) from None
 
 
 def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None) -> Any:
@@ -105,6 +109,17 @@ def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None)
             return folder_events(root, stop, debounce)
 
         return heard_in_folder
+    if isinstance(src, SmbSource):
+        if spec:
+            raise typer.BadParameter("--events is for a bucket: a share's events are its own")
+        share = src
+
+        def heard_on_share(stop: asyncio.Event) -> AsyncIterator[Heard]:
+            from indexer.watch.share_events import share_events
+
+            return share_events(share, stop)
+
+        return heard_on_share
     if not spec:
         return None  # (a bucket without notifications: the re-listing alone)
     assert isinstance(src, ObjectStoreSource)
@@ -183,7 +198,7 @@ def watch(**args: Any) -> None:
 
             def said(what: str, done: Settled) -> None:
                 _said(what, done)
-                if warning := edits.said(what, done.report):
+                if warning := edits.said(what, done.report, done.held):
                     err.print(escape(f"warning: {warning}"), soft_wrap=True)
 
             watcher = Watcher(

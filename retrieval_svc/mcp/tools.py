@@ -15,7 +15,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from retrieval_svc.access import kb_access
-from retrieval_svc.acl import is_visible, stored_roles
+from retrieval_svc.acl import chunk_visible
 from retrieval_svc.acl.values import MAX_ID_LENGTH
 from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
@@ -202,7 +202,7 @@ def register(mcp: MCPServer) -> None:
             visible = [
                 s
                 for s in sources
-                if is_visible(stored_roles(s), principal.roles)
+                if chunk_visible(s, principal.roles)
                 and s.get("tenant") == principal.tenant
                 and kb_access(state.acl, key, principal, str(s.get("knowledge_id", ""))).allowed
             ]

@@ -22,10 +22,12 @@ STRICT = [
     "docs/api.md",
     "docs/filters.md",
     "docs/search.md",
+    "docs/indexer.md",
     "docs/operations.md",
     "docs/configuration.md",
+    "docs/performance.md",
 ]
-FOLLOWED = [*STRICT, "docs/dify.md", "examples/dify/README.md"]
+FOLLOWED = [*STRICT, "docs/dify.md", "docs/permissions.md", "examples/dify/README.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
 # Blocks that show output or a picture in the reader's language, rather than commands.
 SHOWN = {"text", "mermaid"}

@@ -190,7 +190,7 @@ def watch(**args: Any) -> None:
                 embedder=embedder,
                 health=health,
                 said=_said,
-                root=RootWatch(prepared.src.root)
+                root=RootWatch(prepared.src.root, prepared.src.given)
                 if isinstance(prepared.src, LocalSource)
                 else None,
             )

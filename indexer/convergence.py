@@ -5,6 +5,8 @@ permission-history event when a changed rules file changed documents' roles."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,46 @@ def rules_changed_event(
     except PolicyError as exc:
         return f"the rules change was not recorded in the permission history: {exc}"
     return None
+
+
+class RulesEditRecorder:
+    """``watch``'s permission history of a rules edit, as ``index`` records one: the edit is
+    settled from the index at once (``rules``), then by the re-listing it asks for; when that
+    re-listing re-tagged or withdrew documents, a ``rules-changed`` event names them (a
+    warning, never a stop, when the history cannot be written)."""
+
+    def __init__(
+        self,
+        settings: IndexSettings,
+        tenant: str,
+        at_start: AclRules | None,
+        rules: Callable[[], AclRules | None],
+    ) -> None:
+        self.settings, self.tenant, self.rules = settings, tenant, rules
+        self.in_force = at_start.fingerprint() if at_start is not None else None
+        self.pending: str | None = None  # the digest before an edit not yet accounted
+        self.held = 0
+
+    def said(self, what: str, report: Report | None, held: int = 0) -> str | None:
+        """Account one settle (``what`` as the watcher names it; ``held``: the documents the
+        edit held at once, whose re-listing may count them indexed rather than re-tagged); a
+        warning, or None."""
+        rules = self.rules()
+        now = rules.fingerprint() if rules is not None else None
+        if what == "rules":
+            if self.pending is None:
+                self.pending, self.held = self.in_force, 0
+            self.in_force = now
+            self.held += held
+            return None
+        if what != "re-listing" or self.pending is None or report is None:
+            return None  # (events settled meanwhile are not the edit's)
+        before, self.pending = self.pending, None
+        counted = replace(
+            report,
+            documents_retagged=max(report.documents_retagged, self.held),
+            roles_changed=list(report.roles_changed),
+        )
+        return rules_changed_event(
+            self.settings, self.tenant, counted, rules, {"rules": {"digest": before}}
+        )

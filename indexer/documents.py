@@ -26,6 +26,7 @@ from indexer.metadata_limits import (
     refuse_aliases,
 )
 from indexer.permissions import Outside
+from indexer.permissions.dacl import role_of
 from retrieval_svc.acl import DEFAULT_TENANT, RoleValueError, parse_roles
 from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.search.segment import segment
@@ -36,7 +37,16 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Keys of document metadata that set chunk fields rather than ``metadata.*``.
 _TITLE_KEYS = ("document_title", "title")
 _RESERVED = frozenset(
-    {"access_roles", "access_roles_from", "document_title", "title", "dataset_name", "path"}
+    {
+        "access_roles",
+        "access_roles_from",
+        "access_aces",
+        "access_narrowed",
+        "document_title",
+        "title",
+        "dataset_name",
+        "path",
+    }
 )
 # Metadata the indexer sets itself (docs/indexer.md, "What the metadata says"): what set the
 # document's roles (its front matter, sidecar, manifest, tag or folder rule); the file's
@@ -44,6 +54,8 @@ _RESERVED = frozenset(
 # for a page read by OCR its page and mean confidence.
 READER_KEYS = (
     "access_roles_from",
+    "access_aces",
+    "access_narrowed",
     "format",
     "pages",
     "ocr_pages",
@@ -220,6 +232,8 @@ class Fields:
     metadata: dict[str, Any]  # (each chunk's marks are added to it)
     roles: list[str]
     version: str  # the permissions version
+    also: list[str] = field(default_factory=list)  # roles that narrow a DACL's (access_also)
+    denied: list[str] = field(default_factory=list)  # a DACL's denies (access_denied)
 
 
 def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo) -> Fields:
@@ -241,8 +255,21 @@ def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo
                 f"access_roles: {why}; per-user sharing is not supported, give the document "
                 "a role and grant it to the user (retrieval-svc policy grant-role)"
             )
-    roles_from = roles_source(layers, obj.outside)
+    also: list[str] = []
+    denied: list[str] = []
+    roles_from: str | None
     custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
+    if (dacl := obj.outside.dacl) is not None:
+        # The file's own DACL decides; what any other layer says may only narrow it.
+        also, roles = list(roles), [role_of(sid) for sid in dacl.allow]
+        denied = [role_of(sid) for sid in dacl.deny]
+        narrowing = next((str(n) for n, layer in reversed(layers) if "access_roles" in layer), "")
+        roles_from = f"DACL of {obj.name}" + (f", narrowed by {narrowing}" if also else "")
+        custom["access_aces"] = [d.shown() for d in dacl.deciders]
+        if dacl.narrowed:
+            custom["access_narrowed"] = [role_of(sid) for sid in dacl.narrowed]
+    else:
+        roles_from = roles_source(layers, obj.outside)
     if roles_from is not None:
         custom["access_roles_from"] = roles_from
     dataset = meta.get("dataset_name")
@@ -252,6 +279,8 @@ def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo
         metadata=custom,
         roles=list(roles),
         version=obj.outside.version,
+        also=also,
+        denied=denied,
     )
 
 
@@ -263,6 +292,8 @@ def stamp(chunk: dict[str, Any], fields: Fields, marks: Mapping[str, Any], sourc
     chunk["metadata"] = {**fields.metadata, **marks} if marks else dict(fields.metadata)
     for key, value in (
         ("access_roles", fields.roles),
+        ("access_also", fields.also),
+        ("access_denied", fields.denied),
         ("source_name", source),
         ("permissions_version", fields.version),
     ):

@@ -22,6 +22,7 @@ from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.settings import DEFAULT_TIMEZONE
 
 URL_FIELDS = frozenset({"key", "uri", "bucket", "name"})
+NOBODY = "its DACL lets no one read its data: not indexed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,12 @@ def outside_of(source: Source, ref: ObjectRef, options: IndexOptions) -> Outside
                 tag = tuple(roles_from_tag(name, tags[name]))
             except TagError as exc:
                 raise DocumentError(str(exc)) from None
+    if isinstance(ref.dacl, str):  # (its access list could not be read: never published)
+        raise DocumentError(ref.dacl)
+    if ref.dacl is not None and ref.dacl.nobody:
+        raise DocumentError(NOBODY)
     outside = Outside(
+        dacl=ref.dacl,
         rule=rules.match(ref.key) if rules else None,
         rules_file=rules.path if rules else "",
         unmatched=rules.unmatched if rules else "",

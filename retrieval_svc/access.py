@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval_svc.acl.casbin_acl import AccessControl
-from retrieval_svc.acl.rule import is_visible, stored_roles
+from retrieval_svc.acl.rule import (
+    ALSO_FIELD,
+    DENIED_FIELD,
+    chunk_visible,
+    is_visible,
+    stored_roles,
+)
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.errors import AuthorizationFailed
@@ -70,14 +76,22 @@ def explain_chunk(
 ) -> dict[str, Any]:
     """Visibility of one stored chunk to ``principal``, with the rule that decided it."""
     required = stored_roles(source)
-    matched = sorted(required & principal.roles)
-    acl_ok = is_visible(required, principal.roles)
-    if not required:
-        code, rule = "public", "public: access_roles is absent, null or empty"
-    elif matched:
-        code, rule = "intersection", "intersection: the principal holds " + ", ".join(matched)
-    else:
+    also, denied = stored_roles(source, ALSO_FIELD), stored_roles(source, DENIED_FIELD)
+    roles = principal.roles
+    matched = sorted(required & roles)
+    refused = sorted(denied & roles)
+    acl_ok = chunk_visible(source, roles)
+    if refused:
+        code, rule = "denied", "denied: the principal holds " + ", ".join(refused)
+    elif not is_visible(required, roles):
         code, rule = "restricted", "restricted: the principal holds none of the chunk's roles"
+    elif not is_visible(also, roles):
+        code, rule = "narrowed", "narrowed: the principal holds none of the roles that narrow it"
+    elif not required and not also:
+        code, rule = "public", "public: access_roles is absent, null or empty"
+    else:
+        code, rule = "intersection", "intersection: the principal holds " + ", ".join(matched)
+    metadata = source.get("metadata") or {}
     return {
         "chunk_id": source.get("chunk_id"),
         "document_id": source.get("document_id"),
@@ -85,13 +99,20 @@ def explain_chunk(
         "visible": acl_ok and access.allowed,
         "acl": {
             "access_roles": sorted(required),
+            "access_also": sorted(also),
+            "access_denied": sorted(denied),
             "matched_roles": matched,
+            "denied_roles": refused,
             "visible": acl_ok,
             "rule": rule,
             "code": code,  # the rule, for words in the reader's language
-            # What set the roles when indexed: front matter, sidecar, manifest, an object tag
-            # or a folder rule (design.md §16); None when nothing did (public by absence).
-            "set_by": (source.get("metadata") or {}).get("access_roles_from"),
+            # What set the roles when indexed: front matter, sidecar, manifest, an object tag,
+            # a folder rule or a file's DACL (design.md §16); None when nothing did.
+            "set_by": metadata.get("access_roles_from"),
+            # For a file's DACL: the ACEs behind the roles, in their order, and whether the
+            # index holds exactly what Windows allows (else narrower: which allows it cut).
+            "aces": list(metadata.get("access_aces") or []),
+            "narrowed": list(metadata.get("access_narrowed") or []),
         },
         "knowledge_base": {
             "readable": access.allowed,

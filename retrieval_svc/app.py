@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -60,6 +61,15 @@ from retrieval_svc.search.rerank import RerankConfig, Reranker
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebConfig, WebSearch
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a log may show it: without a user or password."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +227,13 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             model = await embedder.describe()
         except EmbeddingError as exc:
             raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
+    # Which cluster it writes to, said once at start (never a password in the URL).
+    log.warning(
+        "Elasticsearch at %s: indices under alias %s, tenants %s",
+        ", ".join(shown_url(url) for url in settings.es_hosts),
+        settings.index_alias,
+        ", ".join(settings.tenants),
+    )
     try:
         if await legacy_layout(es, settings.index_alias):
             raise ConfigurationError(LEGACY_MESSAGE.format(alias=settings.index_alias))

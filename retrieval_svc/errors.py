@@ -48,7 +48,7 @@ REFUSAL_REASONS = (
     "key_scope",  # the key may not read this knowledge base
     "no_policy",  # the policy lets this principal read no such knowledge base
     "unknown_user",  # a user id that names no one (or two people), refused by its key
-    "no_identity",  # no identity at all, refused by its key (anonymous: refuse)
+    "no_identity",  # no identity at all, refused by its key (anonymous: refuse; MCP: no header)
     "identity_mode",  # a claim the key's mode does not accept (a role claim to a casbin key…)
     "invalid_token",  # a principal or OIDC token invalid or expired
     "template_identity",  # an identity value that is a variable Dify left unresolved

@@ -116,6 +116,8 @@ RULES = {
     "public": "公开：段落未限定角色（access_roles 缺失、为 null 或为空）",
     "intersection": "可见：用户持有段落所列角色 {roles}",
     "restricted": "受限：用户不持有段落所列任何角色",
+    "denied": "拒绝：用户持有段落拒绝的角色 {refused}",
+    "narrowed": "收窄：用户不持有收窄该段落的任何角色",
 }
 KB_REASONS = {
     "granted": "策略授权给 {granted_by}",
@@ -131,7 +133,10 @@ def explained(answer: dict[str, Any], lang: Language) -> dict[str, Any]:
     for chunk in answer.get("chunks", ()):
         acl, kb = chunk.get("acl", {}), chunk.get("knowledge_base", {})
         if acl.get("code") in RULES:
-            acl["rule"] = RULES[acl["code"]].format(roles="、".join(acl.get("matched_roles", ())))
+            acl["rule"] = RULES[acl["code"]].format(
+                roles="、".join(acl.get("matched_roles", ())),
+                refused="、".join(acl.get("denied_roles", ())),
+            )
         if isinstance(acl.get("set_by"), str):
             acl["set_by"] = roles_source_text(acl["set_by"], "zh")
         if kb.get("code") in KB_REASONS:

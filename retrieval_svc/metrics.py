@@ -165,9 +165,9 @@ class Metrics:
         )
         self.refusals = Counter(
             "rsvc_refusals_total",
-            "Requests refused (4xx) on the retrieval routes, by route template, API key (- when "
-            "no key matched) and reason (a fixed list: docs/operations.md). Dify's knowledge "
-            "path shows a refusal as an empty answer: this is where it is seen.",
+            "Requests refused (4xx) on the retrieval routes and MCP, by route template, API "
+            "key (- when no key matched) and reason (a fixed list: docs/operations.md). Dify's "
+            "knowledge path shows a refusal as an empty answer: this is where it is seen.",
             ["route", "key", "reason"],
             registry=r,
         )

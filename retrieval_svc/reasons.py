@@ -83,6 +83,26 @@ FAILURES: tuple[Reason, ...] = (
         "{name} 是符号链接：符号链接一律不跟随（链接目标在其所在位置、按其自身权限索引）；附属文件是链接时，文档不予索引",
     ),
     row(
+        "link",
+        r"^sidecar (?P<name>.+?) is a reparse point: links are never followed",
+        "附属文件 {name} 是重解析点（链接）：链接一律不跟随，文档不予索引",
+    ),
+    row(
+        "dacl_unreadable",
+        r"^its security descriptor cannot be read: (?P<detail>.+)$",
+        "无法读取其安全描述符（{detail}）：给索引账户授予“读取权限”（READ_CONTROL）；文档不会被当作公开文档发布",
+    ),
+    row(
+        "dacl_malformed",
+        r"^its security descriptor is malformed: (?P<detail>.+)$",
+        "其安全描述符格式错误（{detail}）：文档不会被当作公开文档发布",
+    ),
+    row(
+        "dacl_nobody",
+        r"^its DACL lets no one read its data",
+        "其 DACL 不允许任何人读取内容（空 DACL，或没有授予读取的允许项）：不予索引",
+    ),
+    row(
         "not_a_file",
         r"^(?P<name>.+) is not a regular file$",
         "{name} 不是普通文件（可能在列出后被替换为 FIFO、设备或套接字）",
@@ -209,12 +229,20 @@ PASSED_OVER: tuple[Reason, ...] = (
         "路径中有空的、“.”或“..”文件夹（如 docs//a.md）：重命名该对象",
     ),
     row("link", r"^a symbolic link: not followed$", "符号链接：一律不跟随（其目标在所在位置索引）"),
+    row(
+        "reparse_point",
+        r"^a reparse point \(a link, junction or DFS link\): not followed$",
+        "重解析点（链接、联接或 DFS 链接）：一律不跟随",
+    ),
     row("name_encoding", r"^the name is not valid UTF-8$", "文件名不是有效的 UTF-8"),
     row("unreadable", r"^cannot be read: (?P<detail>.+)$", "无法读取：{detail}"),
     row("not_a_file", r"^not a regular file", "不是普通文件（FIFO、设备或套接字）"),
 )
 
 ROLE_SOURCES: tuple[Reason, ...] = (
+    row("rule_globs", r"^rule \((?P<glob>.+?)(?P<override>, override)?\) of (?P<file>.+)$",
+       "{file} 中的规则（{glob}{override}）"),
+    # (as documents indexed before a rule was recorded by its globs alone name it)
     row("rule", r"^rule (?P<number>\d+) \((?P<glob>.+?)(?P<override>, override)?\) of (?P<file>.+)$",
        "{file} 的第 {number} 条规则（{glob}{override}）"),
     row("unmatched_public", r"^unmatched: public, in (?P<file>.+)$", "{file} 的 unmatched: public"),
@@ -223,6 +251,8 @@ ROLE_SOURCES: tuple[Reason, ...] = (
     row("sidecar", r"^sidecar$", "附属文件"),
     row("manifest", r"^manifest$", "清单文件"),
     row("metadata", r"^metadata$", "元数据"),
+    row("dacl", r"^DACL of (?P<name>.+?), narrowed by (?P<by>.+)$", "{name} 的 DACL，并由{by}收窄"),
+    row("dacl", r"^DACL of (?P<name>.+)$", "{name} 的 DACL"),
 )  # fmt: skip
 
 

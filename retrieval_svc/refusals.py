@@ -3,10 +3,11 @@
 Dify keeps only a 200's records: on its knowledge-retrieval path a refused request (a wrong
 key, an unknown user, an unresolved variable…) becomes "nothing found", and the service's
 message reaches only the Dify API server's log. So every refusal (a 4xx) of ``/retrieval``,
-``/v1/search`` and the tool is counted here by route, key and reason
-(``rsvc_refusals_total``, alerted on in the Helm chart), named in the request's log line, and
-kept for the console's *Knowledge bases* page: the last refusals per key and reason, of this
-process, per tenant (a wrong key has no tenant: it is in the metric and the log only).
+``/v1/search``, the tool and MCP (a refused connection or tool call: ``route="/mcp"``) is
+counted here by route, key and reason (``rsvc_refusals_total``, alerted on in the Helm chart),
+named in the request's log line, and kept for the console's *Knowledge bases* page: the last
+refusals per key and reason, of this process, per tenant (a wrong key has no tenant: it is in
+the metric and the log only).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
     python -m bench.freshness [--objects 100000] [--changes 20] [--sources folder,s3]
                               [--modes events,relisting,outage,restart] [--rescan 60]
-                              [--s3-server seaweedfs|moto] [--out DIR]
+                              [--s3-server seaweedfs|moto|minio] [--out DIR]
 
 A source of ``--objects`` documents under folder rules (公共 public, 法务 and 人事 restricted)
 is indexed and watched, through the local embedding model. Changes then arrive at a steady
@@ -15,7 +15,8 @@ affected people every 100 ms — the service's own ACL clause: anonymous for wha
 change at the source to the first moment every answer agrees. Reported per kind: p50, p95 and
 max, for events and for the re-listing alone (``--events none``), for a folder and for an S3
 bucket with its notifications through SQS (``--s3-server``: SeaweedFS beside moto's queue, or
-moto alone; see ``servers``), and how many changes were missed.
+moto alone) or posted by MinIO's webhook to the watcher's ``--listen`` (``minio``; see
+``servers``), and how many changes were missed.
 
 Each source is written and indexed once; the modes then watch it in turn, each changing
 documents, folders and words of its own (the watcher's first re-listing checks the whole

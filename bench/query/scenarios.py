@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 
 from bench.query.corpus import KNOWLEDGE_ID, TENANT, Query
-from retrieval_svc.acl import is_visible, stored_roles
+from retrieval_svc.acl import chunk_visible
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.filters import FieldCatalog, compile_filter, parse_filter
 from retrieval_svc.search.query import TextFields, search_body
@@ -162,11 +162,7 @@ class Scenarios:
         clauses = body["query"]["bool"]["filter"]
         del clauses[1]  # search_body puts the ACL clause second
         resp = await self._search_es(body)
-        kept = [
-            h["_id"]
-            for h in resp["hits"]["hits"]
-            if is_visible(stored_roles(h["_source"]), p.roles)
-        ]
+        kept = [h["_id"] for h in resp["hits"]["hits"] if chunk_visible(h["_source"], p.roles)]
         return kept[:TOP_K], int(resp["took"])
 
 

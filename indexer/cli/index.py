@@ -83,7 +83,10 @@ DEFAULT_BUDGET = Budget()
 @app.command()
 def index(
     source: Annotated[
-        str, typer.Argument(help="oss://bucket/prefix, s3://bucket/prefix or a folder.")
+        str,
+        typer.Argument(
+            help="oss://bucket/prefix, s3://bucket/prefix, smb://server/share/folder or a folder."
+        ),
     ],
     knowledge_id: Annotated[str, typer.Option(help="Knowledge base id (Dify's knowledge_id).")],
     tenant: TenantOption = DEFAULT_TENANT,

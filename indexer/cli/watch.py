@@ -21,14 +21,15 @@ from rich.markup import escape
 from indexer.cli.common import app, err, open_embedder, refuse_legacy, run
 from indexer.cli.index import index
 from indexer.cli.prepare import Prepared, exclude_from, load_manifest, prepare
+from indexer.convergence import RulesEditRecorder
 from indexer.loading import IndexOptions
 from indexer.passing_over import PassedOver
 from indexer.permissions import load_rules
-from indexer.sources import LocalSource, ObjectStoreSource
+from indexer.sources import LocalSource, ObjectStoreSource, SmbSource
 from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
-from indexer.watch.pushed import Listener, token_from
+from indexer.watch.pushed import Listener, parse_address, token_from
 from indexer.watch.root import RootWatch
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
@@ -70,21 +71,25 @@ def _listener(prepared: Prepared, args: dict[str, Any]) -> Listener | None:
     token is said at the start."""
     if not args["listen"]:
         return None
-    src = prepared.src
+    src, spec = prepared.src, args["listen"]
     if not isinstance(src, ObjectStoreSource):
-        raise typer.BadParameter("--listen is for a bucket: a folder's events are its own")
+        raise typer.BadParameter(say("listen_folder"))
     if args["events"]:
-        raise typer.BadParameter("give --listen or --events, not both")
+        raise typer.BadParameter(say("listen_or_events"))
+    try:
+        parse_address(spec)
+    except ValueError:
+        raise typer.BadParameter(say("listen_address", spec=spec)) from None
     try:
         token = token_from(args["listen_token_file"], dict(os.environ))
-        if not token:
-            raise ValueError(
-                "--listen needs a token: set RSVC_WATCH_LISTEN_TOKEN or --listen-token-file "
-                "(senders send it as Authorization: Bearer TOKEN)"
-            )
-        return Listener(args["listen"], token, src.bucket, src.prefix)
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc)) from None
+    except OSError as exc:
+        raise typer.BadParameter(f"--listen-token-file: {exc.strerror or exc}") from None
+    if not token:
+        raise typer.BadParameter(say("listen_token"))
+    try:
+        return Listener(spec, token, src.bucket, src.prefix)
+    except OSError as exc:
+        raise typer.BadParameter(say("listen_unavailable", spec=spec, why=exc.strerror)) from None
 
 
 def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None) -> Any:
@@ -104,12 +109,23 @@ def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None)
             return folder_events(root, stop, debounce)
 
         return heard_in_folder
+    if isinstance(src, SmbSource):
+        if spec:
+            raise typer.BadParameter("--events is for a bucket: a share's events are its own")
+        share = src
+
+        def heard_on_share(stop: asyncio.Event) -> AsyncIterator[Heard]:
+            from indexer.watch.share_events import share_events
+
+            return share_events(share, stop)
+
+        return heard_on_share
     if not spec:
         return None  # (a bucket without notifications: the re-listing alone)
     assert isinstance(src, ObjectStoreSource)
     if src.scheme != "s3":
         raise typer.BadParameter(
-            "--events reads an SQS queue: for OSS, let MNS or EventBridge push its events to "
+            "--events reads an SQS queue: for OSS, let EventBridge push its events to "
             "--listen, or let the re-listing alone find changes (docs/indexer.md, 'Watching')"
         )
     import boto3
@@ -174,6 +190,17 @@ def watch(**args: Any) -> None:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
+            # A rules edit's permission history, as `index` keeps it (the watcher's options
+            # are the ones in force: a rules edit replaces them).
+            edits = RulesEditRecorder(
+                settings, options.tenant, options.acl_rules, lambda: watcher.options.acl_rules
+            )
+
+            def said(what: str, done: Settled) -> None:
+                _said(what, done)
+                if warning := edits.said(what, done.report, done.held):
+                    err.print(escape(f"warning: {warning}"), soft_wrap=True)
+
             watcher = Watcher(
                 es,
                 prepared.src,
@@ -189,7 +216,7 @@ def watch(**args: Any) -> None:
                 reload=_reloader(prepared, args) if files else None,
                 embedder=embedder,
                 health=health,
-                said=_said,
+                said=said,
                 root=RootWatch(prepared.src.root, prepared.src.given)
                 if isinstance(prepared.src, LocalSource)
                 else None,
@@ -242,7 +269,7 @@ WATCH_OPTIONS = [
             str | None,
             typer.Option(
                 help="A bucket's events pushed over HTTP to HOST:PORT (or :PORT): MinIO's "
-                "webhook, MNS's HTTP subscription or EventBridge's HTTP target (OSS). "
+                "webhook or EventBridge's HTTP target (OSS). "
                 "Requests carry Authorization: Bearer TOKEN.",
                 show_default=False,
             ),

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from indexer.permissions.dacl import FileAccess
 from indexer.permissions.rules import Rule
 
 Layer = tuple[str, Mapping[str, Any]]
@@ -37,6 +38,9 @@ class Outside:
     tag_name: str = ""
     tag: tuple[str, ...] | None = None
     version: str = ""
+    # Who reads it by its own DACL (an SMB share's file): the roles every other layer may
+    # only narrow.
+    dacl: FileAccess | None = None
 
     def below(self) -> list[Layer]:
         """Layers under the document's own metadata: its rule, then its tag."""
@@ -55,7 +59,7 @@ class Outside:
 
     def _rule_name(self) -> str:
         assert self.rule is not None
-        return f"{self.rule.describe()} of {self.rules_file}"
+        return f"{self.rule.stored_name()} of {self.rules_file}"
 
     def unmatched_source(self) -> str | None:
         """What set the roles of an object no layer gave any: the rules file's ``unmatched:
@@ -88,10 +92,11 @@ def versioned(outside: Outside, manifest_line: Mapping[str, Any], sidecar: str =
         said["tag"] = [outside.tag_name, outside.tag]
     if manifest_line:
         said["manifest"] = manifest_line
+    if outside.dacl is not None:
+        dacl = outside.dacl
+        said["dacl"] = [dacl.allow, dacl.deny, dacl.narrowed, [d.shown() for d in dacl.deciders]]
     if not said:
         return outside
     text = json.dumps(said, ensure_ascii=False, sort_keys=True, default=str)
     version = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return Outside(
-        outside.rule, outside.rules_file, outside.unmatched, outside.tag_name, outside.tag, version
-    )
+    return replace(outside, version=version)

@@ -110,9 +110,16 @@ class Rule:
     override: bool
 
     def describe(self) -> str:
-        """How *why not*, the console and ``show`` name it: ``rule 2 (finance/**)``."""
+        """How a run's warnings name it: ``rule 2 (finance/**)``."""
         shown = ", ".join(self.patterns)
         return f"rule {self.number} ({shown}{', override' if self.override else ''})"
+
+    def stored_name(self) -> str:
+        """How a document records it (*why not*, the console, ``show``): ``rule
+        (finance/**)``, by its globs and never its number — an edit that moves it keeps the
+        record true although the document is not written again."""
+        shown = ", ".join(self.patterns)
+        return f"rule ({shown}{', override' if self.override else ''})"
 
 
 @dataclass(slots=True)

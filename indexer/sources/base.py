@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from indexer.documents import DocumentError
 from indexer.metadata_limits import MAX_SIDECAR_BYTES, MetadataLimitError, check_bytes
 from indexer.passing_over import PassedOver
+from indexer.permissions.dacl import FileAccess
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,10 @@ class ObjectRef:
     # The version of its ``.meta.json`` sidecar as the listing saw it ("" for none), so a
     # sidecar edited with the document untouched is seen as a change of its roles.
     sidecar: str = ""
+    # Who reads it by its own access list, read with the listing (an SMB share's DACL): None
+    # where the source keeps none; a string says why it could not be read or decided (the
+    # document is withdrawn, never published).
+    dacl: FileAccess | str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Bucket events pushed to the watcher over HTTP (``watch --listen ADDR``): MinIO's webhook
-target, an MNS topic's HTTP subscription (OSS's events), Alibaba Cloud EventBridge's HTTP
-target, or anything that POSTs the formats ``indexer.watch.notices`` reads.
+target, Alibaba Cloud EventBridge's HTTP target (OSS's events; or a relay of MNS's), or
+anything that POSTs the formats ``indexer.watch.notices`` reads.
 
 Every request must carry ``Authorization: Bearer TOKEN`` (MinIO's webhook sends its
 ``auth_token`` so), compared in constant time; the token is read from a file or the

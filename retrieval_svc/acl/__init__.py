@@ -2,9 +2,12 @@
 
 from retrieval_svc.acl.rule import (
     ACL_FIELD,
+    ALSO_FIELD,
     DEFAULT_TENANT,
+    DENIED_FIELD,
     TENANT_FIELD,
     acl_query,
+    chunk_visible,
     in_tenant,
     is_visible,
     stored_roles,
@@ -14,11 +17,14 @@ from retrieval_svc.acl.values import ListValueError, RoleValueError, parse_list,
 
 __all__ = [
     "ACL_FIELD",
+    "ALSO_FIELD",
     "DEFAULT_TENANT",
+    "DENIED_FIELD",
     "TENANT_FIELD",
     "ListValueError",
     "RoleValueError",
     "acl_query",
+    "chunk_visible",
     "in_tenant",
     "is_visible",
     "parse_list",

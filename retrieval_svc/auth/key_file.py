@@ -65,7 +65,8 @@ class KeyFile:
             self.error = f"cannot read {self.path}: {exc.strerror}"
             log.error("API keys file: %s; the keys in force stay", self.error)
             return False
-        if _digest(data) == self.digest:
+        if _digest(data) == self.digest:  # (back to the keys in force: nothing is wrong now)
+            self.error = ""
             return False
         try:
             keys = self._validated(parse_api_keys(data.decode("utf-8"), self.path))

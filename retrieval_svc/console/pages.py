@@ -285,7 +285,8 @@ async def search_as(request: Request, state: StateDep) -> Response:
             why = await explain_visibility(state, key, claims, chunk_id=chunk.chunk_id)
             rule = why["chunks"][0]["acl"] if why["chunks"] else {}
             hidden.append({"chunk": chunk, "roles": rule.get("access_roles", []),
-                           "rule": rule.get("code", "restricted")})  # fmt: skip
+                           "rule": rule.get("code", "restricted"),
+                           "aces": rule.get("aces", [])})  # fmt: skip
         return {
             "rows": rows,
             "hidden": hidden,

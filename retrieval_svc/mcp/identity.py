@@ -76,7 +76,8 @@ def header_claims(
         raise AuthorizationFailed(
             f"API key {key.name!r} ({key.mode.value} mode) needs the end user's identity over "
             f"MCP: set the header {' or '.join(_SPELLED[h] for h in needed)} when the "
-            "application connects (tool arguments never carry identity)"
+            "application connects (tool arguments never carry identity)",
+            reason="no_identity",
         )
     return make_claims(
         found.get(USER_HEADER),

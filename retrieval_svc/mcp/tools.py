@@ -15,13 +15,14 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from retrieval_svc.access import kb_access
-from retrieval_svc.acl import is_visible, stored_roles
+from retrieval_svc.acl import chunk_visible
 from retrieval_svc.acl.values import MAX_ID_LENGTH
 from retrieval_svc.auth.identity import Claims, principal_for
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.chunks import chunk_from_source, number_chunks
 from retrieval_svc.errors import KnowledgeBaseNotFound, ServiceError
 from retrieval_svc.merge import chunk_dict, format_chunks, numbered_output
+from retrieval_svc.refusals import note_refusal
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, audit_event, cut_query
 from retrieval_svc.schemas import (
     MAX_KNOWLEDGE_IDS,
@@ -33,6 +34,7 @@ from retrieval_svc.schemas import (
 )
 from retrieval_svc.state import AppState
 
+PATH = "/mcp"  # the transport's path: the route label of its metrics and refusals
 _TOOL = ToolRequest.model_fields
 
 
@@ -75,8 +77,17 @@ def caller(ctx: Context) -> tuple[AppState, ApiKeyConfig, Claims]:
 
 
 def _error(exc: ServiceError) -> CallToolResult:
-    """A refused call as the model reads it: the same words as the HTTP error."""
+    """A failed call as the model reads it: the same words as the HTTP error."""
     return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
+
+
+def _refused(
+    state: AppState, key: ApiKeyConfig, exc: ServiceError, knowledge_ids: str = ""
+) -> CallToolResult:
+    """A refused call (a 4xx over HTTP), counted and kept as the HTTP routes' refusals are
+    (``refusals``), as the model reads it."""
+    note_refusal(state.metrics, state.refusals, PATH, key, exc, knowledge_id=knowledge_ids)
+    return _error(exc)
 
 
 def register(mcp: MCPServer) -> None:
@@ -115,6 +126,7 @@ def register(mcp: MCPServer) -> None:
         web: Annotated[bool, Field(description=_described("web"))] = False,
     ) -> Annotated[CallToolResult, ToolOutput]:
         state, key, who = caller(ctx)
+        named = knowledge_ids if isinstance(knowledge_ids, str) else ", ".join(knowledge_ids[:5])
         try:
             done = await answer(
                 state,
@@ -130,7 +142,7 @@ def register(mcp: MCPServer) -> None:
                 WebRequest(max_results=state.settings.web_max_results) if web else None,
             )
         except ServiceError as exc:
-            return _error(exc)
+            return _refused(state, key, exc, named)
         output = numbered_output(done.chunks)
         text = output["formatted_chunks"] or "No passage visible to this user matches."
         return CallToolResult(
@@ -151,7 +163,7 @@ def register(mcp: MCPServer) -> None:
             principal = await principal_for(key, who, state.acl, state.oidc)
             found = await state.engine.knowledge_bases(principal.tenant, principal.roles)
         except ServiceError as exc:
-            return _error(exc)
+            return _refused(state, key, exc)
         readable = [
             KnowledgeBase(**kb)
             for kb in found
@@ -182,7 +194,6 @@ def register(mcp: MCPServer) -> None:
         ctx: Context,
     ) -> Annotated[CallToolResult, DocumentText]:
         state, key, who = caller(ctx)
-        missing = KnowledgeBaseNotFound(f"document {document_id!r} does not exist")
         try:
             principal = await principal_for(key, who, state.acl, state.oidc)
             sources = await state.engine.get_chunks(
@@ -191,14 +202,14 @@ def register(mcp: MCPServer) -> None:
             visible = [
                 s
                 for s in sources
-                if is_visible(stored_roles(s), principal.roles)
+                if chunk_visible(s, principal.roles)
                 and s.get("tenant") == principal.tenant
                 and kb_access(state.acl, key, principal, str(s.get("knowledge_id", ""))).allowed
             ]
-            if not visible:  # hidden answers exactly as absent (design.md §4)
-                raise missing
         except ServiceError as exc:
-            return _error(exc)
+            return _refused(state, key, exc)
+        if not visible:  # hidden answers exactly as absent (design.md §4): not a refusal
+            return _error(KnowledgeBaseNotFound(f"document {document_id!r} does not exist"))
         chunks = number_chunks([chunk_from_source(s, 1.0) for s in visible])
         kbs = sorted({c.knowledge_id for c in chunks if c.knowledge_id})
         audit_event(state, key, principal, kbs, "read_document", chunks)

@@ -38,11 +38,11 @@ from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, bearer_token
 from retrieval_svc.deps import authenticate
 from retrieval_svc.errors import AuthError, ServiceError
 from retrieval_svc.mcp.identity import header_claims
-from retrieval_svc.mcp.tools import register
+from retrieval_svc.mcp.tools import PATH, register
+from retrieval_svc.refusals import note_refusal
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
 
-PATH = "/mcp"
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 _ROUTE = Route(PATH, endpoint=lambda _request: None)  # the metrics' and access log's label
 _METADATA_ROUTE = Route(METADATA_PREFIX, endpoint=lambda _request: None)
@@ -78,8 +78,9 @@ class OidcTokens:
             return None
         try:
             user = await state.oidc.verify(token)
-        except ServiceError:
+        except ServiceError as exc:
             state.metrics.auth_failures.labels(reason="InvalidPrincipalToken").inc()
+            note_refusal(state.metrics, state.refusals, PATH, oidc_key(state.settings), exc)
             return None
         return AccessToken(token=token, client_id=user.user_id or "-", scopes=[])
 
@@ -161,12 +162,13 @@ class McpRoutes:
             authorization = _header(scope, b"authorization")
             try:
                 claims = Claims(token=bearer_token(authorization))
-            except AuthError:
-                pass  # the SDK answers with its challenge
+            except AuthError as exc:  # the SDK answers with its challenge
+                note_refusal(state.metrics, state.refusals, PATH, key, exc)
         elif path == PATH:
             try:
                 key = await authenticate(state, _header(scope, b"authorization"))
             except AuthError as exc:
+                note_refusal(state.metrics, state.refusals, PATH, None, exc)
                 await _refuse(scope, receive, send, exc)
                 return
             try:
@@ -177,6 +179,7 @@ class McpRoutes:
             except ServiceError as exc:
                 if isinstance(exc, AuthError):
                     state.metrics.auth_failures.labels(reason=type(exc).__name__).inc()
+                note_refusal(state.metrics, state.refusals, PATH, key, exc)
                 await JSONResponse(rpc_error(exc), status_code=exc.status_code)(
                     scope, receive, send
                 )

@@ -15,7 +15,7 @@ from elasticsearch import (
     AsyncElasticsearch,
 )
 
-from retrieval_svc.acl import in_tenant, is_visible, stored_roles
+from retrieval_svc.acl import chunk_visible, in_tenant
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.chunks import UnifiedChunk, chunk_from_source
 from retrieval_svc.metrics import Metrics
@@ -199,10 +199,7 @@ class SearchEngine(TenantReads):
         out: list[Hit] = []
         for hit in response["hits"]["hits"]:
             source: dict[str, Any] = hit.get("_source") or {}
-            if not (
-                in_tenant(source, principal.tenant)
-                and is_visible(stored_roles(source), principal.roles)
-            ):
+            if not (in_tenant(source, principal.tenant) and chunk_visible(source, principal.roles)):
                 self._metrics.acl_postcheck_drops.inc()
                 log.error(
                     "ACL post-check dropped chunk %s for key %s: the query let it through",

@@ -5,9 +5,11 @@ the two agree for every principal × knowledge base below."""
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -246,3 +248,26 @@ async def test_the_server_s_default_language_answers_a_request_that_names_none(
     assert english.json() == {"error_code": 1002, "error_msg": "the API key is not valid"}
     assert invalid.json()["error_code"] == 3001 and not invalid.json()["error_msg"].isascii()
     assert not explained["chunks"][0]["acl"]["rule"].isascii(), explained
+
+
+async def test_the_service_says_which_cluster_it_writes_to_without_its_password(
+    corpus: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At start, one line names the cluster, the alias and the tenants — never a password
+    the URL carries."""
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY, encoding="utf-8")
+    admin = ApiKeyConfig(
+        name="admin", sha256=hash_key(ADMIN), tenant="acme", knowledge_ids=SCOPE, admin=True
+    )
+    settings = make_settings(corpus, api_keys=[admin], casbin_policy=policy)
+    parts = urlsplit(settings.es_url)
+    with_password = f"{parts.scheme}://elastic:s3cret-pw@{parts.netloc}"
+    settings = settings.model_copy(update={"es_url": with_password})
+    with caplog.at_level(logging.WARNING, logger="retrieval_svc.app"):
+        async with app_client(settings):
+            pass
+    said = [r.getMessage() for r in caplog.records if "indices under alias" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+    assert f"{parts.scheme}://{parts.netloc}" in said[0] and corpus in said[0], said
+    assert "s3cret-pw" not in caplog.text and "elastic:" not in caplog.text

@@ -92,10 +92,10 @@ def test_a_bucket_takes_its_roles_from_rules_and_tags_with_no_per_file_metadata(
         k: (d.get("access_roles"), d["metadata"].get("access_roles_from")) for k, d in docs.items()
     }
     assert acl == {
-        "finance/2026/预算.md": (["finance"], "rule 1 (finance/**) of acl-rules.yaml"),
+        "finance/2026/预算.md": (["finance"], "rule (finance/**) of acl-rules.yaml"),
         "finance/审计报告.md": (["审计", "董事会"], "tag access_roles"),  # the tag is more specific
-        "hr/薪酬/2026.csv": (["薪酬专员"], "rule 2 (hr/薪酬/*.csv, override) of acl-rules.yaml"),
-        "public/手册.md": (None, "rule 3 (public/**) of acl-rules.yaml"),
+        "hr/薪酬/2026.csv": (["薪酬专员"], "rule (hr/薪酬/*.csv, override) of acl-rules.yaml"),
+        "public/手册.md": (None, "rule (public/**) of acl-rules.yaml"),
     }
     # A rule changes and a tag changes: the next run re-tags those documents in place.
     rules.write_text(RULES.replace("[finance]", "[finance, 财务总监]"), encoding="utf-8")
@@ -221,6 +221,6 @@ async def _index_twice(
     )
     assert (second.documents_retagged, second.chunks_embedded) == (1, 0)
     after = (await stored(es, corpus, "acl-embed"))["finance/a.md"]
-    assert after["metadata"]["access_roles_from"] == "rule 1 (finance/**) of rules.yaml"
+    assert after["metadata"]["access_roles_from"] == "rule (finance/**) of rules.yaml"
     assert after["embedding"] == before["finance/a.md"]["embedding"]  # the vector kept
     assert after["content_hash"] == before["finance/a.md"]["content_hash"]

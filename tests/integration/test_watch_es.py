@@ -19,12 +19,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from elasticsearch import Elasticsearch
 
+from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from tests.support import ES_URL, S3_KEY_ID, S3_SECRET
 from tests.support.tcp_proxy import TcpProxy
 
@@ -127,10 +129,13 @@ def share(tmp_path: Path) -> Path:
     return root
 
 
-def folder_watcher(share: Path, alias: str, kb: str, *more: str, es_url: str = ES_URL) -> Watching:
+def folder_watcher(
+    share: Path, alias: str, kb: str, *more: str, es_url: str = ES_URL, casbin_db: str = ""
+) -> Watching:
     argv = [str(share), "--knowledge-id", kb, "--acl-rules", str(share.parent / "rules.yaml"),
             "--health-port", "0", "--workers", "1", *more]  # fmt: skip
-    return Watching(argv, env(alias, es_url), share.parent / f"{kb}.log")
+    environ = {**env(alias, es_url), **({"RSVC_CASBIN_DB_URL": casbin_db} if casbin_db else {})}
+    return Watching(argv, environ, share.parent / f"{kb}.log")
 
 
 @pytest.mark.parametrize("events", ["events", "re-listing alone"])
@@ -139,7 +144,9 @@ def test_a_folder_s_changes_reach_the_index_narrowing_first(
 ) -> None:
     kb = "watch-folder-" + ("ev" if events == "events" else "rl")
     more = ["--rescan", "600"] if events == "events" else ["--events", "none", "--rescan", "2"]
-    watcher = folder_watcher(share, alias, kb, *more)
+    db = f"sqlite:///{share.parent}/policy.db"
+    history = PolicyDatabase(DEFAULT_MODEL, db)  # (its tables made before the watcher writes)
+    watcher = folder_watcher(share, alias, kb, *more, casbin_db=db)
     watchers.append(watcher)
     now = lambda: stored(es_sync, alias, kb)  # noqa: E731
     until(lambda: now() == {"公共/合同.md": (), "公共/通知.md": ()}, "first pass", watcher)
@@ -154,10 +161,17 @@ def test_a_folder_s_changes_reach_the_index_narrowing_first(
     until(lambda: now().get("公共/新闻.md") == (), "new document", watcher)
     (share / "公共/新闻.md").unlink()
     until(lambda: "公共/新闻.md" not in now(), "deletion", watcher)
-    # The rules file changes: what it affects is re-tagged.
+    # The rules file changes: what it affects is re-tagged, and the permission history says
+    # so, as it does for `index`.
     (share.parent / "rules.yaml").write_text(RULES.replace("[法务]", "[法务, 总经理]"))
     both = tuple(sorted(("法务", "总经理")))
     until(lambda: now().get("法务/合同.md") == both, "rules", watcher, now)
+    since = datetime(2000, 1, 1, tzinfo=UTC)
+    until(lambda: [e.action for e in history.history(since=since)] == ["rules-changed"],
+          "the rules-changed event", watcher, lambda: history.history(since=since))  # fmt: skip
+    (event,) = history.history(since=since)
+    assert (event.actor, event.source) == ("indexer:rules.yaml", "indexer")
+    assert "1 re-tagged" in event.detail and "rules.yaml changed" in event.detail, event.detail
     assert watcher.stop() == 0, watcher.said()[-3000:]
     assert "Traceback" not in watcher.said()
 

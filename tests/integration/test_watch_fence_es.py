@@ -19,12 +19,12 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from elasticsearch import Elasticsearch
+from elasticsearch import ApiError, Elasticsearch
 from typer.testing import CliRunner
 
 from indexer.cli import app as indexer_cli
@@ -62,6 +62,20 @@ def share(tmp_path: Path) -> Path:
     write(root, "公共/乙.md", "# 乙\n\n第一版。")
     (tmp_path / "rules.yaml").write_text(RULES, encoding="utf-8")
     return root
+
+
+def stored_of(es: Elasticsearch, alias: str, kb: str) -> Callable[[], dict[str, tuple[str, ...]]]:
+    """What ``kb`` holds now (nothing while its new index's shards start: asked again)."""
+
+    def now() -> dict[str, tuple[str, ...]]:
+        try:
+            return stored(es, alias, kb)
+        except ApiError as exc:
+            if exc.meta.status != 503:
+                raise
+            return {}
+
+    return now
 
 
 def english(alias: str, es_url: str = ES_URL) -> dict[str, str]:
@@ -106,7 +120,7 @@ def test_two_sources_of_one_knowledge_base_each_have_their_watcher(
     (tmp_path / "rules.yaml").write_text(RULES, encoding="utf-8")
     for folder in (first, second):
         running.append(watcher_of(folder, alias, kb, "--rescan", "600"))
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     until(lambda: now() == {"公共/甲.md": (), "公共/乙.md": ()}, "both indexed", running[1], now)
     # A restricting sidecar in the second source is in force through its own watcher.
     (second / "公共/乙.md.meta.json").write_text(RESTRICTED, encoding="utf-8")
@@ -162,7 +176,7 @@ def test_an_index_run_never_writes_what_the_watcher_narrowed_since_it_read(
     """The nightly run reads 甲 and 乙; then 甲 is given a restricting sidecar and 乙 is
     deleted; then the run writes what it read. Neither may answer wider than the source."""
     kb = "fence-index-" + {"watcher first": "w", "index first": "i", "index after": "a"}[order]
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     wanted = {"公共/甲.md": ("董事会",)}
     results: list[Any] = []
     watcher = watcher_of(share, alias, kb, "--rescan", "600")
@@ -218,7 +232,7 @@ def test_a_rules_file_swapped_for_a_link_is_refused_on_reload(
             "--workers", "1", "--rescan", "2"]  # fmt: skip
     watcher = Watching(argv, english(alias), tmp_path / "watch.log")
     running.append(watcher)
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     until(lambda: now() == {"secret/pay.md": ("hr",), "pub/a.md": ()}, "first pass", watcher)
     opened = tmp_path / "outside" / "open.yaml"
     opened.parent.mkdir()
@@ -249,7 +263,7 @@ def test_watch_prune_takes_over_as_index_prune_does(
     run = subprocess.run([*CLI, "index", str(old), "--knowledge-id", kb, "--workers", "0"],
                          env=english(alias), capture_output=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     assert set(now()) == {"a/keep.md", "a/gone.md"}
     argv = [str(new), "--knowledge-id", kb, "--prune", "--health-port", "0", "--workers", "1",
             "--rescan", "600"]  # fmt: skip
@@ -264,7 +278,7 @@ def test_a_folder_replaced_under_the_watcher_is_watched_again(
     kb = "fence-root"
     watcher = watcher_of(share, alias, kb, "--rescan", "600")  # (events only, in the test)
     running.append(watcher)
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     until(lambda: len(now()) == 2, "first pass", watcher)
     # A deploy's swap: the folder renamed away and an identical copy renamed into its place.
     copy = share.with_name("share.new")
@@ -299,7 +313,7 @@ def test_a_watcher_started_again_takes_over_its_own_lease_at_once(
     kb = "fence-restart"
     first = watcher_of(share, alias, kb, "--lease-ttl", "600")  # (its lease would last)
     running.append(first)
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     until(lambda: len(now()) == 2, "first pass", first)
     first.stop(signal.SIGKILL)
     (share / "公共/乙.md").unlink()
@@ -314,7 +328,7 @@ def test_a_lone_watcher_stopped_past_its_lease_carries_on(
     kb = "fence-lone"
     watcher = watcher_of(share, alias, kb, "--lease-ttl", "3", "--rescan", "600")
     running.append(watcher)
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     until(lambda: len(now()) == 2, "first pass", watcher)
     for round_ in range(3):  # (its renewal and a settle due at once, each time it wakes)
         watcher.process.send_signal(signal.SIGSTOP)
@@ -332,7 +346,7 @@ def test_a_holder_starved_past_its_lease_steps_back_and_never_writes(
     kb = "fence-starved"
     first = watcher_of(share, alias, kb, "--lease-ttl", "3", "--rescan", "600")
     running.append(first)
-    now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+    now = stored_of(es_sync, alias, kb)
     until(lambda: len(now()) == 2, "first pass", first)
     second = watcher_of(share, alias, kb, "--lease-ttl", "3", "--rescan", "600")
     running.append(second)
@@ -356,7 +370,7 @@ def test_a_stalled_elasticsearch_is_said_in_seconds(
     with TcpProxy(ES_URL) as proxy:
         watcher = watcher_of(share, alias, kb, es_url=proxy.url)
         running.append(watcher)
-        until(lambda: len(stored(es_sync, alias, kb)) == 2, "first pass", watcher)
+        until(lambda: len(stored_of(es_sync, alias, kb)()) == 2, "first pass", watcher)
         proxy.delay_s = 300.0  # (connections open, nothing answered)
         until(lambda: "Elasticsearch does not answer" in watcher.said(), "said", watcher)
         port = int(re.findall(r"on port (\d+)", watcher.said())[0])

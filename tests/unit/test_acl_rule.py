@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_svc.acl import acl_query, is_visible, stored_roles
+from retrieval_svc.acl import acl_query, chunk_visible, is_visible, stored_roles
 
 OPS, MGR, FIN = "运维工程师", "物业经理", "财务专员"
 
@@ -33,12 +33,40 @@ def test_visibility(source: dict[str, Any], roles: set[str], visible: bool) -> N
 
 
 def test_anonymous_clause_admits_only_unrestricted() -> None:
-    assert acl_query([]) == {"bool": {"must_not": [{"exists": {"field": "access_roles"}}]}}
+    assert acl_query([]) == {
+        "bool": {
+            "filter": [
+                {"bool": {"must_not": [{"exists": {"field": "access_roles"}}]}},
+                {"bool": {"must_not": [{"exists": {"field": "access_also"}}]}},
+            ]
+        }
+    }
 
 
-def test_clause_with_roles_is_public_or_intersection() -> None:
+def test_clause_with_roles_is_public_or_intersection_and_no_denied_role() -> None:
     clause = acl_query({MGR, OPS})
-    should = clause["bool"]["should"]
-    assert clause["bool"]["minimum_should_match"] == 1
+    roles, also = clause["bool"]["filter"]
+    should = roles["bool"]["should"]
+    assert roles["bool"]["minimum_should_match"] == 1
     assert {"terms": {"access_roles": sorted({MGR, OPS})}} in should
-    assert acl_query([]) in should
+    assert {"terms": {"access_also": sorted({MGR, OPS})}} in also["bool"]["should"]
+    assert clause["bool"]["must_not"] == [{"terms": {"access_denied": sorted({MGR, OPS})}}]
+
+
+@pytest.mark.parametrize(
+    ("source", "roles", "visible"),
+    [
+        pytest.param({"access_roles": [OPS], "access_denied": [FIN]}, {OPS}, True, id="not-denied"),
+        pytest.param(
+            {"access_roles": [OPS], "access_denied": [FIN]}, {OPS, FIN}, False, id="denied"
+        ),
+        pytest.param({"access_denied": [FIN]}, set(), True, id="denied-only-anonymous"),
+        pytest.param({"access_roles": [OPS], "access_also": [MGR]}, {OPS}, False, id="narrowed"),
+        pytest.param({"access_roles": [OPS], "access_also": [MGR]}, {OPS, MGR}, True, id="both"),
+        pytest.param({"access_roles": [OPS], "access_also": []}, {OPS}, True, id="also-empty"),
+    ],
+)
+def test_visibility_with_a_second_list_and_denies(
+    source: dict[str, Any], roles: set[str], visible: bool
+) -> None:
+    assert chunk_visible(source, roles) is visible

@@ -55,7 +55,7 @@ def test_the_first_matching_rule_gives_the_roles_and_is_named() -> None:
     rules = parse_rules(RULES, "acl-rules.yaml")
     docs = chunks("正文", outside(rules, "finance/2026/预算.md"))
     assert docs[0]["access_roles"] == ["finance"]
-    assert docs[0]["metadata"]["access_roles_from"] == "rule 1 (finance/**) of acl-rules.yaml"
+    assert docs[0]["metadata"]["access_roles_from"] == "rule (finance/**) of acl-rules.yaml"
     assert docs[0]["permissions_version"]
     assert rules.matched == [1, 0, 0]
 
@@ -105,7 +105,7 @@ def test_a_rule_saying_public_is_public_and_named() -> None:
     rules = parse_rules(RULES)
     doc = chunks("正文", outside(rules, "public/手册.md"))[0]
     assert "access_roles" not in doc
-    assert doc["metadata"]["access_roles_from"].startswith("rule 3 (public/**)")
+    assert doc["metadata"]["access_roles_from"].startswith("rule (public/**)")
 
 
 def test_front_matter_cannot_claim_where_its_roles_came_from() -> None:
@@ -259,3 +259,18 @@ def test_the_fast_matcher_answers_as_wcmatch_does_without_case() -> None:
         expected = next((i + 1 for i, m in enumerate(matchers) if m.match(key)), None)
         found = rules.match(key)
         assert (found.number if found else None) == expected, key
+
+
+def test_a_document_names_its_rule_by_its_globs_so_a_rule_moved_by_an_edit_stays_named_right() -> (
+    None
+):
+    """A rule inserted above finance/** moves it from rule 1 to rule 2; a document it set,
+    not written again (its roles and text did not change), still names its rule rightly:
+    what it records is the same before and after the edit."""
+    moved = RULES.replace("rules:\n", "rules:\n  - match: legal/**\n    access_roles: [legal]\n")
+    named = []
+    for text in (RULES, moved):
+        rules = parse_rules(text, "acl-rules.yaml")
+        docs = chunks("正文", outside(rules, "finance/2026/预算.md"))
+        named.append(docs[0]["metadata"]["access_roles_from"])
+    assert named[0] == named[1] == "rule (finance/**) of acl-rules.yaml"

@@ -14,12 +14,13 @@ from pydantic_core import PydanticUndefined
 from retrieval_svc.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+TWIN = DOC.with_name("configuration.zh-CN.md")  # (the Chinese page: the same settings, defaults)
 SCRIPT_ONLY = {"RSVC_ES_VERSION", "RSVC_ES_PORT", "RSVC_ES_HEAP", "RSVC_ES_CACHE", "RSVC_KEEP_ES"}
 
 
-def documented() -> dict[str, str]:
+def documented(doc: Path = DOC) -> dict[str, str]:
     """``RSVC_*`` name → its default cell, from the tables of docs/configuration.md."""
-    rows = re.findall(r"^\| `(RSVC_[A-Z0-9_]+)` \| ([^|]*) \|", DOC.read_text("utf-8"), re.M)
+    rows = re.findall(r"^\| `(RSVC_[A-Z0-9_]+)` \| ([^|]*) \|", doc.read_text("utf-8"), re.M)
     return {name: cell.strip() for name, cell in rows if name not in SCRIPT_ONLY}
 
 
@@ -30,14 +31,16 @@ def default_of(name: str) -> Any:
     return None if field.default is PydanticUndefined else field.default
 
 
-def test_every_setting_is_documented_and_nothing_else() -> None:
+@pytest.mark.parametrize("doc", [DOC, TWIN], ids=["en", "zh-CN"])
+def test_every_setting_is_documented_and_nothing_else(doc: Path) -> None:
     in_code = {f"RSVC_{name.upper()}" for name in Settings.model_fields}
-    assert set(documented()) == in_code
+    assert set(documented(doc)) == in_code
 
 
+@pytest.mark.parametrize("doc", [DOC, TWIN], ids=["en", "zh-CN"])
 @pytest.mark.parametrize("name", sorted(Settings.model_fields))
-def test_documented_default_is_the_real_one(name: str) -> None:
-    cell = documented()[f"RSVC_{name.upper()}"]
+def test_documented_default_is_the_real_one(name: str, doc: Path) -> None:
+    cell = documented(doc)[f"RSVC_{name.upper()}"]
     default = default_of(name)
     if default is None:
         assert cell.startswith("—"), cell

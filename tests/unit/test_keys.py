@@ -89,3 +89,21 @@ def test_configuration_errors_never_echo_secrets() -> None:
     with pytest.raises(ValidationError) as err2:
         Settings(_env_file=None, es_password=["not-a-string-secret"], auth_disabled=True)  # type: ignore[call-arg]
     assert "not-a-string-secret" not in str(err2.value)
+
+
+def test_readyz_drops_a_keys_file_error_once_the_file_is_back_as_in_force(tmp_path: Path) -> None:
+    """A bad edit is said in /readyz; the file restored to the content in force clears it,
+    though nothing is reloaded (the keys in force never changed)."""
+    from retrieval_svc.auth.key_file import KeyFile
+
+    path = tmp_path / "keys.json"
+    good = json.dumps([{"name": "dify", "sha256": hash_key("k" * 32), "tenant": "acme"}])
+    path.write_text(good, encoding="utf-8")
+    settings = Settings(_env_file=None, api_keys_file=path)  # type: ignore[call-arg]
+    key_file = KeyFile(settings, KeyStore(settings.api_keys))
+    path.write_text(good[:-3], encoding="utf-8")  # (an editor's half-saved file)
+    assert key_file.check() is False
+    assert key_file.view()["error"]
+    path.write_text(good, encoding="utf-8")
+    assert key_file.check() is False  # (the same keys: nothing to reload)
+    assert key_file.view()["error"] is None, key_file.view()

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retrieval_svc.acl import acl_query
 from retrieval_svc.search.query import normalize_score, raw_score_floor, search_body
 
 
@@ -43,6 +44,6 @@ def test_body_ands_kb_acl_and_filters() -> None:
     assert {"terms": {"knowledge_id": ["kb"]}} in clauses
     assert {"term": {"tenant": "acme"}} in clauses
     assert extra in clauses
-    assert any("must_not" in c.get("bool", {}) for c in clauses)
+    assert acl_query([]) in clauses  # (the ACL clause of an anonymous caller: public only)
     assert body["size"] == 5
     assert "min_score" not in body

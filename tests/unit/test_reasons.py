@@ -143,6 +143,8 @@ def test_what_the_listing_passes_over_has_a_code_and_a_chinese_name() -> None:
 @pytest.mark.parametrize(
     ("source", "chinese"),
     [
+        ("rule (财务/**) of acl-rules.yaml", "acl-rules.yaml 中的规则（财务/**）"),
+        ("rule (hr/**, override) of rules.yaml", "rules.yaml 中的规则（hr/**，优先）"),
         ("rule 1 (财务/**) of acl-rules.yaml", "acl-rules.yaml 的第 1 条规则（财务/**）"),
         ("rule 3 (hr/**, override) of rules.yaml", "rules.yaml 的第 3 条规则（hr/**，优先）"),
         ("unmatched: public, in acl-rules.yaml", "acl-rules.yaml 的 unmatched: public"),

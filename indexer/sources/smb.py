@@ -1,0 +1,327 @@
+"""A Windows file share (SMB 2/3) as a source, read without mounting it: ``smb://server/share/
+folder``.
+
+Each file is listed with its own security descriptor (owner, group and DACL, read through a
+handle opened for ``READ_CONTROL`` alone, never following a reparse point), and who may read
+it is decided from that DACL as Windows decides it (``indexer.permissions.dacl``): the DACL is
+the document's roles, which a rules file, sidecar or tag may only narrow. A descriptor that
+cannot be read or parsed leaves the file withdrawn, never public.
+
+As on a local folder, nothing is followed: a reparse point of any kind — a symbolic link, a
+junction, a DFS link, a mount point — is passed over and named. A folder the account cannot
+list is a listing failure (the run fails and prunes nothing below it), never an empty
+folder; the share itself unreachable, or a server gone mid-run, is an outage of the whole
+source (nothing pruned). A file that vanishes between its folder's listing and the reading of
+its DACL is gone; one the server refuses to describe is withdrawn.
+
+Credentials come from the environment, never the command line: ``RSVC_SMB_USER``
+(``CORP\\svc-index`` or ``svc-index@corp.example.org``) and ``RSVC_SMB_PASSWORD``, or
+``RSVC_SMB_PASSWORD_FILE`` (a file holding it, as a Kubernetes Secret mounts it);
+``RSVC_SMB_AUTH`` ``negotiate`` (Kerberos, else NTLM: the default), ``ntlm`` or ``kerberos``
+(a ticket from ``KRB5CCNAME`` when no password is given; needs ``smbprotocol[kerberos]``);
+``RSVC_SMB_ENCRYPT=1`` to require SMB 3 encryption.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from indexer.documents import DocumentError
+from indexer.metadata_limits import MAX_SIDECAR_BYTES
+from indexer.passing_over import SIDECAR_SUFFIX, PassedOver, by_design
+from indexer.permissions.dacl import FileAccess, file_access
+from indexer.permissions.security_descriptor import (
+    SecurityDescriptorError,
+    parse_security_descriptor,
+)
+from indexer.sources.base import ListingFailure, ObjectRef, parse_sidecar
+
+REPARSE_REASON = "a reparse point (a link, junction or DFS link): not followed"
+FILE_ATTRIBUTE_DIRECTORY = 0x10
+FILE_ATTRIBUTE_REPARSE_POINT = 0x400
+READ_CONTROL = 0x00020000
+FILE_READ_ATTRIBUTES = 0x80
+FILE_OPEN_REPARSE_POINT = 0x00200000
+# OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION
+_SECURITY_INFORMATION = 0x1 | 0x2 | 0x4
+_MAX_DESCRIPTOR = 65536  # (an ACL is at most 64 KiB)
+_LINK_STAMP = "link"  # a sidecar that is a reparse point: its document's roles cannot be read
+
+
+@dataclass(frozen=True, slots=True)
+class SmbCredentials:
+    """Who the indexer is on the share (from the environment: see the module)."""
+
+    user: str | None
+    password: str | None
+    auth: str = "negotiate"
+    encrypt: bool = False
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> SmbCredentials:
+        """The credentials the environment gives; ValueError naming what is wrong."""
+        env = dict(os.environ) if env is None else env
+        password = env.get("RSVC_SMB_PASSWORD")
+        if (path := env.get("RSVC_SMB_PASSWORD_FILE")) and password is None:
+            try:
+                password = Path(path).read_text(encoding="utf-8").splitlines()[0]
+            except (OSError, IndexError, UnicodeDecodeError) as exc:
+                raise ValueError(f"RSVC_SMB_PASSWORD_FILE {path} cannot be read: {exc}") from None
+        auth = env.get("RSVC_SMB_AUTH", "negotiate").lower()
+        if auth not in ("negotiate", "ntlm", "kerberos"):
+            raise ValueError(f"RSVC_SMB_AUTH is {auth!r}: use negotiate, ntlm or kerberos")
+        user = env.get("RSVC_SMB_USER")
+        if auth == "ntlm" and (not user or password is None):
+            raise ValueError("NTLM needs RSVC_SMB_USER and RSVC_SMB_PASSWORD (or _FILE)")
+        return cls(user, password, auth, env.get("RSVC_SMB_ENCRYPT", "") in ("1", "true", "yes"))
+
+
+def parse_smb_url(url: str) -> tuple[str, int, str, str]:
+    """``smb://server[:port]/share/folder…`` as (server, port, share, folder with ``/``)."""
+    parsed = urlparse(url)
+    parts = [unquote(p) for p in parsed.path.split("/") if p]
+    if parsed.scheme != "smb" or not parsed.hostname or not parts:
+        raise ValueError(f"{url!r} is not smb://server/share/folder")
+    if parsed.username or parsed.password:
+        raise ValueError(
+            "smb:// takes no credentials in the address: set RSVC_SMB_USER and "
+            "RSVC_SMB_PASSWORD (or RSVC_SMB_PASSWORD_FILE)"
+        )
+    if any(p in (".", "..") for p in parts):
+        raise ValueError(f"{url!r}: '.' and '..' are not folders of a share")
+    return parsed.hostname, parsed.port or 445, parts[0], "/".join(parts[1:])
+
+
+def _stamp(sidecar: Any) -> str:
+    """A sidecar's version as listed ("" for none; a reparse point's says so)."""
+    if sidecar is None:
+        return ""
+    info = sidecar.smb_info
+    stamp = f"{info.last_write_time.timestamp():.6f}-{info.end_of_file:x}"
+    return (
+        f"{_LINK_STAMP}-{stamp}" if info.file_attributes & FILE_ATTRIBUTE_REPARSE_POINT else stamp
+    )
+
+
+def _why(exc: BaseException) -> str:
+    return f"cannot be listed: {type(exc).__name__}: {exc}"
+
+
+class SmbSource:
+    """``smb://server/share/folder``: files, their versions (last write time and size) and
+    who reads each (its DACL)."""
+
+    def __init__(self, url: str, credentials: SmbCredentials | None = None) -> None:
+        self.server, self.port, self.share, self.folder = parse_smb_url(url)
+        self.credentials = credentials or SmbCredentials.from_env()
+        base = f"smb://{self.server}/{self.share}/" + (self.folder + "/" if self.folder else "")
+        self.description = base.rstrip("/")
+        self.location = base
+        self.passed_over = PassedOver()
+        self.failures: list[ListingFailure] = []
+        self._cache: dict[str, Any] = {}  # (this source's own connections and sessions)
+
+    # ---- paths and connections ----
+
+    def _unc(self, key: str) -> str:
+        parts = [p for p in (self.folder + "/" + key).split("/") if p]
+        return "\\".join((f"\\\\{self.server}", self.share, *parts))
+
+    def _kwargs(self) -> dict[str, Any]:
+        c = self.credentials
+        kwargs: dict[str, Any] = {
+            "port": self.port,
+            "connection_cache": self._cache,
+            "auth_protocol": c.auth,
+        }
+        if c.user:
+            kwargs["username"] = c.user
+        if c.password is not None:
+            kwargs["password"] = c.password
+        if c.encrypt:
+            kwargs["encrypt"] = True
+        return kwargs
+
+    def close(self) -> None:
+        """Close this source's connections."""
+        from smbclient import reset_connection_cache
+
+        reset_connection_cache(connection_cache=self._cache)
+
+    # ---- listing ----
+
+    def list(self) -> Iterator[ObjectRef]:
+        """The share folder's files, folder by folder in name order, each with its DACL."""
+        return self._walk("")
+
+    def under(self, folder: str) -> Iterator[ObjectRef]:
+        """The files below the folder ``folder`` (a key), as ``list`` lists them."""
+        if not folder or any(p in ("", ".", "..") for p in folder.split("/")):
+            return iter(())
+        return self._walk(folder)
+
+    def look(self, key: str) -> ObjectRef | None:
+        """The file at ``key`` now, as a listing gives it; None where it would give nothing."""
+        if not key or any(p in ("", ".", "..") for p in key.split("/")):
+            return None
+        folder, _, name = key.rpartition("/")
+        entry = self._entries(folder, name).get(name)
+        if entry is None or entry.smb_info.file_attributes & (
+            FILE_ATTRIBUTE_REPARSE_POINT | FILE_ATTRIBUTE_DIRECTORY
+        ):
+            return None
+        return self._ref(key, entry, self._entries(folder, name + SIDECAR_SUFFIX))
+
+    def _entries(self, folder: str, pattern: str = "*") -> dict[str, Any]:
+        import smbclient
+        from smbprotocol.exceptions import SMBOSError
+
+        try:
+            found = smbclient.scandir(self._unc(folder), pattern, **self._kwargs())
+            return {e.name: e for e in found}
+        except SMBOSError:
+            return {}
+
+    def _walk(self, top: str) -> Iterator[ObjectRef]:
+        import smbclient
+        from smbprotocol.exceptions import SMBException, SMBOSError
+
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = {
+                    e.name: e for e in smbclient.scandir(self._unc(folder), **self._kwargs())
+                }
+            except SMBOSError as exc:
+                scope = "rest" if folder == top == "" else "folder"
+                self.failures.append(ListingFailure(folder, _why(exc), scope))
+                continue
+            except (SMBException, OSError, ValueError) as exc:  # the server gone: an outage
+                self.failures.append(ListingFailure(folder, _why(exc), "rest"))
+                return
+            below = []
+            for name in sorted(entries):
+                entry = entries[name]
+                key = f"{folder}/{name}" if folder else name
+                attributes = entry.smb_info.file_attributes
+                if attributes & FILE_ATTRIBUTE_REPARSE_POINT:
+                    self.passed_over.add(key, REPARSE_REASON)
+                elif attributes & FILE_ATTRIBUTE_DIRECTORY:
+                    below.append(key)
+                elif (ref := self._ref(key, entry, entries)) is not None:
+                    yield ref
+            stack.extend(reversed(below))
+
+    def _ref(self, key: str, entry: Any, entries: dict[str, Any]) -> ObjectRef | None:
+        name = key.rsplit("/", 1)[-1]
+        if name.endswith(SIDECAR_SUFFIX) or self.passed_over.unwanted(key) or by_design(key):
+            return None
+        if self.passed_over.unsupported(key):
+            return None
+        info = entry.smb_info
+        sidecar = entries.get(name + SIDECAR_SUFFIX)
+        dacl = self._dacl(key)
+        if dacl is None:  # (gone since its folder was listed)
+            return None
+        uri = self.location + key
+        return ObjectRef(
+            key=key,
+            uri=uri,
+            etag=f"{info.last_write_time.timestamp():.6f}-{info.end_of_file:x}",
+            size=int(info.end_of_file),
+            identity=uri,
+            sidecar=_stamp(sidecar),
+            dacl=dacl,
+        )
+
+    def _dacl(self, key: str) -> FileAccess | str | None:
+        """Who reads ``key`` by its DACL; why that cannot be told; None when it is gone."""
+        try:
+            raw = self.security_descriptor(key)
+        except OSError as exc:
+            if exc.errno == 2:  # (ENOENT: gone)
+                return None
+            return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # (any other failure: withdrawn, never published)
+            return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
+        try:
+            return file_access(parse_security_descriptor(raw), key)
+        except SecurityDescriptorError as exc:
+            return f"its security descriptor is malformed: {exc}"
+
+    def security_descriptor(self, key: str) -> bytes:
+        """The raw security descriptor (owner, group, DACL) of ``key``, read through a handle
+        opened for READ_CONTROL alone, not following a reparse point."""
+        from smbclient._io import SMBFileTransaction, SMBRawIO
+        from smbprotocol.open import InfoType, SMB2QueryInfoRequest, SMB2QueryInfoResponse
+
+        raw = SMBRawIO(
+            self._unc(key),
+            mode="r",
+            share_access="rwd",
+            desired_access=READ_CONTROL | FILE_READ_ATTRIBUTES,
+            create_options=FILE_OPEN_REPARSE_POINT,
+            **self._kwargs(),
+        )
+        request = SMB2QueryInfoRequest()
+        request["info_type"] = InfoType.SMB2_0_INFO_SECURITY
+        request["output_buffer_length"] = _MAX_DESCRIPTOR
+        request["additional_information"] = _SECURITY_INFORMATION
+
+        def receive(sent: Any) -> bytes:
+            response = raw.fd.connection.receive(sent)
+            answer = SMB2QueryInfoResponse()
+            answer.unpack(response["data"].get_value())
+            return bytes(answer["buffer"].get_value())
+
+        with SMBFileTransaction(raw) as transaction:
+            request["file_id"] = raw.fd.file_id
+            transaction += (request, receive)
+        assert transaction.results is not None
+        return bytes(transaction.results[0])
+
+    # ---- reading ----
+
+    def _read(self, key: str, limit: int | None = None) -> bytes:
+        from smbclient._io import SMBRawIO
+
+        raw = SMBRawIO(
+            self._unc(key),
+            mode="r",
+            share_access="rw",
+            create_options=FILE_OPEN_REPARSE_POINT,
+            **self._kwargs(),
+        )
+        raw.open()
+        try:
+            if limit is None:
+                return bytes(raw.readall())
+            return bytes(raw.read(limit) or b"")
+        finally:
+            raw.close()
+
+    def read(self, ref: ObjectRef) -> bytes:
+        return self._read(ref.key)
+
+    def tags(self, ref: ObjectRef) -> dict[str, str]:  # noqa: ARG002
+        return {}  # (files have no tags: the CLI refuses --roles-tag for a share)
+
+    def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
+        if not ref.sidecar:
+            return {}
+        name = ref.key + SIDECAR_SUFFIX
+        if ref.sidecar.startswith(_LINK_STAMP):
+            raise DocumentError(f"sidecar {name} is a reparse point: links are never followed")
+        try:
+            data = self._read(name, MAX_SIDECAR_BYTES + 1)
+        except OSError as exc:
+            if exc.errno == 2:
+                return {}
+            raise DocumentError(f"sidecar {name} cannot be read: {exc}") from None
+        return parse_sidecar(data, name.rsplit("/", 1)[-1])

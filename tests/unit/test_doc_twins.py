@@ -1,0 +1,120 @@
+"""Every page a user follows has a Chinese twin that says the same: the two link each other at
+the top, the twin has the same headings and code blocks (the same commands in them, comments
+aside), names the same settings, and a Chinese page sends its reader to the Chinese twins. A
+cheap structural check, so a twin that falls behind its page fails here rather than in a
+Chinese administrator's terminal."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# The pages a user follows, each with its twin <page>.zh-CN.md. The twins of STRICT pages are
+# whole translations (same headings, same code); the others are Chinese pages of their own
+# shape (they still link, and are linked, as twins).
+STRICT = [
+    "README.md",
+    "docs/getting-started.md",
+    "docs/guide.md",
+    "docs/api.md",
+    "docs/filters.md",
+    "docs/search.md",
+    "docs/indexer.md",
+    "docs/operations.md",
+    "docs/configuration.md",
+    "docs/performance.md",
+]
+FOLLOWED = [*STRICT, "docs/dify.md", "docs/permissions.md", "examples/dify/README.md"]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
+# Blocks that show output or a picture in the reader's language, rather than commands.
+SHOWN = {"text", "mermaid"}
+
+
+def twin(page: str) -> Path:
+    return ROOT / page.replace(".md", ".zh-CN.md")
+
+
+def headings(text: str) -> list[str]:
+    return re.findall(r"^(#{1,6}) ", FENCE.sub("", text), re.M)
+
+
+def commands(text: str) -> list[tuple[str, str]]:
+    """(language, the block without its comments) for each code block of commands or code."""
+    out = []
+    for lang, body in FENCE.findall(text):
+        if lang in SHOWN:
+            continue
+        lines = [re.sub(r"(^|\s)#(\s.*)?$", "", line).rstrip() for line in body.splitlines()]
+        out.append((lang, "\n".join(line for line in lines if line)))
+    return out
+
+
+def test_every_page_a_user_follows_has_a_chinese_twin() -> None:
+    missing = [page for page in FOLLOWED if not twin(page).is_file()]
+    assert not missing, f"no Chinese twin: {missing}"
+
+
+@pytest.mark.parametrize("page", FOLLOWED)
+def test_the_page_and_its_twin_link_each_other_at_the_top(page: str) -> None:
+    english, chinese = ROOT / page, twin(page)
+    top = "\n".join(english.read_text("utf-8").splitlines()[:6])
+    assert f"]({chinese.name})" in top, f"{page} does not link {chinese.name} at its top"
+    top = "\n".join(chinese.read_text("utf-8").splitlines()[:6])
+    assert f"]({english.name})" in top, f"{chinese.name} does not link {english.name} at its top"
+
+
+@pytest.mark.parametrize("page", STRICT)
+def test_the_twin_has_the_same_headings_and_code(page: str) -> None:
+    english, chinese = (ROOT / page).read_text("utf-8"), twin(page).read_text("utf-8")
+    assert headings(chinese) == headings(english), "headings differ (count or level)"
+    assert len(FENCE.findall(chinese)) == len(FENCE.findall(english)), "code blocks differ"
+    if page != "docs/guide.md":  # (its checks look for Chinese words: test_guide_es holds it)
+        assert commands(chinese) == commands(english)
+
+
+@pytest.mark.parametrize("page", STRICT)
+def test_the_twin_names_the_same_settings(page: str) -> None:
+    def named(path: Path) -> set[str]:
+        return set(re.findall(r"\bRSVC_[A-Z0-9_]*[A-Z0-9]", path.read_text("utf-8")))
+
+    assert named(twin(page)) == named(ROOT / page)
+
+
+def chinese_pages() -> list[Path]:
+    return sorted({twin(page) for page in FOLLOWED if twin(page).is_file()})
+
+
+@pytest.mark.parametrize("page", chinese_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_chinese_page_links_the_chinese_twins(page: Path) -> None:
+    """Past its top lines, a Chinese page sends its reader to a page's Chinese twin, not to the
+    English page, wherever a twin exists (but where a link says it is the English one)."""
+    body = "\n".join(page.read_text("utf-8").splitlines()[6:])
+    english = [
+        target
+        for label, target in re.findall(r"\[([^\]]*)\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", body)
+        if not target.endswith(".zh-CN.md")
+        and label not in ("English", "英文版")
+        and (page.parent / target.replace(".md", ".zh-CN.md")).resolve().is_file()
+    ]
+    assert not english, f"links English pages that have a Chinese twin: {sorted(set(english))}"
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lstrip("#").strip())
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("page", chinese_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_chinese_page_links_anchors_that_exist(page: Path) -> None:
+    broken = []
+    for target, anchor in re.findall(r"\]\(([^)#\s]*\.md|)#([^)\s]+)\)", page.read_text("utf-8")):
+        path = (page.parent / target).resolve() if target else page
+        if path.suffix == ".md" and path.is_file():
+            text = FENCE.sub("", path.read_text("utf-8"))
+            if anchor not in {slug(h) for h in re.findall(r"^#{1,6} .*", text, re.M)}:
+                broken.append(f"{target}#{anchor}")
+    assert not broken, f"anchors that do not exist: {broken}"

@@ -1,0 +1,151 @@
+"""The SMB source's parts that need no server: its address, its credentials, and what it says
+when a file's access list cannot be read (against a share: tests/integration/test_smb_*.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from indexer.documents import DocumentError, SourceObject, build_chunks
+from indexer.loading import NOBODY, IndexOptions, outside_of
+from indexer.permissions import Outside
+from indexer.permissions.dacl import file_access
+from indexer.permissions.security_descriptor import Ace, SecurityDescriptor
+from indexer.sources import ObjectRef, SmbCredentials, SmbSource, open_source
+from indexer.sources.smb import REPARSE_REASON, parse_smb_url
+from retrieval_svc import reasons
+
+LEGAL, INTERN = "S-1-5-21-1-2-3-1101", "S-1-5-21-1-2-3-1104"
+CREDS = SmbCredentials("CORP\\svc", "pw", "ntlm")
+
+
+def test_the_address() -> None:
+    assert parse_smb_url("smb://fs1/部门资料/法务/合同") == ("fs1", 445, "部门资料", "法务/合同")
+    assert parse_smb_url("smb://fs1:4445/share") == ("fs1", 4445, "share", "")
+    assert parse_smb_url("smb://fs1/%E9%83%A8%E9%97%A8/x") == ("fs1", 445, "部门", "x")
+    for bad in ("smb://fs1", "smb:///share", "smb://fs1/share/../x"):
+        with pytest.raises(ValueError):
+            parse_smb_url(bad)
+
+
+def test_credentials_never_in_the_address() -> None:
+    with pytest.raises(ValueError, match="RSVC_SMB_USER"):
+        parse_smb_url("smb://svc:secret@fs1/share")
+
+
+def test_credentials_from_the_environment_or_a_secret_file(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret-口令\n", encoding="utf-8")
+    env = {"RSVC_SMB_USER": "CORP\\svc", "RSVC_SMB_PASSWORD_FILE": str(secret)}
+    assert SmbCredentials.from_env(env) == SmbCredentials("CORP\\svc", "s3cret-口令")
+    env["RSVC_SMB_PASSWORD"] = "from-env"
+    assert SmbCredentials.from_env(env).password == "from-env"
+    with pytest.raises(ValueError, match="RSVC_SMB_AUTH"):
+        SmbCredentials.from_env({"RSVC_SMB_AUTH": "basic"})
+    with pytest.raises(ValueError, match="NTLM needs"):
+        SmbCredentials.from_env({"RSVC_SMB_AUTH": "ntlm", "RSVC_SMB_USER": "svc"})
+    with pytest.raises(ValueError, match="cannot be read"):
+        SmbCredentials.from_env({"RSVC_SMB_PASSWORD_FILE": str(tmp_path / "absent")})
+
+
+def test_open_source_knows_smb() -> None:
+    source = open_source("smb://fs1/部门资料/法务")
+    assert isinstance(source, SmbSource)
+    assert source.location == "smb://fs1/部门资料/法务/"
+    assert source._unc("合同.md") == "\\\\fs1\\部门资料\\法务\\合同.md"
+
+
+def _source_failing_with(exc: BaseException | bytes) -> SmbSource:
+    source = SmbSource("smb://fs1/share", CREDS)
+
+    def descriptor(key: str) -> bytes:
+        if isinstance(exc, bytes):
+            return exc
+        raise exc
+
+    source.security_descriptor = descriptor  # type: ignore[method-assign]
+    return source
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        pytest.param(PermissionError(13, "STATUS_ACCESS_DENIED"), "dacl_unreadable", id="denied"),
+        pytest.param(ConnectionResetError(104, "reset"), "dacl_unreadable", id="server-gone"),
+        pytest.param(b"\x01\x00\x04\x80" + b"\x00" * 12 + b"\xff", "dacl_malformed", id="bad"),
+    ],
+)
+def test_an_unreadable_descriptor_fails_its_document_never_publishes_it(
+    answer: BaseException | bytes, code: str
+) -> None:
+    """What the source says when a DACL cannot be read or parsed reaches the document as a
+    failure (withdrawn where it was indexed), with a row in the reasons table."""
+    why = _source_failing_with(answer)._dacl("法务/合同.md")
+    assert isinstance(why, str)
+    ref = ObjectRef("法务/合同.md", "smb://fs1/share/法务/合同.md", "e", 1, "i", dacl=why)
+    with pytest.raises(DocumentError) as failed:
+        outside_of(SmbSource("smb://fs1/share", CREDS), ref, IndexOptions("kb", "alias"))
+    assert reasons.failure_code(str(failed.value)) == code
+    assert re.search(r"[\u4e00-\u9fff]", reasons.failure_text(str(failed.value), "zh"))
+
+
+def test_a_file_gone_before_its_descriptor_is_read_is_gone() -> None:
+    assert _source_failing_with(FileNotFoundError(2, "gone"))._dacl("a.md") is None
+
+
+def test_a_dacl_no_one_may_read_is_never_indexed() -> None:
+    nobody = file_access(SecurityDescriptor(None, None, ()), "a.md")
+    ref = ObjectRef("a.md", "u", "e", 1, "i", dacl=nobody)
+    with pytest.raises(DocumentError, match=re.escape(NOBODY)):
+        outside_of(SmbSource("smb://fs1/share", CREDS), ref, IndexOptions("kb", "alias"))
+    assert reasons.failure_code(NOBODY) == "dacl_nobody"
+    assert reasons.passed_over_code(REPARSE_REASON) == "reparse_point"
+
+
+def _chunks(
+    dacl_aces: tuple[Ace, ...], sidecar: dict[str, object], unmatched: str = ""
+) -> dict[str, object]:
+    access = file_access(SecurityDescriptor(None, None, dacl_aces), "法务/合同.md")
+    obj = SourceObject(
+        uri="smb://fs1/share/法务/合同.md",
+        identity="smb://fs1/share/法务/合同.md",
+        name="法务/合同.md",
+        text="# 合同\n\n条款",
+        metadata_layers=(sidecar,),
+        layer_names=("sidecar",),
+        outside=Outside(
+            dacl=access, rules_file="acl-rules.yaml" if unmatched else "", unmatched=unmatched
+        ),
+    )
+    return build_chunks(obj, knowledge_id="kb", dataset_name="kb")[0]
+
+
+def test_the_dacl_sets_the_roles_and_a_sidecar_only_narrows_them() -> None:
+    allow, deny = Ace(0, 0, 0x120089, LEGAL), Ace(1, 0, 0x120089, INTERN)
+    chunk = _chunks((deny, allow), {})
+    assert chunk["access_roles"] == [f"sid:{LEGAL}"]
+    assert chunk["access_denied"] == [f"sid:{INTERN}"]
+    assert "access_also" not in chunk
+    meta = chunk["metadata"]
+    assert isinstance(meta, dict)
+    assert meta["access_roles_from"] == "DACL of 法务/合同.md"
+    assert meta["access_aces"] == [
+        f"deny {INTERN} on 法务/合同.md",
+        f"allow {LEGAL} on 法务/合同.md",
+    ]
+    # A sidecar saying "public" cannot widen it; one naming a role narrows it.
+    assert "access_also" not in _chunks((allow,), {"access_roles": []})
+    narrowed = _chunks((allow,), {"access_roles": ["合同审阅"]})
+    assert narrowed["access_roles"] == [f"sid:{LEGAL}"]
+    assert narrowed["access_also"] == ["合同审阅"]
+    assert reasons.roles_source_text("DACL of 法务/合同.md", "zh") == "法务/合同.md 的 DACL"
+
+
+def test_a_rules_file_refusing_unmatched_objects_does_not_refuse_a_file_its_dacl_decides() -> None:
+    """The DACL gives every file of a share its roles: ``unmatched: refuse`` has nothing to
+    refuse, and ``unmatched: public`` nothing to open."""
+    allow = Ace(0, 0, 0x120089, LEGAL)
+    for unmatched in ("refuse", "public"):
+        assert _chunks((allow,), {}, unmatched)["access_roles"] == [f"sid:{LEGAL}"]

@@ -14,7 +14,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from retrieval_svc.auth.id_shapes import shape_problem
+from retrieval_svc.id_shapes import shape_problem
 from retrieval_svc.names import name_problem
 from retrieval_svc.tenancy import DEFAULT_TENANT, check_tenant
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval_svc.acl import grant_sources, history, identities, owned, tables
+from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.id_forms import MAX_COMPARED, compared
 from retrieval_svc.acl.identities import Alias
@@ -120,7 +121,7 @@ class PolicyAdmin:
     def apply(
         self,
         action: str,
-        changes: list[history.Change],
+        changes: list[Change],
         detail: str = "",
         *,
         also: Callable[[Connection], None] | None = None,
@@ -150,14 +151,14 @@ class PolicyAdmin:
         """``user`` holds ``role`` in ``tenant``; refused for a role a directory sync owns
         (``owners``: its next run would take the grant away)."""
         rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
-        return self.apply("grant-role", [history.Change("add", "g", rule)])
+        return self.apply("grant-role", [Change("add", "g", rule)])
 
     def sync(
         self,
         action: str,
         tenant: str,
         owner: str,
-        changes: list[history.Change],
+        changes: list[Change],
         owns: Iterable[str],
         detail: str,
         people: Iterable[Alias] = (),
@@ -252,7 +253,7 @@ class PolicyAdmin:
         gives (a directory sync, a SCIM key) is that source's to take back: PolicyError naming
         it (the hand grant, if there was one too, is gone)."""
         rule = (user_subject(_user(user)), _role("role", role), _tenant(tenant))
-        changed = self.apply("revoke-role", [history.Change("remove", "g", rule)])
+        changed = self.apply("revoke-role", [Change("remove", "g", rule)])
         others = self.givers(rule) - {grant_sources.HAND}
         if others:
             from retrieval_svc.acl.owners import kept_message
@@ -284,24 +285,24 @@ class PolicyAdmin:
         if role == parent:
             raise PolicyError(f"role {role!r} cannot inherit itself")
         rule = (role, parent, _tenant(tenant))
-        return self.apply("inherit", [history.Change("add", "g", rule)])
+        return self.apply("inherit", [Change("add", "g", rule)])
 
     def disinherit(self, role: str, parent: str, tenant: str) -> bool:
         """Undo ``inherit``."""
         rule = (_role("role", role), _role("parent role", parent), _tenant(tenant))
-        return self.apply("disinherit", [history.Change("remove", "g", rule)])
+        return self.apply("disinherit", [Change("remove", "g", rule)])
 
     def allow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
         """``subject`` (a role, ``user:<id>`` or ``anyone``) may read the knowledge bases
         matching ``knowledge_ids`` (a keyMatch pattern) in ``tenant`` (a name, or ``*`` alone:
         every tenant)."""
         rule = (*_grant(subject, knowledge_ids, tenant), READ)
-        return self.apply("allow", [history.Change("add", "p", rule)])
+        return self.apply("allow", [Change("add", "p", rule)])
 
     def disallow(self, subject: str, knowledge_ids: str, tenant: str) -> bool:
         """Undo ``allow``."""
         rule = (*_grant(subject, knowledge_ids, tenant), READ)
-        return self.apply("disallow", [history.Change("remove", "p", rule)])
+        return self.apply("disallow", [Change("remove", "p", rule)])
 
     def read(self) -> PolicyRead:
         """The policy as the service reads it: its lines, and those it skips."""
@@ -335,7 +336,7 @@ class PolicyAdmin:
                     return None
                 ptype, values = found
                 shown = tuple("" if v is None else str(v) for v in values)
-                change = history.Change("remove", str(ptype), shown)
+                change = Change("remove", str(ptype), shown)
                 ruling = owners.judge(conn, grant_sources.HAND, [change], strict=True)
                 owners.record_in(conn, grant_sources.HAND, ruling)
                 history.record_in(

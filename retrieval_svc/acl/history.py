@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from retrieval_svc.acl import grant_sources
+from retrieval_svc.acl import grant_sources, owners
+from retrieval_svc.acl.changes import Change, Rule
 from retrieval_svc.acl.tables import MAX_DETAIL, tables
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
     from sqlalchemy.engine import Connection, Engine
 
-Rule = tuple[str, ...]
 SOURCES = ("cli", "console", "ldap", "scim", "indexer")
 MAX_LINE = 1024  # the width of a recorded change's line
 
@@ -43,33 +43,6 @@ class Actor:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"source {self.source!r} is not one of {', '.join(SOURCES)}")
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One policy line added or removed: ``("g", member, role, tenant)`` or
-    ``("p", subject, tenant, knowledge_ids, "read")``."""
-
-    op: str  # "add" | "remove"
-    ptype: str
-    values: Rule
-
-    @property
-    def tenant(self) -> str:
-        return self._at(2 if self.ptype == "g" else 1)
-
-    @property
-    def subject(self) -> str:
-        return self._at(0)
-
-    @property
-    def target(self) -> str:
-        """The role (``g``) or the knowledge-base pattern (``p``)."""
-        return self._at(1 if self.ptype == "g" else 2)
-
-    def _at(self, index: int) -> str:
-        """A value, or "" for a line too short to have it (a deleted row that meant nothing)."""
-        return self.values[index] if len(self.values) > index else ""
 
 
 @dataclass(slots=True)
@@ -164,8 +137,6 @@ def apply_in(
     actor's source beside it and is removed only when no source gives it any more; with
     ``strict``, a removal another source's grant survives is refused too."""
     import sqlalchemy as sa
-
-    from retrieval_svc.acl import owners
 
     _, rules, _, _ = tables(rule_table)
     moment = at or datetime.now(UTC)

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from retrieval_svc.acl import grant_sources, owned
+from retrieval_svc.acl.changes import Change
+from retrieval_svc.acl.errors import PolicyError
 from retrieval_svc.acl.grant_sources import Line
-from retrieval_svc.acl.policy_store import USER_PREFIX, PolicyError
+from retrieval_svc.key_entry import USER_PREFIX
 from retrieval_svc.words import say
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
-
-    from retrieval_svc.acl.history import Change
 
 
 class OwnerRefused(PolicyError):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval_svc.acl import history, identities, tables
+from retrieval_svc.acl.errors import PolicyError
 from retrieval_svc.acl.identities import Alias
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
 from retrieval_svc.names import MAX_NAME, name_problem
@@ -64,10 +65,6 @@ TABLE = "casbin_rule"  # the table pycasbin's SQLAlchemy adapter defines (and ex
 # deployments have): id, ptype, v0 … v5
 
 Rule = tuple[str, ...]
-
-
-class PolicyError(ValueError):
-    """A model or policy that cannot be used."""
 
 
 def user_subject(user_id: str) -> str:

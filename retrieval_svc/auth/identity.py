@@ -31,7 +31,6 @@ import jwt
 
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.values import RoleValueError, parse_roles
-from retrieval_svc.auth.id_shapes import fits, template_problem
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode
 from retrieval_svc.auth.oidc import OidcVerifier, VerifiedUser
 from retrieval_svc.auth.principal import Principal
@@ -41,6 +40,7 @@ from retrieval_svc.errors import (
     InvalidRequest,
     UnknownPrincipal,
 )
+from retrieval_svc.id_shapes import fits, template_problem
 from retrieval_svc.key_entry import reserved_role
 
 MAX_USER_ID_LENGTH = 256

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from retrieval_svc.acl.admin import checked_role
-from retrieval_svc.acl.history import Change
+from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.id_forms import Kind, compared
 from retrieval_svc.acl.identities import PERSON, Alias, entries_of
 from retrieval_svc.acl.policy_store import PolicyError, user_subject

@@ -9,7 +9,7 @@ from typing import Any
 
 from scim2_models import Resource
 
-from retrieval_svc.acl.history import Change
+from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.policy_store import user_subject
 
 Grant = tuple[str, str, str]

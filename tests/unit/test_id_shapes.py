@@ -15,12 +15,12 @@ from pydantic import ValidationError
 
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL
-from retrieval_svc.auth.id_shapes import fits, template_problem
 from retrieval_svc.auth.identity import Claims, make_claims, resolve_principal
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.dify.schemas import MetadataCondition
 from retrieval_svc.errors import AuthorizationFailed, InvalidRequest
 from retrieval_svc.filters.dify import translate
+from retrieval_svc.id_shapes import fits, template_problem
 
 POLICY = """\
 p, anyone, *, *, read

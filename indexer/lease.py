@@ -50,13 +50,20 @@ from elasticsearch import (
 
 from indexer.holder import Process
 from indexer.shards import Shard
-from retrieval_svc.search.runs import LEASE, ensure_runs_index
+from retrieval_svc.search.runs import (
+    LEASE,
+    MAX_LEASE_S,
+    ensure_runs_index,
+    live_until,
+    slot_name,
+)
 from retrieval_svc.words import say
 
 log = logging.getLogger("indexer.watch.lease")
 
 WHOLE = "*"
 DEFAULT_TTL_S = 10.0
+MAX_TTL_S = MAX_LEASE_S  # (a longer lease would look forged to every other writer)
 
 
 class LeaseLost(RuntimeError):
@@ -104,6 +111,7 @@ class Lease:
     ) -> None:
         # (each request bounded by a third of the lease: a stalled cluster is an error in
         # seconds, said and shown, never a renewal that hangs past the lease)
+        ttl_s = min(ttl_s, MAX_TTL_S)
         self.es = es.options(request_timeout=max(2.0, ttl_s / 3))
         self.index, self.ttl_s, self.role = index, ttl_s, role
         self.knowledge_id, self.source, self.slot = knowledge_id, source, slot_of(shard)
@@ -156,17 +164,27 @@ class Lease:
         return True
 
     def _fresh_parts(self, body: dict[str, Any], now: float) -> tuple[dict[str, Any], ...]:
-        """The record's unexpired slots and wants (and ours, expired or not)."""
+        """The record's unexpired slots and wants (and ours, expired or not). A slot or a
+        want that cannot be read (not a slot's name, not a time, a time further ahead than
+        any lease lasts) is none: a record written by anyone else never stops a writer, nor holds a
+        source for ever."""
+        found_slots, found_wanted = body.get("slots"), body.get("wanted")
         slots = {
             slot: entry
-            for slot, entry in (body.get("slots") or {}).items()
+            for slot, entry in (found_slots.items() if isinstance(found_slots, dict) else ())
             if isinstance(entry, dict)
-            and (float(entry.get("expires_at") or 0) > now or entry.get("token") == self.token)
+            and slot_name(slot)
+            and (
+                live_until(entry.get("expires_at"), now) is not None
+                or entry.get("token") == self.token
+            )
         }
         wanted = {
             token: want
-            for token, want in (body.get("wanted") or {}).items()
-            if isinstance(want, dict) and float(want.get("until") or 0) > now
+            for token, want in (found_wanted.items() if isinstance(found_wanted, dict) else ())
+            if isinstance(want, dict)
+            and slot_name(want.get("slot"))
+            and live_until(want.get("until"), now) is not None
         }
         return slots, wanted
 

@@ -27,7 +27,7 @@ from indexer.cli.fence import holding
 from indexer.cli.prepare import OcrChoice, prepare
 from indexer.convergence import keep_run, prune_decision, rules_changed_event
 from indexer.formats.convert import INSTALL
-from indexer.lease import DEFAULT_TTL_S
+from indexer.lease import DEFAULT_TTL_S, MAX_TTL_S
 from indexer.metrics import export as export_metrics
 from indexer.pipeline import index_source
 from indexer.report import Report
@@ -232,6 +232,7 @@ def index(
         float,
         typer.Option(
             min=3.0,
+            max=MAX_TTL_S,
             help="Seconds the source's lease lasts unrenewed: every writer of a source and "
             "shard (a run, a watcher) holds it while it writes; one that dies is waited for "
             "this long (its own successor takes over at once).",

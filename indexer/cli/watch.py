@@ -217,7 +217,7 @@ def watch(**args: Any) -> None:
                 embedder=embedder,
                 health=health,
                 said=said,
-                root=RootWatch(prepared.src.root)
+                root=RootWatch(prepared.src.root, prepared.src.given)
                 if isinstance(prepared.src, LocalSource)
                 else None,
             )

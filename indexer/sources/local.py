@@ -87,6 +87,7 @@ class LocalSource:
     def __init__(self, root: Path) -> None:
         if not root.is_dir():
             raise NotADirectoryError(f"{root} is not a folder")
+        self.given = Path(os.path.abspath(root))  # (as given: perhaps through a link)
         self.root = root.resolve()
         self.description = str(self.root)
         self.location = self.root.as_uri() + "/"  # (where its objects' addresses start)
@@ -102,11 +103,28 @@ class LocalSource:
             why = "the folder is a symbolic link now: not followed"
             self.failures.append(ListingFailure("", why, "rest"))
             return iter(())
+        if why := self.elsewhere():  # (its link swapped to another folder: an outage)
+            self.failures.append(ListingFailure("", why, "rest"))
+            return iter(())
         return self._walk(self.root)
+
+    def elsewhere(self) -> str:
+        """Why the folder as given (``/srv/current``, a link a deploy swaps) leads to another
+        folder than the one resolved at the start ("" when it does not): this source is no
+        longer what was asked for, so nothing of it is listed, looked at or written — a
+        source started again follows the link."""
+        if self.given == self.root:
+            return ""
+        now = os.path.realpath(self.given)
+        if now == str(self.root):
+            return ""
+        return f"{self.given} leads to {now} now, not to {self.root}: start again to follow it"
 
     def under(self, folder: str) -> Iterator[ObjectRef]:
         """The documents below the folder ``folder`` (a key), listed as ``list`` lists them
         (nothing when it is not a folder, or a link to one)."""
+        if why := self.elsewhere():
+            raise FileNotFoundError(why)
         top = self.root / folder
         if not folder or top.is_symlink() or not top.is_dir():
             return iter(())
@@ -117,6 +135,8 @@ class LocalSource:
         give nothing (gone, a link, passed over, not a file)."""
         if not key or any(part in ("", ".", "..") for part in key.split("/")):
             return None
+        if why := self.elsewhere():  # (never "gone": an outage, tried again)
+            raise FileNotFoundError(why)
         return self._ref(self.root / key)
 
     def _walk(self, top: Path) -> Iterator[ObjectRef]:

@@ -81,19 +81,21 @@ async def folder_events(
 
 class FileStamps:
     """The watcher's own files (``--acl-rules``, ``--manifest``), looked at every second by
-    their size and modification time, through links (a Kubernetes ConfigMap is replaced by
-    swapping a link, which no file event names)."""
+    their identity (device, inode), size, modification and change times, through links (a
+    Kubernetes ConfigMap is replaced by swapping a link, which no file event names). The
+    change time is the kernel's: a file copied in with its old modification time and size
+    (``cp -p``, ``rsync -a``, ``tar x``) is still a change."""
 
     def __init__(self, paths: list[Path]) -> None:
         self.paths = paths
         self._last = self._now()
 
-    def _now(self) -> tuple[tuple[int, int] | None, ...]:
-        stamps: list[tuple[int, int] | None] = []
+    def _now(self) -> tuple[tuple[int, ...] | None, ...]:
+        stamps: list[tuple[int, ...] | None] = []
         for path in self.paths:
             try:
                 st = path.stat()
-                stamps.append((st.st_mtime_ns, st.st_size))
+                stamps.append((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
             except OSError:
                 stamps.append(None)
         return tuple(stamps)

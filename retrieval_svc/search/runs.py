@@ -9,6 +9,7 @@ after every run that wrote anything; the console's *Knowledge bases* page reads 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -165,14 +166,45 @@ async def runs_shown(
     return out
 
 
+MAX_LEASE_S = 3600.0  # the longest a lease may last unrenewed (``--lease-ttl``'s ceiling)
+_SHARD_SLOT = re.compile(r"[0-9]{1,6}/[0-9]{1,6}")
+CLOCK_SKEW_S = 300.0  # how far another host's clock may run ahead of this one's
+
+
+def live_until(value: object, now: float) -> float | None:
+    """When a lease's slot (``expires_at``) or a run's want (``until``) lapses, while it is
+    ahead of ``now`` and believable; else None. A time further ahead than a lease lasts
+    (a record written by hand or by a host whose clock runs far ahead) or not a number lapses
+    at once: nothing in the record holds a source for ever (hosts' clocks may differ by
+    ``CLOCK_SKEW_S``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if now < value <= now + MAX_LEASE_S + CLOCK_SKEW_S else None
+
+
+def slot_name(slot: object) -> bool:
+    """Whether ``slot`` names a lease's slot: ``*`` (the whole source) or a shard ``I/N``."""
+    if slot == "*":
+        return True
+    if not isinstance(slot, str) or not _SHARD_SLOT.fullmatch(slot):
+        return False
+    i, n = map(int, slot.split("/"))
+    return i < n
+
+
 def lease_holders(record: dict[str, Any], now: float | None = None) -> list[dict[str, Any]]:
     """Who holds a source's lease (``indexer.lease``), a row per unexpired slot: the source,
     the slot (``*`` or a shard ``I/N``), the holder's name, role, host and process, since and
     until when (ISO times)."""
     now = time.time() if now is None else now
     rows = []
-    for slot, entry in sorted((record.get("slots") or {}).items()):
-        if not isinstance(entry, dict) or float(entry.get("expires_at") or 0) <= now:
+    slots = record.get("slots")
+    for slot, entry in sorted(slots.items() if isinstance(slots, dict) else ()):
+        if (
+            not isinstance(entry, dict)
+            or not slot_name(slot)
+            or live_until(entry.get("expires_at"), now) is None
+        ):
             continue
         rows.append(
             {
@@ -187,11 +219,12 @@ def lease_holders(record: dict[str, Any], now: float | None = None) -> list[dict
 
 
 def _iso(at: object) -> str | None:
-    return (
-        datetime.fromtimestamp(float(at), UTC).isoformat()
-        if isinstance(at, int | float) and at
-        else None
-    )
+    if isinstance(at, bool) or not isinstance(at, int | float) or not at:
+        return None
+    try:
+        return datetime.fromtimestamp(float(at), UTC).isoformat()
+    except (OverflowError, OSError, ValueError):  # (a time no calendar holds)
+        return None
 
 
 def _shard_of(record: dict[str, Any]) -> tuple[int, int] | None:

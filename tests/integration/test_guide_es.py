@@ -129,7 +129,8 @@ def test_the_guide_runs_as_printed(
         "RSVC_INDEX_ALIAS": alias,
         "LDAP_URL": ldap_server,
         "RSVC_PORT": str(free_port()),
-        # (the first question warms the model and the segmenter: seconds on a busy machine)
+        # (what the guide prints is under test, not the machine's speed: on a busy machine a
+        # request, the first search of the new index above all, can outlast the 4 s default)
         "RSVC_REQUEST_DEADLINE_S": "60",
         "LANG": locale,  # (the reader's terminal: LANG alone, so no C library locale is needed)
     }

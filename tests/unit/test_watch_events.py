@@ -5,10 +5,13 @@ another bucket or outside the prefix ignored; a sidecar's event naming its docum
 from __future__ import annotations
 
 import json
+import os
+import time
+from pathlib import Path
 
 import pytest
 
-from indexer.watch.events import Heard, document_key, queue_url
+from indexer.watch.events import FileStamps, Heard, document_key, queue_url
 from indexer.watch.notices import read_message
 
 
@@ -61,3 +64,23 @@ def test_a_sidecar_names_its_document_and_heard_batches_join() -> None:
 def test_a_queue_that_is_not_sqs_is_refused_saying_what_to_give(spec: str) -> None:
     with pytest.raises(ValueError, match="sqs://QUEUE-NAME"):
         queue_url(object(), spec)
+
+
+def test_a_rules_file_copied_in_with_its_old_time_and_size_is_a_change(tmp_path: Path) -> None:
+    rules = tmp_path / "acl-rules.yaml"
+    rules.write_text("rules:\n  - {path: 'secret/**', roles: [hr]}\n", encoding="utf-8")
+    before = rules.stat()
+    stamps = FileStamps([rules])
+    edited = tmp_path / "edited.yaml"  # (as `cp -p`, `rsync -a` or `tar x` put it in place)
+    edited.write_text("rules:\n  - {path: 'secret/**', roles: [it]}\n", encoding="utf-8")
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(edited, rules)
+    assert rules.stat().st_size == before.st_size
+    assert rules.stat().st_mtime_ns == before.st_mtime_ns
+    assert stamps.changed()  # (main: unchanged — the narrowing edit never in force)
+    assert not stamps.changed()
+    time.sleep(0.05)  # (past the kernel's coarse clock tick: the edit's change time is new)
+    with rules.open("r+", encoding="utf-8") as file:  # (edited in place, its time put back)
+        file.write("rules:\n  - {path: 'secret/**', roles: [hr]}\n")
+    os.utime(rules, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert stamps.changed()

@@ -1,7 +1,8 @@
 """Active Directory's own shapes, read by ``sync-ldap`` when the server is AD (``ad: true``, or
 detected from the root DSE): every user's and group's ``objectSid``, primary groups
 (``primaryGroupID``, which no group's ``member`` lists), ranged attributes read to the end
-(``member;range=0-1499`` …), disabled accounts dropped (``userAccountControl`` bit 0x2),
+(``member;range=0-1499`` …), disabled and expired accounts dropped (``userAccountControl`` bit
+0x2; ``accountExpires`` past, judged at each sync: an expiry changes no ``uSNChanged``),
 foreign security principals followed where they can be, and ``--every`` reading only what
 changed (``uSNChanged``) where the answer can be proven complete.
 
@@ -66,6 +67,9 @@ SHOW_DELETED = "1.2.840.113556.1.4.417"  # LDAP_SERVER_SHOW_DELETED_OID
 # (Configuration, the DNS zones) below a search from the domain's root.
 DOMAIN_SCOPE = [("1.2.840.113556.1.4.1339", False, None)]
 ACCOUNT_DISABLE = 0x2
+# ``accountExpires``: 100-ns intervals since 1601-01-01 UTC; 0 and 2^63-1 mean never.
+_NEVER_EXPIRES = (0, 0x7FFFFFFFFFFFFFFF)
+_FILETIME_UNIX_S = 11_644_473_600
 # Every person Windows authenticates holds these; a group holding one holds them all.
 _EVERY_PERSON = frozenset({EVERYONE, AUTHENTICATED_USERS})
 # A delta older than this reads whole: deleted objects outlive it on every domain
@@ -153,6 +157,11 @@ class AdUser:
     primary: int | None
     disabled: bool
     aliases: dict[str, list[str]]
+    expires: float | None = None  # (when the account expires, Unix seconds; None: never)
+
+    def refused(self, now: float) -> bool:
+        """Whether Windows refuses this account a logon at ``now``: disabled, or expired."""
+        return self.disabled or (self.expires is not None and self.expires <= now)
 
 
 @dataclass(slots=True)
@@ -176,7 +185,7 @@ def attributes(
     member = "member" if RANGE_STEP is None else f"member;range=0-{RANGE_STEP - 1}"
     groups = [name_attribute, member, "objectSid", "objectGUID"]
     users = [id_attribute, *aliases, "objectSid", "objectGUID", "primaryGroupID",
-             "userAccountControl"]  # fmt: skip
+             "userAccountControl", "accountExpires"]  # fmt: skip
     return groups, users
 
 
@@ -209,6 +218,8 @@ def user_of(entry: dict[str, Any], id_attribute: str, aliases: Iterable[str]) ->
     (primary, *_) = [*_text(entry, "primaryGroupID"), ""]
     (control, *_) = [*_text(entry, "userAccountControl"), "0"]
     disabled = bool(int(control) & ACCOUNT_DISABLE) if control.lstrip("-").isdigit() else False
+    (expiry, *_) = [*_text(entry, "accountExpires"), "0"]
+    ticks = int(expiry) if expiry.lstrip("-").isdigit() else 0
     return AdUser(
         entry["dn"],
         uid,
@@ -216,11 +227,15 @@ def user_of(entry: dict[str, Any], id_attribute: str, aliases: Iterable[str]) ->
         int(primary) if primary.isdigit() else None,
         disabled,
         {a: _text(entry, a) for a in aliases},
+        None if ticks in _NEVER_EXPIRES else ticks / 10_000_000 - _FILETIME_UNIX_S,
     )
 
 
-def build(groups: Iterable[AdGroup], users: Iterable[AdUser]) -> Directory:
-    """The directory these entries say: disabled accounts left out (counted), each person in
+def build(
+    groups: Iterable[AdGroup], users: Iterable[AdUser], now: float | None = None
+) -> Directory:
+    """The directory these entries say at ``now`` (None: the clock): disabled and expired
+    accounts left out (counted as disabled), each person in
     their primary group, and the members a foreign security principal stands for — every
     person for Everyone and Authenticated Users, the entry of this directory that holds the
     SID otherwise; one nobody here holds is named in ``foreign`` and gives nothing."""
@@ -239,7 +254,7 @@ def build(groups: Iterable[AdGroup], users: Iterable[AdUser]) -> Directory:
     for user in users:
         if not user.uid:
             continue
-        if user.disabled:
+        if user.refused(time.time() if now is None else now):
             directory.disabled += 1
             continue
         dn = normal_dn(user.dn)

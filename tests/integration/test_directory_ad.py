@@ -110,6 +110,21 @@ def test_a_disabled_account_loses_its_roles_at_the_next_sync(
     samba_ad.samba_tool("user", "delete", name)
 
 
+def test_an_expired_account_is_no_one(samba_ad: DomainController, db: str, tmp_path: Path) -> None:
+    """Windows refuses a logon once ``accountExpires`` is past, though the account is enabled:
+    the person holds nothing, Everyone's SID included."""
+    name = f"过期{uuid.uuid4().hex[:4]}"
+    samba_ad.seed({"groups": [], "users": [{"name": name, "password": PASSWORD}]})
+    samba_ad.samba_tool("group", "addmembers", "法务部", name)
+    samba_ad.samba_tool("user", "setexpiry", name, "--days=0")  # (expires now)
+    synced = cli(samba_ad, db, "sync-ldap", str(sync_file(samba_ad, tmp_path)))
+    assert synced.exit_code == 0, synced.output
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert acl.user_roles(name, "acme") == set()
+    assert acl.identify(name, "acme").person is None  # (no Everyone: PERSON_ROLES never given)
+    samba_ad.samba_tool("user", "delete", name)
+
+
 def test_members_are_read_by_range_to_the_end(
     samba_ad: DomainController, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -141,3 +141,25 @@ def test_ad_is_detected_from_the_root_dse() -> None:
     assert ad.is_ad({"supportedCapabilities": ["1.2.840.113556.1.4.800"]})
     assert ad.is_ad({"forestFunctionality": ["7"]})
     assert not ad.is_ad({"supportedCapabilities": [], "namingContexts": ["dc=example,dc=org"]})
+
+
+def _entry(name: str, expires: str) -> dict[str, Any]:
+    return {"dn": _dn(name), "raw_attributes": {
+        "sAMAccountName": [name.encode()], "primaryGroupID": [b"513"],
+        "userAccountControl": [b"512"], "accountExpires": [expires.encode()]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("expires", "held"),
+    [
+        ("0", True),  # never
+        ("9223372036854775807", True),  # never
+        ("132223104000000000", False),  # 2020-01-01: Windows refuses the logon
+        ("991223104000000000", True),  # 4742: not yet
+    ],
+)
+def test_an_expired_account_is_no_one(expires: str, held: bool) -> None:
+    user = ad.user_of(_entry("周九", expires), "sAMAccountName", [])
+    directory = build([], [user])
+    assert (_dn("周九").lower() in {d.lower() for d in directory.users}) is held
+    assert directory.disabled == (0 if held else 1)

@@ -33,7 +33,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "tuple_type": ("Input should be a valid tuple", "应为列表"),
     "set_type": ("Input should be a valid set", "应为列表（集合）"),
     "dict_type": ("Input should be a valid dictionary", "应为对象"),
-    "model_type": ("Input should be a valid dictionary or instance of {class_name}", "应为对象（{class_name}）"),
+    "model_type": ("Input should be an object", "应为对象"),
     "model_attributes_type": ("Input should be a valid dictionary or object to extract fields from", "应为对象"),
     "none_required": ("Input should be None", "应为 null"),
     "literal_error": ("Input should be {expected}", "应为以下之一：{expected}"),

@@ -9,14 +9,9 @@ from retrieval_svc.directory.groups import (
     RemovalLimit,
     plan,
 )
-from retrieval_svc.directory.ldap import (
-    DirectoryReplica,
-    LdapSync,
-    directory_stamp,
-    load_sync,
-    read_directory,
-)
+from retrieval_svc.directory.ldap import DirectoryReplica, directory_stamp, read_directory
 from retrieval_svc.directory.owners import planned, unclaimed
+from retrieval_svc.directory.sync_file import LdapSync, load_sync
 
 __all__ = [
     "Directory",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from retrieval_svc.acl.sids import (
     AUTHENTICATED_USERS,
@@ -27,39 +27,7 @@ from retrieval_svc.acl.sids import (
     with_rid,
 )
 from retrieval_svc.directory.groups import Directory, DirectoryError, normal_dn
-
-
-class _Search(Protocol):
-    """A search of the sync file (``users`` or ``groups``): where and what it reads."""
-
-    @property
-    def base(self) -> str: ...
-    @property
-    def filter(self) -> str: ...
-
-
-class _GroupSearch(_Search, Protocol):
-    @property
-    def name_attribute(self) -> str: ...
-
-
-class _UserSearch(_Search, Protocol):
-    @property
-    def id_attribute(self) -> str: ...
-    @property
-    def aliases(self) -> list[str]: ...
-
-
-class SyncFile(Protocol):
-    """What a read of AD needs of the sync file (``ldap.LdapSync``), without importing it."""
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def groups(self) -> _GroupSearch: ...
-    @property
-    def users(self) -> _UserSearch: ...
-
+from retrieval_svc.directory.sync_file import LdapSync
 
 AD_CAPABILITY = "1.2.840.113556.1.4.800"  # LDAP_CAP_ACTIVE_DIRECTORY_OID
 SHOW_DELETED = "1.2.840.113556.1.4.417"  # LDAP_SERVER_SHOW_DELETED_OID
@@ -342,7 +310,7 @@ def _guids(found: Iterator[dict[str, Any]]) -> set[bytes]:
 def read(
     conn: Any,
     entries: Any,
-    sync: SyncFile,
+    sync: LdapSync,
     root: dict[str, Any],
     replica: AdReplica | None,
 ) -> tuple[Directory, int | None, str]:

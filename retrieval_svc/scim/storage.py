@@ -33,19 +33,15 @@ from scim2_server.memory import InMemoryStorage
 from scim2_server.storage import AsyncScimStorage, SearchPage, projection, search_page
 
 from retrieval_svc.acl import history, identities, tables
-from retrieval_svc.acl.admin import checked_role, checked_user
 from retrieval_svc.acl.grant_sources import grantor
 from retrieval_svc.acl.history import Actor
-from retrieval_svc.acl.id_forms import SCIM_KINDS, Kind
 from retrieval_svc.acl.owners import OwnerRefused
-from retrieval_svc.acl.policy_store import TABLE, PolicyError
+from retrieval_svc.acl.policy_store import TABLE
+from retrieval_svc.scim.checks import SCIM_IDS, check
 from retrieval_svc.scim.grants import (
-    GROUP,
-    USER,
     Grant,
     RoleMap,
     grants_of,
-    is_a,
     reconciled,
     user_ids,
 )
@@ -56,7 +52,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
 T = TypeVar("T")
-SCIM_IDS: dict[str, Kind] = {identities.PERSON: SCIM_KINDS["userName"], **SCIM_KINDS}
 
 
 @functools.cache
@@ -97,48 +92,6 @@ def ensure_tables(engine: Engine) -> None:
             conn.execute(sa.text(f"ALTER TABLE {resources.name} ADD COLUMN client VARCHAR(255)"))
     tables.ensure_tables(engine, TABLE)
     identities.ensure_table(engine)
-
-
-def _check(resource: Resource[Any], tenant: str) -> None:
-    """Refuse what cannot become a grant or be stored, before anything is: a ``userName`` or
-    group ``displayName`` no policy can name, an e-mail or ``externalId`` no alias column
-    holds (a control character, too long as compared), any value with a lone surrogate (no
-    UTF-8 form: the database would refuse the whole write). One resource, one refusal naming
-    the attribute; every other resource is untouched."""
-    try:
-        fields: Any = resource
-        if is_a(resource, USER) and getattr(fields, "user_name", None) is not None:
-            checked_user(fields.user_name)
-            name, ids = user_ids(resource.model_dump(mode="json"))
-            _, problems = identities.entries_of(tenant, "scim", name or "", ids, SCIM_IDS)
-            if problems:
-                raise PolicyError(problems[0])
-        if is_a(resource, GROUP) and getattr(fields, "display_name", None) is not None:
-            checked_role("group displayName", fields.display_name)
-        if (where := _unencodable(resource.model_dump(mode="json"))) is not None:
-            raise PolicyError(f"{where} holds a lone surrogate (not UTF-8): it cannot be stored")
-    except PolicyError as exc:
-        raise InvalidValueException(detail=str(exc)) from None
-
-
-def _unencodable(value: Any, path: str = "") -> str | None:
-    """Where in a resource's JSON a string has no UTF-8 form, else None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path or "a value"
-        return None
-    if isinstance(value, dict):
-        pairs: Any = value.items()
-    elif isinstance(value, list):
-        pairs = enumerate(value)
-    else:
-        return None
-    for key, inner in pairs:
-        if (found := _unencodable(inner, f"{path}.{key}" if path else str(key))) is not None:
-            return found
-    return None
 
 
 class TenantStorage(InMemoryStorage):
@@ -250,7 +203,7 @@ class TenantStorage(InMemoryStorage):
     # Writing: the resource and its grants, in one transaction.
 
     def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
-        _check(resource, self.tenant)
+        check(resource, self.tenant)
         with self.lock:
             self.refresh()
             before = self.grants()
@@ -265,7 +218,7 @@ class TenantStorage(InMemoryStorage):
         *,
         expected_version: str | None = None,
     ) -> Resource[Any]:
-        _check(resource, self.tenant)
+        check(resource, self.tenant)
         with self.lock:
             self.refresh()
             before = self.grants()

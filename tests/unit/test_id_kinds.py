@@ -20,7 +20,7 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.cli import app as svc_cli
 from retrieval_svc.directory import Directory, LdapSync, plan
 from retrieval_svc.directory.groups import normal_dn
-from retrieval_svc.directory.ldap import id_kinds
+from retrieval_svc.directory.sync_file import id_kinds
 
 FULLWIDTH_CEO = "\uff43\uff45\uff4f@fass.example"  # (fullwidth c, e, o)
 # Each look-alike, and what caseIgnoreMatch makes of it.

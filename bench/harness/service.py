@@ -14,9 +14,12 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from elasticsearch import AsyncElasticsearch
 
 SERVE = (sys.executable, "-c", "from retrieval_svc.cli import app; app()", "serve")
 
@@ -68,6 +71,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def index_sample(es: AsyncElasticsearch, alias: str, tenant: str) -> None:
+    """The sample corpus (``samples/building-ops``) indexed for ``tenant`` under ``alias``,
+    its index made first (the benchmarks delete what the alias held before)."""
+    from indexer.pipeline import IndexOptions, index_source
+    from indexer.sources import LocalSource
+    from retrieval_svc.search.index import ensure_index
+    from retrieval_svc.tenancy import tenant_alias
+
+    await ensure_index(es, alias, tenant=tenant)
+    samples = Path(__file__).resolve().parents[2] / "samples" / "building-ops"
+    options = IndexOptions("building-ops", tenant_alias(alias, tenant), tenant=tenant)
+    await index_source(es, LocalSource(samples), options)
+
+
 @contextlib.asynccontextmanager
 async def sample_service(
     es_url: str, port: int, alias: str, key: str, env: dict[str, str] | None = None
@@ -77,19 +94,12 @@ async def sample_service(
     after."""
     from elasticsearch import AsyncElasticsearch
 
-    from indexer.pipeline import IndexOptions, index_source
-    from indexer.sources import LocalSource
     from retrieval_svc.auth.keys import hash_key
-    from retrieval_svc.search.index import ensure_index
-    from retrieval_svc.tenancy import tenant_alias
 
     tenant = "bench"
     es = AsyncElasticsearch(es_url, request_timeout=120)
     await es.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-audit.*")
-    await ensure_index(es, alias, tenant=tenant)
-    samples = Path(__file__).resolve().parents[2] / "samples" / "building-ops"
-    options = IndexOptions("building-ops", tenant_alias(alias, tenant), tenant=tenant)
-    await index_source(es, LocalSource(samples), options)
+    await index_sample(es, alias, tenant)
     work = Path(tempfile.mkdtemp(prefix="rsvc-bench-"))
     keys = work / "keys.json"
     keys.write_text(json.dumps([{"name": "b", "sha256": hash_key(key), "tenant": tenant}]))

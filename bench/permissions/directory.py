@@ -45,7 +45,7 @@ import httpx
 from elasticsearch import AsyncElasticsearch
 
 from bench.harness import ROOT, finish, machine, parser
-from bench.harness.service import start_service
+from bench.harness.service import index_sample, start_service
 from bench.harness.tree import run_measured
 from bench.permissions.directory_delta import delta_sync
 from bench.permissions.directory_window import KB, pick, window, write_documents
@@ -54,7 +54,7 @@ from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.auth.keys import hash_key
-from retrieval_svc.search.index import ensure_index, template_name
+from retrieval_svc.search.index import template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
@@ -268,12 +268,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     es = AsyncElasticsearch(args.es_url)
     try:
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
-        await ensure_index(es, ALIAS, tenant=DEFAULT_TENANT)
-        await index_source(
-            es,
-            LocalSource(ROOT / "samples" / "building-ops"),
-            IndexOptions("building-ops", tenant_alias(ALIAS, DEFAULT_TENANT)),
-        )
+        await index_sample(es, ALIAS, DEFAULT_TENANT)
         small = directory(work / "small.db", url, port, "small", 500, 50, args.per_user, work)
         print(f"small directory: {small}", file=sys.stderr)
         large = directory(

@@ -34,14 +34,13 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 
 from bench.harness import ROOT, finish, machine, parser
+from bench.harness.service import index_sample
 from bench.permissions.directory import ALIAS, TARGET_RATIO, served, sync
-from indexer.pipeline import IndexOptions, index_source
-from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.directory import DirectoryReplica, load_sync, read_directory
-from retrieval_svc.search.index import ensure_index, template_name
-from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.search.index import template_name
+from retrieval_svc.tenancy import DEFAULT_TENANT
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
 SCRIPT = ROOT / "scripts" / "samba-ad.sh"
@@ -168,12 +167,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     es = AsyncElasticsearch(args.es_url)
     try:
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
-        await ensure_index(es, ALIAS, tenant=DEFAULT_TENANT)
-        await index_source(
-            es,
-            LocalSource(ROOT / "samples" / "building-ops"),
-            IndexOptions("building-ops", tenant_alias(ALIAS, DEFAULT_TENANT)),
-        )
+        await index_sample(es, ALIAS, DEFAULT_TENANT)
         small_per = min(args.per_user, 10)
         small = domain(dc, "small", 500, 50, small_per, work, args.moves)
         print(f"small domain: {small}", file=sys.stderr)

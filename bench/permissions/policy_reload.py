@@ -31,14 +31,12 @@ from typing import Any
 import httpx
 from elasticsearch import AsyncElasticsearch
 
-from bench.harness import ROOT, parser
+from bench.harness import parser
 from bench.harness.measure import drive
-from bench.harness.service import start_service
-from indexer.pipeline import IndexOptions, index_source
-from indexer.sources import LocalSource
+from bench.harness.service import index_sample, start_service
 from retrieval_svc.auth.keys import hash_key
-from retrieval_svc.search.index import ensure_index, template_name
-from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.search.index import template_name
+from retrieval_svc.tenancy import DEFAULT_TENANT
 
 ALIAS = "rsvc-bench-reload"
 KEY = "bench-reload-key-0123456789"
@@ -110,12 +108,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     keys.write_text(json.dumps([{"name": "bench", "sha256": hash_key(KEY)}]), "utf-8")
     es = AsyncElasticsearch(args.es_url)
     await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
-    await ensure_index(es, ALIAS, tenant=DEFAULT_TENANT)
-    await index_source(
-        es,
-        LocalSource(ROOT / "samples" / "building-ops"),
-        IndexOptions("building-ops", tenant_alias(ALIAS, DEFAULT_TENANT)),
-    )
+    await index_sample(es, ALIAS, DEFAULT_TENANT)
     port = args.port
     env = {
         **os.environ,

@@ -128,5 +128,3 @@ def test_watch_opens_its_notifications_again_after_the_dc_restarts(
     finally:
         assert watcher.stop() == 0, watcher.said()[-3000:]
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")
-
-

@@ -9,7 +9,7 @@ failure, the stamps are stored; a change after the walk began is seen again next
 kept listing is never newer than what was settled).
 
 **Where.** In Elasticsearch, in the tenant's runs index beside the source's lease and status
-record (one document per knowledge base, source and shard, compressed; ~1 MB at 100,000
+record (one document per knowledge base, source and shard, compressed; ~155 KB at 10,000
 files). A watcher's successor may start on another node with nothing of its predecessor's
 disk (a rollout, a node lost), but it always reaches the cluster it writes to; the chart
 needs no volume for it.

@@ -87,7 +87,9 @@ def outsider(dc: DomainController) -> tuple[str, str]:
     return person, sid
 
 
-def build(share: Share, root: str, dc: DomainController, outside: str) -> dict[str, str]:
+def build(
+    share: Share, root: str, dc: DomainController, outside: str | None = None
+) -> dict[str, str]:
     """The fixture tree below ``root``; each file's key and its text (a word only it has)."""
     sid = dc.sids
     domain_users = f"{dc.domain_sid}-513"
@@ -125,7 +127,8 @@ def build(share: Share, root: str, dc: DomainController, outside: str) -> dict[s
     # (known because the sync reads CN=Builtin).
     file("其他/内置拒绝.md", deny(BUILTIN_USERS), allow(EVERYONE))
     # A group the sync does not read (outside groups.base): refused to every person here.
-    file(OUTSIDE_DENY, deny(outside), allow(EVERYONE))
+    if outside is not None:
+        file(OUTSIDE_DENY, deny(outside), allow(EVERYONE))
     # Kept its own DACL (Everyone) when it was moved into 法务/: everyone reads it.
     file("其他/旧合同.md", allow(EVERYONE), allow(ADMINISTRATORS, FULL))
     share.rename(f"{root}/其他/旧合同.md", f"{root}/法务/旧合同.md")
@@ -154,7 +157,12 @@ def share_tree(
 @pytest.fixture(scope="module")
 def policy_db(samba_ad: DomainController, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The policy database a real sync wrote (``groups.base: CN=Users``)."""
-    folder = tmp_path_factory.mktemp("policy")
+    return synced_database(samba_ad, tmp_path_factory.mktemp("policy"))
+
+
+def synced_database(samba_ad: DomainController, folder: Path) -> str:
+    """A policy database where everyone may read every knowledge base of the tenant, and
+    people's roles are what the real sync gives them (``groups.base: CN=Users``)."""
     db = f"sqlite:///{folder / 'policy.db'}"
     runner = CliRunner()
     allowed = runner.invoke(

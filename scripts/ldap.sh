@@ -28,8 +28,8 @@ ensure_slapd() {
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       log "installing Debian's slapd, ldap-utils and openssl packages (once)"
       export DEBIAN_FRONTEND=noninteractive
-      apt-get install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q slapd ldap-utils openssl >/dev/null; }
+      apt-get -o DPkg::Lock::Timeout=600 install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
+        { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q slapd ldap-utils openssl >/dev/null; }
     fi
   fi
   [ -x /usr/sbin/slapd ] || { log "error: slapd not found (install Debian's slapd)"; exit 1; }

@@ -150,9 +150,10 @@ class SmbSource:
         self._cache: dict[str, Any] = {}  # (this source's own connections and sessions)
         # Whose holders the directory knows (a deny naming another SID refuses every person):
         # ``directory`` reads it again at each whole listing, so a sync that read more or
-        # fewer SIDs is in force from the next run or re-listing. Unset: none known.
+        # fewer SIDs is in force from the next run or re-listing (a file looked at before any
+        # listing reads it first). Unset: none known.
         self.directory: Callable[[], KnownSids] | None = None
-        self.known: Container[str] = NONE_KNOWN
+        self.known: Container[str] | None = None
         # Documents a deny naming an unknown SID refused to every person: SID → their names.
         self.fail_closed: dict[str, list[str]] = {}
         self.fail_closed_count: dict[str, int] = {}
@@ -311,8 +312,10 @@ class SmbSource:
             if isinstance(exc, OSError) and exc.errno == 2:  # (ENOENT: gone)
                 return None
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
+        if self.known is None:
+            self.refresh_known()
         try:
-            access = file_access(parse_security_descriptor(raw), key, self.known)
+            access = file_access(parse_security_descriptor(raw), key, self.known or NONE_KNOWN)
         except SecurityDescriptorError as exc:
             return f"its security descriptor is malformed: {exc}"
         for sid in access.unknown:

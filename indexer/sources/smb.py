@@ -3,9 +3,12 @@ folder``.
 
 Each file is listed with its own security descriptor (owner, group and DACL, read through a
 handle opened for ``READ_CONTROL`` alone, never following a reparse point), and who may read
-it is decided from that DACL as Windows decides it (``indexer.permissions.dacl``): the DACL is
-the document's roles, which a rules file, sidecar or tag may only narrow. A descriptor that
-cannot be read or parsed leaves the file withdrawn, never public.
+it is decided from that DACL as Windows decides it (``indexer.permissions.dacl``) and from the
+share's own ACL, which Windows applies as well (read once per listing through srvsvc:
+``indexer.sources.srvsvc``; combined in ``indexer.permissions.share``): they are the document's
+roles, which a rules file, sidecar or tag may only narrow. A descriptor that cannot be read or
+parsed leaves the file withdrawn, never public; a share ACL that cannot be read or parsed is an
+outage of the whole source (nothing listed, nothing pruned, nothing published wider).
 
 As on a local folder, nothing is followed: a reparse point of any kind — a symbolic link, a
 junction, a DFS link, a mount point — is passed over and named. A folder the account cannot
@@ -39,7 +42,9 @@ from indexer.permissions.security_descriptor import (
     SecurityDescriptorError,
     parse_security_descriptor,
 )
+from indexer.permissions.share import share_access, with_share
 from indexer.sources.base import ListingFailure, ObjectRef, parse_sidecar
+from indexer.sources.srvsvc import ShareInfoError, read_share_descriptor
 
 REPARSE_REASON = "a reparse point (a link, junction or DFS link): not followed"
 FILE_ATTRIBUTE_DIRECTORY = 0x10
@@ -51,6 +56,7 @@ FILE_OPEN_REPARSE_POINT = 0x00200000
 _SECURITY_INFORMATION = 0x1 | 0x2 | 0x4
 _MAX_DESCRIPTOR = 65536  # (an ACL is at most 64 KiB)
 _LINK_STAMP = "link"  # a sidecar that is a reparse point: its document's roles cannot be read
+SHARE_UNREADABLE = "the share's permissions (its share ACL) cannot be read: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,10 @@ class SmbSource:
         self.passed_over = PassedOver()
         self.failures: list[ListingFailure] = []
         self._cache: dict[str, Any] = {}  # (this source's own connections and sessions)
+        # The share's ACL as the last listing read it (None: it narrows nothing).
+        self._share: FileAccess | None = None
+        self._share_read = False
+        self._share_failure: str | None = None
 
     # ---- paths and connections ----
 
@@ -153,6 +163,42 @@ class SmbSource:
 
         reset_connection_cache(connection_cache=self._cache)
 
+    # ---- the share's own permissions ----
+
+    def share_access(self) -> FileAccess | None:
+        """Who the share's ACL lets through (None: it narrows nothing), read now from the
+        server (srvsvc NetrShareGetInfo, level 502). Raises when it cannot be read or parsed."""
+        from smbclient._pool import register_session
+
+        c = self.credentials
+        session = register_session(
+            self.server,
+            username=c.user,
+            password=c.password,
+            port=self.port,
+            encrypt=True if c.encrypt else None,
+            connection_cache=self._cache,
+            auth_protocol=c.auth,
+        )
+        descriptor = read_share_descriptor(session, self.server, self.share)
+        return share_access(descriptor, self.share)
+
+    def _read_share(self) -> str | None:
+        """Read the share's ACL for this listing: None when read, else why not (the source
+        is then out: nothing listed, pruned or published; a file looked at is withdrawn)."""
+        from smbprotocol.exceptions import SMBException, SMBResponseException
+
+        try:
+            self._share = self.share_access()
+        except (ShareInfoError, SecurityDescriptorError, SMBResponseException) as exc:
+            self._share_failure = f"{SHARE_UNREADABLE}{type(exc).__name__}: {exc}"
+            return self._share_failure
+        except (SMBException, OSError, ValueError) as exc:  # (the server gone: an outage)
+            self._share_failure = _why(exc)
+            return self._share_failure
+        self._share_read, self._share_failure = True, None
+        return None
+
     # ---- listing ----
 
     def list(self) -> Iterator[ObjectRef]:
@@ -169,6 +215,8 @@ class SmbSource:
         """The file at ``key`` now, as a listing gives it; None where it would give nothing."""
         if not key or any(p in ("", ".", "..") for p in key.split("/")):
             return None
+        if not self._share_read:
+            self._read_share()  # (when it cannot be read, the file is withdrawn: ``_dacl``)
         folder, _, name = key.rpartition("/")
         entry = self._entries(folder, name).get(name)
         if entry is None or entry.smb_info.file_attributes & (
@@ -191,6 +239,9 @@ class SmbSource:
         import smbclient
         from smbprotocol.exceptions import SMBException, SMBOSError
 
+        if (why := self._read_share()) is not None:
+            self.failures.append(ListingFailure(top, why, "rest"))
+            return
         stack = [top]
         while stack:
             folder = stack.pop()
@@ -241,7 +292,10 @@ class SmbSource:
         )
 
     def _dacl(self, key: str) -> FileAccess | str | None:
-        """Who reads ``key`` by its DACL; why that cannot be told; None when it is gone."""
+        """Who reads ``key`` by its DACL and the share's ACL; why that cannot be told; None
+        when it is gone."""
+        if self._share_failure is not None:
+            return self._share_failure
         try:
             raw = self.security_descriptor(key)
         except OSError as exc:
@@ -251,7 +305,8 @@ class SmbSource:
         except Exception as exc:  # (any other failure: withdrawn, never published)
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
         try:
-            return file_access(parse_security_descriptor(raw), key)
+            access = file_access(parse_security_descriptor(raw), key)
+            return with_share(access, self._share, self.share)
         except SecurityDescriptorError as exc:
             return f"its security descriptor is malformed: {exc}"
 

@@ -118,6 +118,8 @@ RULES = {
     "restricted": "受限：用户不持有段落所列任何角色",
     "denied": "拒绝：用户持有段落拒绝的角色 {refused}",
     "narrowed": "收窄：用户不持有收窄该段落的任何角色",
+    # (a deny naming a SID no directory sync read: the code stays "narrowed")
+    "narrowed_unknown": "收窄：其 DACL 的拒绝项指向 {unknown}，目录同步未读取该 SID：对所有人拒绝（失败即关闭）",
 }
 KB_REASONS = {
     "granted": "策略授权给 {granted_by}",
@@ -133,9 +135,11 @@ def explained(answer: dict[str, Any], lang: Language) -> dict[str, Any]:
     for chunk in answer.get("chunks", ()):
         acl, kb = chunk.get("acl", {}), chunk.get("knowledge_base", {})
         if acl.get("code") in RULES:
-            acl["rule"] = RULES[acl["code"]].format(
+            unknown = acl.get("code") == "narrowed" and acl.get("unknown_sids")
+            acl["rule"] = RULES["narrowed_unknown" if unknown else acl["code"]].format(
                 roles="、".join(acl.get("matched_roles", ())),
                 refused="、".join(acl.get("denied_roles", ())),
+                unknown="、".join(acl.get("unknown_sids", ())),
             )
         if isinstance(acl.get("set_by"), str):
             acl["set_by"] = roles_source_text(acl["set_by"], "zh")

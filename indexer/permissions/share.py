@@ -26,6 +26,8 @@ Who decided is kept: the share's ACEs are ``Decider``s whose place is ``share NA
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from indexer.permissions.dacl import EVERYONE, FileAccess, file_access
 from indexer.permissions.security_descriptor import parse_security_descriptor
 
@@ -35,13 +37,17 @@ def share_place(share: str) -> str:
     return f"share {share}"
 
 
-def share_access(descriptor: bytes | None, share: str) -> FileAccess | None:
+def share_access(
+    descriptor: bytes | None, share: str, known: Container[str] = frozenset()
+) -> FileAccess | None:
     """Who the share's ACL lets read files on it; None where it narrows nothing (no ACL set:
-    Windows lets everyone through, as an ``Everyone`` full-control ACL does). Raises
-    SecurityDescriptorError when the descriptor cannot be parsed."""
+    Windows lets everyone through, as an ``Everyone`` full-control ACL does). ``known``: the
+    SIDs whose holders the directory knows (a share deny naming another refuses every person,
+    as a file's does: ``indexer.permissions.dacl``). Raises SecurityDescriptorError when the
+    descriptor cannot be parsed."""
     if not descriptor:
         return None
-    access = file_access(parse_security_descriptor(descriptor), share_place(share))
+    access = file_access(parse_security_descriptor(descriptor), share_place(share), known)
     if access.allow == (EVERYONE,) and not access.deny:
         return None
     return access
@@ -72,6 +78,7 @@ def with_share(file: FileAccess, share: FileAccess | None, name: str) -> FileAcc
         exact=file.exact and share.exact,
         deciders=file.deciders + share.deciders,
         narrowed=_unique(file.narrowed, share.narrowed),
+        unknown=_unique(file.unknown, share.unknown),
         also=also,
         share=name,
     )

@@ -72,7 +72,12 @@ def test_people_hold_their_sids_primary_group_and_nested_groups(
     assert synced.exit_code == 0, synced.output
     roles = held(db)
     # 赵六's only membership is his primary group: a role mapped from Domain Users is his.
-    assert roles["赵六"] == {"全体员工", domain_users, sid["赵六"], sid["公告读者"]}
+    # Builtin groups (CN=Builtin, read beside groups.base) give their SIDs, never a role:
+    # BUILTIN\Users holds Domain Users and Authenticated Users, so it is his (as is Pre-Windows
+    # 2000 Compatible Access, S-1-5-32-554, holding Authenticated Users on this DC).
+    builtin = {r for r in roles["赵六"] if r.startswith("sid:S-1-5-32-")}
+    assert "sid:S-1-5-32-545" in builtin
+    assert roles["赵六"] - builtin == {"全体员工", domain_users, sid["赵六"], sid["公告读者"]}
     # 王五: three groups deep (上海办公室 ⊂ 华东区 ⊂ 集团全员), each group's SID and role.
     assert {sid["上海办公室"], sid["华东区"], sid["集团全员"], "集团"} <= roles["王五"]
     # 孙八's primary group is 财务部, which lists no member: he holds it all the same.
@@ -107,7 +112,41 @@ def test_a_disabled_account_loses_its_roles_at_the_next_sync(
     assert again.exit_code == 0, again.output
     acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
     assert acl.user_roles(name, "acme") == set()
+    # A hand grant does not make a disabled account someone: no role, no Everyone.
+    granted = cli(samba_ad, db, "grant-role", name, "访客", "--tenant", "acme")
+    assert granted.exit_code == 0, granted.output
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    who = acl.identify(name, "acme")
+    assert who.person is None and "disabled" in who.via, who
+    # Enabled again: the next sync makes them a person, the hand grant in force again.
+    samba_ad.samba_tool("user", "enable", name)
+    assert cli(samba_ad, db, "sync-ldap", str(sync)).exit_code == 0
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert acl.identify(name, "acme").person == name
+    assert {"访客", "法务"} <= acl.person_roles(name, "acme")
     samba_ad.samba_tool("user", "delete", name)
+
+
+def test_builtin_groups_are_read_for_their_sids_unless_turned_off(
+    samba_ad: DomainController, db: str, tmp_path: Path
+) -> None:
+    """BUILTIN\\Users (CN=Builtin) is every domain user's; with ``builtin: false`` no one's
+    here, so a share's deny naming it refuses every person (the indexer's rule)."""
+    from retrieval_svc.acl.known_sids import known_sids
+
+    sync = sync_file(samba_ad, tmp_path, all_groups=True)
+    assert cli(samba_ad, db, "sync-ldap", str(sync)).exit_code == 0
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert "sid:S-1-5-32-545" in acl.user_roles("赵六", "acme")
+    assert not {"Users", "Administrators"} & acl.user_roles("赵六", "acme")  # (SIDs only)
+    assert "S-1-5-32-545" in known_sids(db, "acme")
+    off = sync_file(samba_ad, tmp_path, all_groups=True,
+                    groups={"base": f"CN=Users,{samba_ad.base_dn}", "filter": "(objectClass=group)",
+                            "builtin": False})  # fmt: skip
+    assert cli(samba_ad, db, "sync-ldap", str(off), "--force").exit_code == 0
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert "sid:S-1-5-32-545" not in acl.user_roles("赵六", "acme")
+    assert "S-1-5-32-545" not in known_sids(db, "acme")
 
 
 def test_an_expired_account_is_no_one(samba_ad: DomainController, db: str, tmp_path: Path) -> None:

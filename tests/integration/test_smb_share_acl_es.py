@@ -205,13 +205,13 @@ def test_a_share_acl_that_cannot_be_read_is_an_outage_never_wider(
     """A share whose permissions the server will not tell (Samba tells any signed-in account,
     so srvsvc is asked here about a share name it does not have: its real refusal) lists
     nothing, prunes nothing, and a file looked at alone is withdrawn, never public."""
-    from indexer.sources import smb
+    from indexer.sources import smb, smb_share
     from indexer.sources.srvsvc import read_share_descriptor
 
     def refused(session: Any, server: str, share: str) -> bytes | None:
         return read_share_descriptor(session, server, "没有这个共享")
 
-    monkeypatch.setattr(smb, "read_share_descriptor", refused)
+    monkeypatch.setattr(smb_share, "read_share_descriptor", refused)
     credentials = smb.SmbCredentials(
         f"{samba_ad.env['SAMBA_AD_DOMAIN']}\\Administrator", samba_ad.admin_password, "ntlm"
     )
@@ -219,7 +219,7 @@ def test_a_share_acl_that_cannot_be_read_is_an_outage_never_wider(
     try:
         assert list(source.list()) == []
         (failure,) = source.failures
-        assert failure.scope == "rest" and failure.reason.startswith(smb.SHARE_UNREADABLE)
+        assert failure.scope == "rest" and failure.reason.startswith(smb_share.SHARE_UNREADABLE)
         assert "ShareInfoRefused" in failure.reason
         looked = source.look("公开.md")
         assert looked is not None and isinstance(looked.dacl, str)  # (withdrawn, never public)

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from retrieval_svc.acl.identities import Directory as Aliases
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
-from retrieval_svc.directory.groups import DirectoryError, mapping, wanted_grants
+from retrieval_svc.directory.groups import DirectoryError, mapping, plan, wanted_grants
 
 DOMAIN = "S-1-5-21-1965625592-1857721792-3928199354"
 
@@ -79,7 +80,8 @@ def _dn(name: str) -> str:
 
 
 def _user(name: str, rid: int, primary: int = 513, disabled: bool = False) -> AdUser:
-    return AdUser(_dn(name), name, f"{DOMAIN}-{rid}", primary, disabled, {})
+    mail = {"mail": ["qianqi@corp.example.org"]} if name == "钱七" else {}
+    return AdUser(_dn(name), name, f"{DOMAIN}-{rid}", primary, disabled, mail)
 
 
 FSP = "CN={},CN=ForeignSecurityPrincipals,DC=corp,DC=example,DC=org"
@@ -133,8 +135,26 @@ def test_a_person_holds_their_primary_groups_nested_groups_and_own_sid() -> None
 def test_every_sid_the_directory_read_is_its_own_role() -> None:
     directory = build(*_domain())
     owned = mapping({}, all_groups=False).owned(directory)
-    assert f"sid:{DOMAIN}-1112" not in owned  # (a disabled account's SID is nobody's)
     assert {f"sid:{DOMAIN}-513", f"sid:{DOMAIN}-1111"} <= owned
+    # A disabled account's SID is read, so known (a share's deny naming it refuses exactly
+    # its holders: no one), and nobody's: no grant gives it.
+    assert f"sid:{DOMAIN}-1112" in owned
+    grants = wanted_grants(directory, mapping({}, all_groups=False), "acme")
+    assert not any(g[1] == f"sid:{DOMAIN}-1112" for g in grants)
+
+
+def test_a_disabled_account_is_no_one_even_with_a_hand_grant() -> None:
+    """钱七 is disabled in AD: the sync records his ids as refused, so a hand grant naming him
+    (or his mail) does not make him a known person — no Everyone, no roles."""
+    directory = build(*_domain())
+    directory.kinds = {"id": "ad", "mail": "email"}
+    changes = plan(directory, mapping({}, all_groups=False), "acme", [])
+    people = Aliases.of(changes.identities)
+    for asked in ("钱七", "qianqi@corp.example.org"):
+        who = people.resolve(asked, "acme", granted=True)
+        assert who.person is None and who.status == "unknown", who
+        assert "disabled" in who.via
+    assert people.resolve("张三", "acme", granted=True).person == "张三"
 
 
 def test_ad_is_detected_from_the_root_dse() -> None:

@@ -26,6 +26,7 @@ from tests.unit.test_dacl import (
     ALICE,
     HR,
     INTERN,
+    KNOWN,
     LEGAL,
     OWNER,
     allow,
@@ -108,7 +109,7 @@ def test_scribbled_answers_never_raise_anything_else(data: st.DataObject) -> Non
         except ShareInfoError:
             continue
         try:
-            share_access(found, "s")
+            share_access(found, "s", KNOWN)
         except SecurityDescriptorError:
             pass
 
@@ -133,14 +134,14 @@ def test_pdus_are_checked() -> None:
 
 
 def test_everyone_full_narrows_nothing() -> None:
-    assert share_access(blob(allow(EVERYONE, FULL)), "s") is None
-    assert share_access(None, "s") is None
-    assert share_access(blob(allow(HR)), "s") is not None
+    assert share_access(blob(allow(EVERYONE, FULL)), "s", KNOWN) is None
+    assert share_access(None, "s", KNOWN) is None
+    assert share_access(blob(allow(HR)), "s", KNOWN) is not None
 
 
 def test_the_share_decides_where_the_file_allows_everyone() -> None:
-    file = file_access(sd(allow(EVERYONE)), "a.md")
-    share = share_access(blob(allow(ADMINS, FULL), allow(HR)), "部门资料")
+    file = file_access(sd(allow(EVERYONE)), "a.md", KNOWN)
+    share = share_access(blob(allow(ADMINS, FULL), allow(HR)), "部门资料", KNOWN)
     both = with_share(file, share, "部门资料")
     assert both.allow == (ADMINS, HR) and both.also == ()
     assert "allow S-1-5-32-544 (BUILTIN\\Administrators) on share 部门资料" in [
@@ -149,16 +150,16 @@ def test_the_share_decides_where_the_file_allows_everyone() -> None:
 
 
 def test_two_lists_where_neither_holds_the_other() -> None:
-    file = file_access(sd(allow(LEGAL)), "a.md")
-    share = share_access(blob(allow(HR)), "s")
+    file = file_access(sd(allow(LEGAL)), "a.md", KNOWN)
+    share = share_access(blob(allow(HR)), "s", KNOWN)
     both = with_share(file, share, "s")
     assert (both.allow, both.also) == ((LEGAL,), (HR,))
     assert not visible(both, {EVERYONE, LEGAL}) and visible(both, {EVERYONE, LEGAL, HR})
 
 
 def test_a_share_deny_refuses_on_every_file() -> None:
-    share = share_access(blob(deny(ALICE), allow(EVERYONE, FULL)), "s")
-    both = with_share(file_access(sd(allow(HR)), "a.md"), share, "s")
+    share = share_access(blob(deny(ALICE), allow(EVERYONE, FULL)), "s", KNOWN)
+    both = with_share(file_access(sd(allow(HR)), "a.md", KNOWN), share, "s")
     assert both.deny == (ALICE,) and not visible(both, {EVERYONE, HR, ALICE})
 
 
@@ -174,8 +175,12 @@ def test_never_wider_than_windows_and_exact_when_it_says_so(
     sids = sids if is_person else frozenset()
     real = sids | EVERY_PERSON if is_person else sids
     folded = sids | {EVERYONE} if is_person else sids
-    shared = share_access(security_descriptor_bytes(share), "s") if share.dacl is not None else None
-    both = with_share(file_access(file, "a.md"), shared, "s")
+    shared = (
+        share_access(security_descriptor_bytes(share), "s", KNOWN)
+        if share.dacl is not None
+        else None
+    )
+    both = with_share(file_access(file, "a.md", KNOWN), shared, "s")
     windows = reference(file, real) and reference(share, real)
     shown = visible(both, folded)
     assert not shown or windows, "wider than Windows"
@@ -197,15 +202,15 @@ def test_never_wider_than_windows_and_exact_when_it_says_so(
 
 def test_three_lists_fold_to_the_sids_both_name() -> None:
     both = with_share(
-        file_access(sd(allow(LEGAL), allow(OWNER)), "a.md"),
-        share_access(blob(allow(HR), allow(OWNER)), "s"),
+        file_access(sd(allow(LEGAL), allow(OWNER)), "a.md", KNOWN),
+        share_access(blob(allow(HR), allow(OWNER)), "s", KNOWN),
         "s",
     )
     roles, also, narrowed = share_lists([role_of(LEGAL)], ["finance"], both, "a.md")
     assert roles == [role_of(OWNER)] and also == ["finance"]
     assert set(narrowed) == {LEGAL, HR}
     disjoint = with_share(
-        file_access(sd(allow(LEGAL)), "a.md"), share_access(blob(allow(HR)), "s"), "s"
+        file_access(sd(allow(LEGAL)), "a.md", KNOWN), share_access(blob(allow(HR)), "s", KNOWN), "s"
     )
     with pytest.raises(DocumentError, match="no SID in common"):
         share_lists([role_of(LEGAL)], ["finance"], disjoint, "a.md")
@@ -213,7 +218,7 @@ def test_three_lists_fold_to_the_sids_both_name() -> None:
 
 def test_the_words_name_the_share_in_both_languages() -> None:
     from indexer.loading import NOBODY_SHARE
-    from indexer.sources.smb import SHARE_UNREADABLE
+    from indexer.sources.smb_share import SHARE_UNREADABLE
     from retrieval_svc import reasons
 
     said = reasons.roles_source_text("DACL of 公开.md, share 财务共享", "zh")
@@ -225,12 +230,18 @@ def test_the_words_name_the_share_in_both_languages() -> None:
     assert "Administrators" in reasons.failure_text(unreadable, "zh")
     assert reasons.failure_code(NOBODY_SHARE.format(share="s")) == "share_nobody"
     try:
-        share_lists(
-            [], ["finance"],
-            with_share(file_access(sd(allow(LEGAL)), "a"), share_access(blob(allow(HR)), "s"), "s"),
-            "a",
-        )  # fmt: skip
+        file = file_access(sd(allow(LEGAL)), "a", KNOWN)
+        share_lists([], ["finance"], with_share(file, share_access(blob(allow(HR)), "s"), "s"), "a")
     except DocumentError as exc:
         assert reasons.failure_code(str(exc)) == "share_nobody"
     else:
         raise AssertionError("three lists with nothing in common were indexed")
+
+
+def test_a_share_deny_the_directory_cannot_resolve_refuses_every_person() -> None:
+    """As a file's deny does (``indexer.permissions.dacl``): fail closed, named."""
+    outsider = "S-1-5-21-9-9-9-1000"
+    share = share_access(blob(deny(outsider), allow(EVERYONE, FULL)), "s", KNOWN)
+    both = with_share(file_access(sd(allow(HR)), "a.md", KNOWN), share, "s")
+    assert both.unknown == (outsider,) and EVERYONE in both.deny and not both.exact
+    assert not visible(both, {EVERYONE, HR})

@@ -29,10 +29,18 @@ from indexer.permissions.dacl import EVERYONE, role_of
 from retrieval_svc.access import KbAccess, explain_chunk
 from retrieval_svc.auth.keys import ApiKeyConfig, hash_key
 from retrieval_svc.auth.principal import Principal
-from tests.integration.test_smb_share_es import KB, PEOPLE, SECRET, TENANT, answers, policy, roles
+from tests.integration.test_smb_share_es import KB, PEOPLE, SECRET, TENANT, answers, held
 from tests.support import ES_URL, app_client, make_settings, postcheck_drops
 from tests.support.samba_ad import DomainController, share_acl, smb_read
-from tests.support.smb_share import ADMINISTRATORS, FULL, INHERIT, Share, allow, deny
+from tests.support.smb_share import (
+    ADMINISTRATORS,
+    FULL,
+    INHERIT,
+    Share,
+    allow,
+    deny,
+    synced_policy,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -74,10 +82,29 @@ def tree(samba_ad: DomainController) -> Iterator[tuple[str, dict[str, str]]]:
     share_acl(samba_ad, samba_ad.share2)  # (removed: the share open to all again)
 
 
-def index(dc: DomainController, root: str, alias: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def policy_db(samba_ad: DomainController, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The policy database a real ``sync-ldap`` wrote, every group of the domain read (so the
+    share's deny of a person is judged against SIDs the directory knows)."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as svc_cli
+
+    folder = tmp_path_factory.mktemp("policy")
+    db = f"sqlite:///{folder / 'policy.db'}"
+    allowed = CliRunner().invoke(
+        svc_cli, ["policy", "--db", db, "allow", "anyone", "*", "--tenant", TENANT]
+    )
+    assert allowed.exit_code == 0, allowed.output
+    synced_policy(samba_ad, db, folder, samba_ad.base_dn, TENANT)
+    return db
+
+
+def index(dc: DomainController, root: str, alias: str, db: str) -> dict[str, Any]:
     env = {
         **os.environ,
         "RSVC_ES_URL": ES_URL,
+        "RSVC_CASBIN_DB_URL": db,
         "RSVC_INDEX_ALIAS": alias,
         "RSVC_EMBEDDER": "none",
         "RSVC_SMB_USER": f"{dc.env['SAMBA_AD_DOMAIN']}\\Administrator",
@@ -107,13 +134,15 @@ async def client(
     samba_ad: DomainController,
     tree: tuple[str, dict[str, str]],
     share_alias: str,
-    tmp_path_factory: pytest.TempPathFactory,
+    policy_db: str,
 ) -> AsyncIterator[httpx.AsyncClient]:
     alias = share_alias
-    index(samba_ad, tree[0], alias)  # (the index must exist before the service starts)
-    grants = policy(samba_ad, tmp_path_factory.mktemp("policy") / "policy.csv")
-    key = ApiKeyConfig(name="dify", sha256=hash_key(SECRET), tenant=TENANT)
-    async with app_client(make_settings(alias, api_keys=[key], casbin_policy=grants)) as c:
+    index(samba_ad, tree[0], alias, policy_db)  # (the index must exist before the service)
+    key = ApiKeyConfig(name="dify", sha256=hash_key(SECRET), tenant=TENANT)  # (casbin mode)
+    settings = make_settings(
+        alias, api_keys=[key], casbin_db_url=policy_db, policy_check_interval_s=0
+    )
+    async with app_client(settings) as c:
         yield c
         assert postcheck_drops(c) == 0, "the Elasticsearch ACL clause let a hidden chunk through"
 
@@ -148,9 +177,8 @@ def stored(es: Elasticsearch, alias: str, name: str) -> dict[str, Any]:
     return source
 
 
-def explain(dc: DomainController, source: dict[str, Any], person: str) -> dict[str, Any]:
-    held = frozenset(roles(dc, person)) | {role_of(EVERYONE)}
-    who = Principal(tenant=TENANT, user_id=person, roles=held)
+def explain(db: str, source: dict[str, Any], person: str) -> dict[str, Any]:
+    who = Principal(tenant=TENANT, user_id=person, roles=held(db, person))
     said: dict[str, Any] = explain_chunk(source, who, KbAccess(True, "granted"))
     return said
 
@@ -161,28 +189,29 @@ async def test_the_share_acl_narrows_as_windows_does_and_each_change_is_picked_u
     share_alias: str,
     client: httpx.AsyncClient,
     es_sync: Elasticsearch,
+    policy_db: str,
 ) -> None:
-    dc, (root, files), sid, alias = samba_ad, tree, samba_ad.sids, share_alias
+    dc, (root, files), sid, alias, db = samba_ad, tree, samba_ad.sids, share_alias, policy_db
     # 1. No share ACL (Samba answers Everyone full control): the files' DACLs alone decide.
     seen = await agree(dc, root, files, client)
     assert "公开.md" in seen["张三"] and "法务/合同.md" in seen["张三"]
 
     # 2. The share narrowed to 财务部 (and the administrators the indexer signs in as).
     share_acl(dc, dc.share2, ADMINS_FULL, f"{sid['财务部']}:ALLOWED/0x0/READ")
-    report = index(dc, root, alias)
+    report = index(dc, root, alias, db)
     assert report["failures"] == [], report
     seen = await agree(dc, root, files, client)
     assert seen["张三"] == set() and seen["李四"] == {"公开.md", "全员/手册.md", "财务/奖金.md"}
     assert "公开.md" in seen["孙八"] and "财务/奖金.md" not in seen["孙八"]
     public = stored(es_sync, alias, "公开.md")
     assert public["metadata"]["access_roles_from"] == f"DACL of 公开.md, share {dc.share2}"
-    said = explain(dc, public, "张三")
+    said = explain(db, public, "张三")
     assert said["visible"] is False and said["acl"]["code"] == "restricted"
     assert f"allow {sid['财务部']} on share {dc.share2}" in said["acl"]["aces"]
     contract = stored(es_sync, alias, "法务/合同.md")  # two lists: 法务部's and the share's
     assert set(contract["access_roles"]) == {role_of(sid["法务部"]), role_of(ADMINISTRATORS)}
     assert set(contract["access_also"]) == {role_of(sid["财务部"]), role_of(ADMINISTRATORS)}
-    said = explain(dc, contract, "张三")
+    said = explain(db, contract, "张三")
     assert said["acl"]["code"] == "narrowed" and said["visible"] is False
 
     # 3. The share denies 孙八, whom 财务部 holds: refused on every file of the share.
@@ -190,10 +219,10 @@ async def test_the_share_acl_narrows_as_windows_does_and_each_change_is_picked_u
         dc, dc.share2, f"{sid['孙八']}:DENIED/0x0/FULL", ADMINS_FULL,
         f"{sid['财务部']}:ALLOWED/0x0/READ",
     )  # fmt: skip
-    assert index(dc, root, alias)["failures"] == []
+    assert index(dc, root, alias, db)["failures"] == []
     seen = await agree(dc, root, files, client)
     assert seen["孙八"] == set() and "公开.md" in seen["李四"]
-    said = explain(dc, stored(es_sync, alias, "公开.md"), "孙八")
+    said = explain(db, stored(es_sync, alias, "公开.md"), "孙八")
     assert said["acl"]["code"] == "denied"
     assert said["acl"]["denied_roles"] == [role_of(sid["孙八"])]
     assert f"deny {sid['孙八']} on share {dc.share2}" in said["acl"]["aces"]

@@ -58,8 +58,8 @@ ensure_samba() {
     export DEBIAN_FRONTEND=noninteractive
     local pkgs="samba samba-ad-dc smbclient winbind krb5-user ldb-tools openssl"
     # shellcheck disable=SC2086
-    apt-get install -y -q $pkgs >/dev/null 2>&1 ||
-      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $pkgs >/dev/null; }
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q $pkgs >/dev/null 2>&1 ||
+      { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q $pkgs >/dev/null; }
   fi
   for tool in samba samba-tool smbclient smbcacls openssl; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||

@@ -29,6 +29,7 @@ from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.id_forms import Kind, compared
 from retrieval_svc.acl.identities import DISABLED, PERSON, Alias, entries_of
+from retrieval_svc.acl.known_sids import PARTIAL
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
 from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.names import name_problem
@@ -36,6 +37,16 @@ from retrieval_svc.names import name_problem
 
 class DirectoryError(ValueError):
     """The directory cannot be synced; nothing was changed."""
+
+
+class BindRefused(DirectoryError):
+    """The directory refused the sync's bind (a wrong DN or password); nothing was changed."""
+
+    def __init__(self, url: str, who: str, password_env: str) -> None:
+        super().__init__(f"{url}: the directory refused the bind as {who}")
+        self.url = url
+        self.who = who
+        self.password_env = password_env
 
 
 class RemovalLimit(DirectoryError):
@@ -87,6 +98,9 @@ class Directory:
     # accounts): known, so a deny naming one refuses no one (retrieval_svc.acl.known_sids).
     sid_only: set[str] = field(default_factory=set)
     unheld_sids: set[str] = field(default_factory=set)
+    # SIDs of groups whose members were not all read (a member entry outside the searches,
+    # nested or not): a share's deny naming one refuses every person (acl.known_sids).
+    partial_sids: set[str] = field(default_factory=set)
     # Accounts left out as disabled or expired (DN → id, aliases): recorded so that no other
     # source (a hand grant) makes their ids a known person (retrieval_svc.acl.identities).
     refused: dict[str, tuple[str, dict[str, list[str]]]] = field(default_factory=dict)
@@ -132,7 +146,8 @@ class RoleMapping:
                 if dn not in directory.sid_only and _role_problem(n) is None
             }
         sids = {*directory.sids.values(), *directory.unheld_sids}
-        return roles | {SID_PREFIX + sid for sid in sids}
+        partial = {PARTIAL + sid for sid in directory.partial_sids}
+        return roles | {SID_PREFIX + sid for sid in sids} | partial
 
 
 def _role_problem(name: str) -> str | None:

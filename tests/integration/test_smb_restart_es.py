@@ -24,8 +24,8 @@ from tests.integration.test_smb_share_es import (
     answers,
     build,
     index,
-    policy,
     smb_truth,
+    synced_database,
 )
 from tests.integration.test_watch_es import Watching, until
 from tests.support import ES_URL, app_client, make_settings
@@ -56,20 +56,20 @@ async def test_after_the_dc_restarts_answers_still_equal_what_smb_lets_each_read
     root = f"重启-{uuid.uuid4().hex[:6]}"
     files = build(Share(dc), root, dc)
     alias = f"rsvc-test-smbrestart-{uuid.uuid4().hex[:8]}"
+    db = synced_database(dc, tmp_path)
     try:
-        assert index(dc, root, alias)["failures"]
+        assert index(dc, root, alias, db)["failures"]
         with down(dc):
-            gone = index(dc, root, alias)
+            gone = index(dc, root, alias, db)
         # The server gone: an outage, nothing pruned.
         assert gone["documents_pruned"] == 0 and gone["failures"], gone
-        again = index(dc, root, alias)
+        again = index(dc, root, alias, db)
         assert again["documents_pruned"] == 0
         assert {f["document"] for f in again["failures"]} == {"其他/无人.md"}, again
         truth = smb_truth(dc, root, files)
         assert "法务/合同.md" in truth["张三"] and "法务/合同.md" not in truth["李四"]
         key = ApiKeyConfig(name="dify", sha256=hash_key(SECRET), tenant=TENANT)
-        grants = policy(dc, tmp_path / "policy.csv")
-        settings = make_settings(alias, api_keys=[key], casbin_policy=grants)
+        settings = make_settings(alias, api_keys=[key], casbin_db_url=db)
         async with app_client(settings) as client:
             for person in PEOPLE:
                 expected = truth[person] - {k for k, p in NARROWED if p == person}

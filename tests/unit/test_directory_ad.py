@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from retrieval_svc.acl.identities import Directory as Aliases
+from retrieval_svc.acl.known_sids import synced_sids
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
 from retrieval_svc.directory.groups import DirectoryError, mapping, plan, wanted_grants
@@ -141,6 +142,27 @@ def test_every_sid_the_directory_read_is_its_own_role() -> None:
     assert f"sid:{DOMAIN}-1112" in owned
     grants = wanted_grants(directory, mapping({}, all_groups=False), "acme")
     assert not any(g[1] == f"sid:{DOMAIN}-1112" for g in grants)
+
+
+def test_a_group_whose_members_were_not_all_read_is_not_known() -> None:
+    """上海办公室 lists a group outside the sync's searches (an OU not read): whoever is in it
+    holds 上海办公室, 华东区 and 集团全员 in Windows but not here, so none of their SIDs is
+    known (a deny naming one refuses every person); an allow still reaches the members read."""
+    groups, users = _domain()
+    outside = "CN=外包组,OU=外部,DC=corp,DC=example,DC=org"
+    groups = [
+        AdGroup(g.dn, g.name, g.sid, [*g.members, outside]) if g.name == "上海办公室" else g
+        for g in groups
+    ]
+    directory = build(groups, users)
+    nested = {f"{DOMAIN}-1106", f"{DOMAIN}-1105", f"{DOMAIN}-1104"}
+    assert directory.partial_sids == nested
+    owned = mapping({}, all_groups=False).owned(directory)
+    known = synced_sids(owned)
+    assert not nested & known and {f"{DOMAIN}-513", f"{DOMAIN}-1110"} <= known
+    grants = wanted_grants(directory, mapping({}, all_groups=False), "acme")
+    assert ("user:王五", f"sid:{DOMAIN}-1104", "acme") in grants
+    assert build(*_domain()).partial_sids == set()  # (a foreign principal is not a read gap)
 
 
 def test_a_disabled_account_is_no_one_even_with_a_hand_grant() -> None:

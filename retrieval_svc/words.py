@@ -159,6 +159,12 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "user_prefix": ("give the user id without {prefix} (the policy adds it): {value}", "给出用户 ID 时不要带 {prefix}（策略会自动加上）：{value}"),
     "id_too_long": ("id is {n} characters, over {max}", "ID 有 {n} 个字符，超过 {max}"),
     "id_mapped_twice": ("id {value} is mapped on line {line} too", "ID {value} 在第 {line} 行也有映射"),
+    "skipped_word": ("skipped", "已跳过"),
+    "user_id_prefixed": ("user id {user} begins with 'user:'", "用户 ID {user} 以 'user:' 开头"),
+    "group_gives_no_role": ("{what}: that group gives no role {role}", "{what}：该组不授予角色 {role}"),
+    "rename_or_map": ("rename it or map it", "请重命名它或为它映射角色"),
+    "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
+    "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
     "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
 }  # fmt: skip
 LINES.update(PROBLEMS)
@@ -181,6 +187,17 @@ def problem(text: object, lang: str | None = None) -> str:
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
 
+def _what_zh(text: str) -> str:
+    """A value of a problem: a problem itself, or a name of what it is about
+    (``group 'sales'``)."""
+    if (said := _problem_zh(text)) != text:
+        return said
+    for english in sorted(WHAT_ZH, key=len, reverse=True):
+        if text == english or text.startswith(english + " "):
+            return WHAT_ZH[english] + text[len(english) :]
+    return text
+
+
 def _problem_zh(text: str) -> str:
     for key in PROBLEMS:
         english = LINES[key][0]
@@ -189,10 +206,11 @@ def _problem_zh(text: str) -> str:
             for literal, name, _, _ in string.Formatter().parse(english)
         )
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
-            values = {k: WHAT_ZH.get(v, v) for k, v in found.groupdict().items()}
-            if "problem" in values:
-                values["problem"] = _problem_zh(values["problem"])
+            values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)
+    where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
+    if colon and (said := _problem_zh(rest)) != rest:
+        return f"{where}：{said}"
     return text
 
 

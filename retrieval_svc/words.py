@@ -63,7 +63,7 @@ LINES: dict[str, tuple[str, str]] = {
     "lease_taken": ("the lease of {source} was taken by {holder}", "{source} 的租约已被 {holder} 取得"),
     "watch_wanted": ("an index run of {source} waits for the lease", "{source} 的一次 index 运行在等待租约"),
     "watch_aside": ("{why}: this watcher stepped aside (what it heard is kept) and takes the lease again once the run is over", "{why}：本监视进程已让出（听到的变化都保留），运行结束后重新取得租约"),
-    "watch_since_kept": ("since the listing kept at {at}: {keys} keys changed{rules}; settling them before the whole listing", "自 {at} 保存的清单以来：{keys} 个键有变化{rules}；先处理它们，再完整列举"),
+    "watch_since_kept": ("{now} since the listing kept at {at}: {keys} keys changed{rules}; settling them before the whole listing", "{now} 自 {at} 保存的清单以来：{keys} 个键有变化{rules}；先处理它们，再完整列举"),
     "watch_since_rules": (", and the rules file", "，规则文件也有变化"),
     "watch_lost": ("{why}: this watcher stops writing and waits for the lease again (what it heard is kept)", "{why}：本监视进程停止写入，重新等待租约（听到的变化都保留）"),
     "events_stopped": ("events stopped ({kind}: {why}); listening again", "事件中断（{kind}：{why}）；重新开始接收"),

@@ -29,8 +29,8 @@ ensure_slapd() {
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       log "$(say2 "installing Debian's slapd, ldap-utils and openssl packages (once)" "安装 Debian 的 slapd、ldap-utils 和 openssl 软件包（只需一次）")"
       export DEBIAN_FRONTEND=noninteractive
-      apt-get install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q slapd ldap-utils openssl >/dev/null; }
+      apt-get -o DPkg::Lock::Timeout=600 install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
+        { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q slapd ldap-utils openssl >/dev/null; }
     fi
   fi
   [ -x /usr/sbin/slapd ] || { log "$(say2 "error: slapd not found (install Debian's slapd)" "错误：找不到 slapd（请安装 Debian 的 slapd）")"; exit 1; }

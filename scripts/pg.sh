@@ -27,8 +27,8 @@ find_bin() {
   fi
   if [ -z "$found" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     log "$(say2 "installing Debian's postgresql package (once)" "安装 Debian 的 postgresql 软件包（只需一次）")"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null 2>&1 ||
-      { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql >/dev/null 2>&1 ||
+      { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql >/dev/null; }
     found=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n1 || true)
   fi
   [ -n "$found" ] || { log "$(say2 "error: PostgreSQL's initdb not found (install Debian's postgresql)" "错误：找不到 PostgreSQL 的 initdb（请安装 Debian 的 postgresql）")"; exit 1; }

@@ -303,5 +303,6 @@ async def at_start(
     if since is not None:
         at = time.strftime("%H:%M:%S", time.localtime(since.kept_at))
         more = say("watch_since_rules") if since.rules_changed else ""
-        log.warning(say("watch_since_kept", at=at, keys=len(since.keys), rules=more))
+        now = time.strftime("%H:%M:%S")
+        log.warning(say("watch_since_kept", now=now, at=at, keys=len(since.keys), rules=more))
     return since

@@ -199,3 +199,11 @@ def test_explain_s_reasons_in_chinese_its_codes_unchanged() -> None:
     assert out["acl"]["code"] == "intersection"
     assert out["knowledge_base"]["reason"] == "策略授权给 role:财务"
     assert not out["acl"]["set_by"].startswith("rule 1")
+
+
+def test_a_deny_no_sync_read_is_explained_in_chinese_naming_the_sid() -> None:
+    acl = {"code": "narrowed", "rule": "…", "unknown_sids": ["S-1-5-32-545"]}
+    answer = {"chunks": [{"acl": acl, "knowledge_base": {}}]}
+    out = explained(answer, "zh")["chunks"][0]["acl"]
+    assert out["code"] == "narrowed" and "S-1-5-32-545" in out["rule"]
+    assert out["rule"].startswith("收窄：其 DACL 的拒绝项")

@@ -204,7 +204,7 @@ class SmbSource:
         """Read the share's ACL for this listing: None when read, else why not (the source
         is then out: nothing listed, pruned or published; a file looked at is withdrawn)."""
         self._share, self._share_failure = share_acl_or_why(
-            self.server, self.port, self.share, self.credentials, self._cache, self.known
+            self.server, self.port, self.share, self.credentials, self._cache, self._known()
         )
         self._share_read = self._share_failure is None
         return self._share_failure
@@ -216,6 +216,12 @@ class SmbSource:
         (judged against the SIDs the directory knows, read again now)."""
         self.refresh_known()
         return self._walk("")
+
+    def _known(self) -> Container[str]:
+        """The SIDs the directory knows, read first where no listing has read them yet."""
+        if self.known is None:
+            self.refresh_known()
+        return self.known if self.known is not None else NONE_KNOWN
 
     def refresh_known(self) -> None:
         """Read again which SIDs the directory knows; where it cannot be read, none (every
@@ -340,10 +346,8 @@ class SmbSource:
             if isinstance(exc, OSError) and exc.errno == 2:  # (ENOENT: gone)
                 return None
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
-        if self.known is None:
-            self.refresh_known()
         try:
-            access = file_access(parse_security_descriptor(raw), key, self.known or NONE_KNOWN)
+            access = file_access(parse_security_descriptor(raw), key, self._known())
         except SecurityDescriptorError as exc:
             return f"its security descriptor is malformed: {exc}"
         access = with_share(access, self._share, self.share)

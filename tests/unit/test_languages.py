@@ -71,6 +71,13 @@ RAISED = [
     ("the identity token has expired", "token_expired"),
     ("the principal token was minted for another tenant", "token_tenant"),
     ("the principal token is invalid: Signature verification failed", "token_invalid"),
+    (
+        "the identity token's email is not verified (email_verified is not true): an "
+        "unverified address names no one",
+        "email_unverified",
+    ),
+    ("the identity token has no 'email' claim naming the user", "no_user_claim"),
+    ("the identity token's 'groups' claim is not a list of roles: a list of text", "roles_claim"),
     ("knowledge base 'nope' does not exist", "kb_missing"),
     ("the request did not finish within its deadline", "deadline"),
     ("filter.and[0].field: unknown field 'colour'; known fields: category, year", "unknown_field"),

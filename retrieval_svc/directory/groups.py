@@ -39,6 +39,16 @@ class DirectoryError(ValueError):
     """The directory cannot be synced; nothing was changed."""
 
 
+class BindRefused(DirectoryError):
+    """The directory refused the sync's bind (a wrong DN or password); nothing was changed."""
+
+    def __init__(self, url: str, who: str, password_env: str) -> None:
+        super().__init__(f"{url}: the directory refused the bind as {who}")
+        self.url = url
+        self.who = who
+        self.password_env = password_env
+
+
 class RemovalLimit(DirectoryError):
     """A sync that would remove more than its limits allow; nothing was changed. ``limit``
     names the one that stopped it: ``share`` or ``empty``."""

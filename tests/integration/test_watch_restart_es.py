@@ -17,6 +17,7 @@ from elasticsearch import AsyncElasticsearch, Elasticsearch
 from indexer.permissions import load_rules
 from indexer.pipeline import IndexOptions
 from indexer.sources.local import LocalSource
+from indexer.watch import watcher as watcher_module
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_index
@@ -51,9 +52,18 @@ async def watched_once(
         await running
 
 
+@pytest.mark.parametrize("batch", [200, 2], ids=["one-batch", "batches-of-two"])
 async def test_what_changed_while_no_watcher_ran_is_narrowed_before_the_whole_listing(
-    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+    tmp_path: Path,
+    es: AsyncElasticsearch,
+    es_sync: Elasticsearch,
+    alias: str,
+    batch: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # (batches-of-two: the differences are looked at a few keys at a time, later batches
+    # narrowed while the first one's pass runs)
+    monkeypatch.setattr(watcher_module, "MANY_KEYS", batch)
     root = tmp_path / "share"
     for key in ("公共/甲.md", "公共/乙.md", "公共/丙.md", "公共/旧/丁.md", "公共/戊.md"):
         (root / key).parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +72,7 @@ async def test_what_changed_while_no_watcher_ran_is_narrowed_before_the_whole_li
     rules.write_text(OPEN + LEGAL, encoding="utf-8")
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
-    kb = "watch-restart"
+    kb = f"watch-restart-{batch}"
     options = IndexOptions(
         knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
     )

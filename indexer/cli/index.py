@@ -295,11 +295,12 @@ def index(
                 )
                 last = (await last_runs(es, settings.index_alias, tenant, [run_id])).get(run_id, {})
                 decided, note = prune_decision(options, src, prune)
-                async with holding(es, settings, options, src, lease_ttl, lease_wait) as guard:
+                async with holding(es, settings, options, src, lease_ttl, lease_wait) as lease:
+                    guard, stamp = (lease.check, lease.version) if lease else (None, None)
                     report = await index_source(
                         es,
                         src,
-                        replace(options, prune=decided, guard=guard),
+                        replace(options, prune=decided, guard=guard, stamp=stamp),
                         progress=lambda _name: bar.advance(task),
                         embedder=None if dry_run else embedder,
                         embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,

@@ -81,6 +81,7 @@ LINES: dict[str, tuple[str, str]] = {
     "no_longer_given": ("; no longer given by the directory: {roles}", "；目录已不再授予：{roles}"),
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
+    "sids_held": ("; SIDs: {people} people hold {sids} known SIDs (one row a person)", "；SID：{people} 人持有已知的 {sids} 个 SID（每人一行）"),
     "read_changed": (" ({n} entries read: what changed since the last sync, by syncrepl)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 syncrepl）"),
     "unclaimed_sync": ("note: ldap:{old} gives grants of this sync's roles and has not run since this sync first did: if {old} was this sync's old name, add 'renamed_from: {old}' to the file (its grants are then this sync's to keep or remove)", "提示：ldap:{old} 授予了本同步的角色，且自本同步首次运行以来没有运行过：如果 {old} 是本同步的旧名称，请在文件中加上 'renamed_from: {old}'（它的授权随后由本同步保留或移除）"),
     "read_changed_usn": (" ({n} entries read: what changed since the last sync, by uSNChanged)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 uSNChanged）"),

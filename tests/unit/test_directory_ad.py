@@ -10,7 +10,13 @@ import pytest
 
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
-from retrieval_svc.directory.groups import DirectoryError, mapping, wanted_grants
+from retrieval_svc.directory.groups import (
+    DirectoryError,
+    mapping,
+    plan,
+    wanted_grants,
+    wanted_sids,
+)
 
 DOMAIN = "S-1-5-21-1965625592-1857721792-3928199354"
 
@@ -111,10 +117,12 @@ def _domain() -> tuple[list[AdGroup], list[AdUser]]:
 
 def test_a_person_holds_their_primary_groups_nested_groups_and_own_sid() -> None:
     directory = build(*_domain())
-    grants = wanted_grants(directory, mapping({"Domain Users": ["全体员工"]}), "acme")
+    roles = mapping({"Domain Users": ["全体员工"]})
     held: dict[str, set[str]] = {}
-    for user, role, _ in grants:
+    for user, role, _ in wanted_grants(directory, roles, "acme"):
         held.setdefault(user, set()).add(role)
+    for user, sids in wanted_sids(directory).items():
+        held.setdefault(user, set()).update(f"sid:{s}" for s in sids)
     sid = f"sid:{DOMAIN}-"
     # 赵六 is only in Domain Users, through primaryGroupID: the mapped role reaches him.
     assert held["user:赵六"] == {"全体员工", sid + "513", sid + "1111", sid + "1107"}
@@ -130,11 +138,19 @@ def test_a_person_holds_their_primary_groups_nested_groups_and_own_sid() -> None
     assert directory.foreign == {"S-1-5-21-1000-2000-3000-1104": ["法务部"]}
 
 
-def test_every_sid_the_directory_read_is_its_own_role() -> None:
+def test_sids_are_kept_per_person_not_as_policy_lines() -> None:
+    """A person's SIDs are one row of theirs (``directory_sids``), not a ``g`` line per SID:
+    no grant and no owned role names a SID; every SID read is known, a disabled account's
+    not."""
     directory = build(*_domain())
-    owned = mapping({}, all_groups=False).owned(directory)
-    assert f"sid:{DOMAIN}-1112" not in owned  # (a disabled account's SID is nobody's)
-    assert {f"sid:{DOMAIN}-513", f"sid:{DOMAIN}-1111"} <= owned
+    roles = mapping({"Domain Users": ["全体员工"]})
+    assert not any(r.startswith("sid:") for _, r, _ in wanted_grants(directory, roles, "acme"))
+    assert roles.owned(directory) == {"全体员工"}
+    made = plan(directory, roles, "acme", [])
+    assert not any(c.values[1].startswith("sid:") for c in made.changes)
+    assert set(made.sids) == {"user:王五", "user:赵六", "user:孙八"}
+    assert f"{DOMAIN}-1112" not in made.known_sids  # (a disabled account's SID is nobody's)
+    assert {f"{DOMAIN}-513", f"{DOMAIN}-1111", f"{DOMAIN}-1102"} <= made.known_sids
 
 
 def test_ad_is_detected_from_the_root_dse() -> None:

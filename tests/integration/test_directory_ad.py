@@ -198,8 +198,6 @@ def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
     refused as a mass removal."""
     import sqlalchemy as sa
 
-    from retrieval_svc.acl import directory_sids
-
     sync = sync_file(samba_ad, tmp_path)
     store = PolicyDatabase(DEFAULT_MODEL, db)
     # A policy from before: a sid: line per person and SID, given by this sync, owning them.
@@ -213,6 +211,8 @@ def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
     synced = cli(samba_ad, db, "sync-ldap", str(sync))
     assert synced.exit_code == 0, synced.output
     assert not any(g[1].startswith("sid:") for g in store.rules().grouping)
+    from retrieval_svc.acl import directory_sids  # (after: on old code, the line above fails)
+
     with store.engine().connect() as conn:
         rows = conn.execute(sa.text("SELECT subject, COUNT(*) FROM directory_sid "
                                     "WHERE tenant = 'acme' GROUP BY subject")).all()  # fmt: skip

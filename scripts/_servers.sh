@@ -13,7 +13,7 @@ processes_under() {
   for cmdline in /proc/[0-9]*/cmdline; do
     pid=${cmdline#/proc/}; pid=${pid%/cmdline}
     [ "$pid" != $$ ] || continue
-    if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF -- "$1/"; then echo "$pid"; fi
+    if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF -- "$1/"; then echo "$pid"; fi
   done
 }
 

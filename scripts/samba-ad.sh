@@ -12,6 +12,9 @@
 #                            with NT ACLs kept in xattrs and enforced (acl_xattr). Prints what
 #                            tests need as KEY=value lines (also in its folder: dc.env)
 #   scripts/samba-ad.sh stop ADDRESS   stop it, remove its address from `lo`, delete its folder
+#   scripts/samba-ad.sh halt ADDRESS   stop its daemons only (its address, folder and domain
+#                            kept): the server gone, as a file server that crashed or rebooted
+#   scripts/samba-ad.sh resume ADDRESS start a halted DC again on the same address and domain
 #   scripts/samba-ad.sh stop-all       stop every DC under RSVC_SERVERS_DIR (scripts/test's)
 #   scripts/samba-ad.sh status         every DC under the folder: address, running or not
 #
@@ -98,7 +101,10 @@ stop_dc() {  # dir
     # shellcheck disable=SC2086
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
   fi
-  rm -f "$dir/pid/samba.pid"
+  # smbd and winbindd (and smbd's child per client connection) are sessions of their own:
+  # found by the configuration file their command line names.
+  end_processes_under "$dir"
+  rm -f "$dir"/pid/*.pid
 }
 
 forget() {  # dir address
@@ -201,6 +207,15 @@ wait_ready() {  # dir address
   return 1
 }
 
+run_samba() {  # dir private_run
+  if [ "$2" = 1 ]; then
+    unshare -m --propagation private sh -c \
+      'mount --bind "$1/run-samba" /run/samba && exec samba -s "$1/etc/smb.conf" -D' sh "$1"
+  else
+    samba -s "$1/etc/smb.conf" -D
+  fi
+}
+
 cmd=${1:-}
 source "$(dirname "${BASH_SOURCE[0]}")/_servers.sh"
 server_commands "$cmd"
@@ -263,12 +278,7 @@ case "$cmd" in
 	${REALM,,} = $REALM
 KRB
     chmod 777 "$dir/share"
-    if [ "$private_run" = 1 ]; then
-      unshare -m --propagation private sh -c \
-        'mount --bind "$1/run-samba" /run/samba && exec samba -s "$1/etc/smb.conf" -D' sh "$dir"
-    else
-      samba -s "$dir/etc/smb.conf" -D
-    fi
+    run_samba "$dir" "$private_run"
     wait_ready "$dir" "$address"
     # The share's root as a file server's: administrators and the system full control,
     # authenticated users read, inherited by everything below unless a test says otherwise.
@@ -309,6 +319,22 @@ ENV
     flock 9
     forget "$BASE/$address" "$address"
     ;;
+  halt|resume)
+    address=${2:-}
+    [[ "$address" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] && [ -f "$BASE/$address/dc.env" ] ||
+      { echo "usage: scripts/samba-ad.sh $cmd ADDRESS (a DC this script started)" >&2; exit 2; }
+    dir=$BASE/$address
+    if [ "$cmd" = halt ]; then
+      stop_dc "$dir"
+    else
+      pid=$(cat "$dir/pid/samba.pid" 2>/dev/null || true)
+      if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+        rm -f "$dir"/pid/*.pid
+        run_samba "$dir" "$(sed -n 's/^SAMBA_AD_PRIVATE_RUN=//p' "$dir/dc.env")"
+      fi
+      wait_ready "$dir" "$address"
+    fi
+    ;;
   status)
     for d in "$BASE"/*/; do
       [ -f "$d/dc.env" ] || [ -d "$d/pid" ] || continue
@@ -319,7 +345,7 @@ ENV
     done
     ;;
   *)
-    echo "usage: scripts/samba-ad.sh start [ADDRESS] | stop ADDRESS | stop-all | status | --help" >&2
+    echo "usage: scripts/samba-ad.sh start [ADDRESS] | stop ADDRESS | halt ADDRESS | resume ADDRESS | stop-all | status | --help" >&2
     exit 2
     ;;
 esac

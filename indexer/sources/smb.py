@@ -112,6 +112,22 @@ def _why(exc: BaseException) -> str:
     return f"cannot be listed: {type(exc).__name__}: {exc}"
 
 
+class ServerGone(Exception):
+    """The server stopped answering (the connection refused, closed or reset) while a file's
+    descriptor was read: an outage of the source, not a fact about the file."""
+
+
+def _server_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server is unreachable (a connection refused, closed, reset or
+    timed out: smbclient reports a failed connect as ValueError) rather than answering about
+    the file with an NT status (``SMBOSError``, ``SMBResponseException``)."""
+    from smbprotocol.exceptions import SMBException, SMBOSError, SMBResponseException
+
+    if isinstance(exc, (SMBOSError, SMBResponseException)):
+        return False
+    return isinstance(exc, (SMBException, ConnectionError, TimeoutError, ValueError))
+
+
 class SmbSource:
     """``smb://server/share/folder``: files, their versions (last write time and size) and
     who reads each (its DACL)."""
@@ -214,8 +230,15 @@ class SmbSource:
                     self.passed_over.add(key, REPARSE_REASON)
                 elif attributes & FILE_ATTRIBUTE_DIRECTORY:
                     below.append(key)
-                elif (ref := self._ref(key, entry, entries)) is not None:
-                    yield ref
+                else:
+                    try:
+                        ref = self._ref(key, entry, entries)
+                    except ServerGone as exc:
+                        why = _why(exc.__cause__ or exc)
+                        self.failures.append(ListingFailure(key, why, "rest"))
+                        return
+                    if ref is not None:
+                        yield ref
             stack.extend(reversed(below))
 
     def _ref(self, key: str, entry: Any, entries: dict[str, Any]) -> ObjectRef | None:
@@ -241,14 +264,15 @@ class SmbSource:
         )
 
     def _dacl(self, key: str) -> FileAccess | str | None:
-        """Who reads ``key`` by its DACL; why that cannot be told; None when it is gone."""
+        """Who reads ``key`` by its DACL; why that cannot be told; None when it is gone.
+        ServerGone when the server stopped answering: that is no answer about the file."""
         try:
             raw = self.security_descriptor(key)
-        except OSError as exc:
-            if exc.errno == 2:  # (ENOENT: gone)
+        except Exception as exc:  # (any failure the server answered: withdrawn, never public)
+            if _server_gone(exc):
+                raise ServerGone(str(exc)) from exc
+            if isinstance(exc, OSError) and exc.errno == 2:  # (ENOENT: gone)
                 return None
-            return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
-        except Exception as exc:  # (any other failure: withdrawn, never published)
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
         try:
             return file_access(parse_security_descriptor(raw), key)

@@ -14,7 +14,7 @@ from indexer.permissions import Outside
 from indexer.permissions.dacl import file_access
 from indexer.permissions.security_descriptor import Ace, SecurityDescriptor
 from indexer.sources import ObjectRef, SmbCredentials, SmbSource, open_source
-from indexer.sources.smb import REPARSE_REASON, parse_smb_url
+from indexer.sources.smb import REPARSE_REASON, ServerGone, parse_smb_url
 from retrieval_svc import reasons
 
 LEGAL, INTERN = "S-1-5-21-1-2-3-1101", "S-1-5-21-1-2-3-1104"
@@ -73,7 +73,6 @@ def _source_failing_with(exc: BaseException | bytes) -> SmbSource:
     ("answer", "code"),
     [
         pytest.param(PermissionError(13, "STATUS_ACCESS_DENIED"), "dacl_unreadable", id="denied"),
-        pytest.param(ConnectionResetError(104, "reset"), "dacl_unreadable", id="server-gone"),
         pytest.param(b"\x01\x00\x04\x80" + b"\x00" * 12 + b"\xff", "dacl_malformed", id="bad"),
     ],
 )
@@ -89,6 +88,22 @@ def test_an_unreadable_descriptor_fails_its_document_never_publishes_it(
         outside_of(SmbSource("smb://fs1/share", CREDS), ref, IndexOptions("kb", "alias"))
     assert reasons.failure_code(str(failed.value)) == code
     assert re.search(r"[\u4e00-\u9fff]", reasons.failure_text(str(failed.value), "zh"))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(ConnectionResetError(104, "reset"), id="reset"),
+        pytest.param(ValueError("Failed to connect to 'fs1:445': refused"), id="refused"),
+    ],
+)
+def test_a_server_gone_while_a_descriptor_is_read_is_no_answer_about_the_file(
+    answer: BaseException,
+) -> None:
+    """The connection lost is an outage of the source (the listing stops, nothing pruned),
+    never a withdrawal of the file (tests/integration/test_smb_robust_es.py)."""
+    with pytest.raises(ServerGone):
+        _source_failing_with(answer)._dacl("法务/合同.md")
 
 
 def test_a_file_gone_before_its_descriptor_is_read_is_gone() -> None:

@@ -34,7 +34,8 @@ from elasticsearch import AsyncElasticsearch
 from bench.harness import finish, machine, parser
 from bench.harness.service import index_sample
 from bench.harness.tree import run_measured
-from bench.permissions.directory import ALIAS, TARGET_RATIO, served
+from bench.permissions import directory as served_by
+from bench.permissions.directory import TARGET_RATIO, served
 from retrieval_svc.search.index import template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT
 
@@ -52,9 +53,10 @@ def entries(ou: str, users: int, groups: int, per_user: int) -> tuple[list[Any],
     rng = random.Random(67)
     where = BASE.format(ou=ou)
     members: list[list[str]] = [[] for _ in range(groups)]
-    for u in range(users):
+    dns = [f"CN={ou}-u{u},{where}" for u in range(users)]  # (one string a person, as LDAP
+    for u in range(users):  # answers each member value anew: build() normalises them)
         for g in rng.sample(range(groups), min(per_user, groups)):
-            members[g].append(f"CN={ou}-u{u},{where}")
+            members[g].append(dns[u])
     for g in range(1, groups, 10):
         members[rng.randrange(g)].append(f"CN={ou}-g{g},{where}")
     found = [AdGroup(f"CN=Domain Users,{where}", "Domain Users", f"{DOMAIN}-513", [])]
@@ -125,7 +127,7 @@ def measured(argv: list[str]) -> dict[str, Any]:
     run = run_measured(argv, env=dict(os.environ), timeout_s=7200)
     if run.returncode != 0:
         raise RuntimeError(run.stderr[-2000:])
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     out["s"] = round(time.perf_counter() - started, 1)
     out["peak_rss_mb"] = round(run.peak_bytes / 2**20)
     return out
@@ -170,16 +172,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     print(f"large domain: {large}", file=sys.stderr)
     result: dict[str, Any] = {"machine": machine(), "small": small, "large": large}
     if args.requests:
+        alias = served_by.ALIAS = args.alias  # (the services' index: two runs side by side)
         es = AsyncElasticsearch(args.es_url)
         try:
-            await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
-            await index_sample(es, ALIAS, DEFAULT_TENANT)
+            await es.options(ignore_status=404).indices.delete(index=f"{alias}.*")
+            await index_sample(es, alias, DEFAULT_TENANT)
             both = await served(("small", 500), ("large", args.users), args.requests,
                                 args.es_url, work)  # fmt: skip
         finally:
-            await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
+            await es.options(ignore_status=404).indices.delete(index=f"{alias}.*")
             await es.options(ignore_status=404).indices.delete_index_template(
-                name=template_name(ALIAS)
+                name=template_name(alias)
             )
             await es.close()
         ratio = round(both["large"]["p50_ms"] / both["small"]["p50_ms"], 2)
@@ -199,6 +202,7 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--groups", type=int, default=5_000)
     p.add_argument("--per-user", type=int, default=30)
     p.add_argument("--requests", type=int, default=300)
+    p.add_argument("--alias", default="bench-directory-sids", help="the sample corpus's index")
     p.add_argument("--apply", default=None, help=argparse.SUPPRESS)  # (a child's one sync)
     p.add_argument("--reload", default=None, help=argparse.SUPPRESS)  # (a child's one load)
     p.add_argument("--ou", default="large", help=argparse.SUPPRESS)

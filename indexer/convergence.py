@@ -60,6 +60,11 @@ async def keep_run(
         report.passed_over,
         report.passed_over_examples,
     )
+    if report.fail_closed:
+        record["fail_closed"] = [
+            {"sid": sid, "count": n, "examples": report.fail_closed_examples.get(sid, [])}
+            for sid, n in sorted(report.fail_closed.items())
+        ]
     record["source"] = report.source
     if shard is not None:  # (each shard's own record: N of them add up to the source)
         record["shard"] = str(shard)

@@ -42,6 +42,7 @@ _RESERVED = frozenset(
         "access_roles_from",
         "access_aces",
         "access_narrowed",
+        "access_unknown_sids",
         "document_title",
         "title",
         "dataset_name",
@@ -56,6 +57,7 @@ READER_KEYS = (
     "access_roles_from",
     "access_aces",
     "access_narrowed",
+    "access_unknown_sids",
     "format",
     "pages",
     "ocr_pages",
@@ -268,6 +270,8 @@ def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo
         custom["access_aces"] = [d.shown() for d in dacl.deciders]
         if dacl.narrowed:
             custom["access_narrowed"] = [role_of(sid) for sid in dacl.narrowed]
+        if dacl.unknown:  # (denies whose holders no directory sync read: every person refused)
+            custom["access_unknown_sids"] = list(dacl.unknown)
     else:
         roles_from = roles_source(layers, obj.outside)
     if roles_from is not None:

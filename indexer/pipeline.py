@@ -143,6 +143,8 @@ class _IndexRun:
             )
         report.passed_over = dict(self.source.passed_over.counts)
         report.passed_over_examples = dict(self.source.passed_over.examples)
+        report.fail_closed = dict(getattr(self.source, "fail_closed_count", {}))
+        report.fail_closed_examples = dict(getattr(self.source, "fail_closed", {}))
         unlisted = await what_was_not_listed(es, source, options, report, has_chunks)
         if report.withdraw_ids and not options.dry_run:
             await guarded(options)

@@ -48,6 +48,10 @@ class Report:
     # Files the listing passed over, by reason ("unsupported .vsdx": 7), with a few names each.
     passed_over: dict[str, int] = field(default_factory=dict)
     passed_over_examples: dict[str, list[str]] = field(default_factory=dict)
+    # A share's documents a deny naming a SID no directory sync read refused to every person
+    # (fail closed), by that SID, with a few names each.
+    fail_closed: dict[str, int] = field(default_factory=dict)
+    fail_closed_examples: dict[str, list[str]] = field(default_factory=dict)
     # Documents whose roles changed this run (re-tagged or withdrawn), the first ``KEPT``.
     roles_changed: list[str] = field(default_factory=list)
     # The ids of failed documents whose older chunks leave the index at the end of the run

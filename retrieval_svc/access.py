@@ -19,6 +19,7 @@ from retrieval_svc.acl.rule import (
     is_visible,
     stored_roles,
 )
+from retrieval_svc.acl.sids import PERSON_ROLES
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.auth.principal import Principal
 from retrieval_svc.errors import AuthorizationFailed
@@ -81,7 +82,17 @@ def explain_chunk(
     matched = sorted(required & roles)
     refused = sorted(denied & roles)
     acl_ok = chunk_visible(source, roles)
-    if refused:
+    metadata = source.get("metadata") or {}
+    unknown = [str(s) for s in metadata.get("access_unknown_sids") or []]
+    if refused and unknown and set(refused) <= PERSON_ROLES:
+        code, rule = (
+            "narrowed",
+            (
+                "narrowed: a deny of its DACL names " + ", ".join(unknown) + ", a SID no "
+                "directory sync read: refused to every person (fail closed)"
+            ),
+        )
+    elif refused:
         code, rule = "denied", "denied: the principal holds " + ", ".join(refused)
     elif not is_visible(required, roles):
         code, rule = "restricted", "restricted: the principal holds none of the chunk's roles"
@@ -91,7 +102,6 @@ def explain_chunk(
         code, rule = "public", "public: access_roles is absent, null or empty"
     else:
         code, rule = "intersection", "intersection: the principal holds " + ", ".join(matched)
-    metadata = source.get("metadata") or {}
     return {
         "chunk_id": source.get("chunk_id"),
         "document_id": source.get("document_id"),
@@ -113,6 +123,8 @@ def explain_chunk(
             # index holds exactly what Windows allows (else narrower: which allows it cut).
             "aces": list(metadata.get("access_aces") or []),
             "narrowed": list(metadata.get("access_narrowed") or []),
+            # Denies naming a SID whose holders no directory sync read: every person refused.
+            "unknown_sids": unknown,
         },
         "knowledge_base": {
             "readable": access.allowed,

@@ -8,6 +8,7 @@ the naming rules and the id shapes (pure patterns).
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Literal, Self
@@ -28,13 +29,26 @@ USER_PREFIX = "user:"
 SID_PREFIX = "sid:"
 
 
+def reserved_prefix(role: str) -> str | None:
+    """The reserved prefix (``user:``, ``sid:``) ``role`` begins with as a reader would see
+    it — compatibility forms folded (NFKC: a fullwidth ``sid:``), white space at the start
+    and, for ``sid:``, case ignored — else None."""
+    folded = unicodedata.normalize("NFKC", role).lstrip()
+    if folded.startswith(USER_PREFIX):
+        return USER_PREFIX
+    if folded[: len(SID_PREFIX)].casefold() == SID_PREFIX:
+        return SID_PREFIX
+    return None
+
+
 def reserved_role(role: str) -> str | None:
     """Why ``role`` may not be asserted as a role (it names a user, or everyone), else None."""
-    if role.startswith(USER_PREFIX):
+    prefix = reserved_prefix(role)
+    if prefix == USER_PREFIX:
         return f"{role!r} names a user ({USER_PREFIX}<id>), not a role"
     if role == ANYONE:
         return f"{ANYONE!r} is held by every principal and cannot be asserted"
-    if role[:4].lower() == SID_PREFIX:
+    if prefix == SID_PREFIX:
         return f"{role!r} names a Windows SID ({SID_PREFIX}S-…): only the directory gives it"
     return None
 

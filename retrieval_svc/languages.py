@@ -52,7 +52,7 @@ ERRORS: tuple[Reason, ...] = (
     row("ambiguous_user", r"^user id (?P<id>'.*?'|None) is an alias two people share in the directory of tenant (?P<tenant>'.+?'), and API key (?P<key>'.+?') refuses unknown users", "用户 ID {id} 在租户 {tenant} 的目录中是两个人共用的别名，而 API 密钥 {key} 拒绝未知用户（unknown_user: refuse）：请修正目录，或映射这个 ID（retrieval-svc identity map import）"),
     row("no_identity", r"^API key (?P<key>'.+?') refuses requests that state no identity \(anonymous: refuse\)", "API 密钥 {key} 拒绝未声明身份的请求（anonymous: refuse）：请把 user_id 条件绑定到 {{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
     row("template_identity", r"^(?P<path>\S+): (?P<name>'.+?') is an unresolved Dify variable \((?P<value>.*)\), not an identity: ", "{path}：{name} 是未被解析的 Dify 变量（{value}），不是身份：请把它绑定到一个存在的变量，写法与 Dify 编辑器插入的一致：{{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
-    row("id_shape", r"^(?P<path>\S+): user id (?P<id>.+) is not in a shape API key (?P<key>'.+?') expects \((?P<shapes>.*)\): bind it to ", "{path}：用户 ID {id} 不符合 API 密钥 {key} 要求的格式（{shapes}）：请把它绑定到 {{{{#sys.user_id#}}}}（由应用的后端或 Dify 的登录设置），并发送这种格式的 ID（docs/dify.zh-CN.md）"),
+    row("id_shape", r"^(?P<path>\S+): user id (?P<id>.+) is not in a shape API key (?P<key>'.+?') expects \((?P<shapes>.*)\): bind it to ", "{path}：用户 ID {id} 不符合 API 密钥 {key} 要求的格式（{shapes}）：请把它绑定到 {{{{#sys.user_id#}}}}（由应用的后端作为服务 API 的 user 设置），并发送这种格式的 ID（docs/dify.zh-CN.md）"),
     row("identity_operator", r"^(?P<path>\S+): (?P<name>'.+?') names the end user's identity; only (?P<allowed>.+?) state it \(operator (?P<op>.+?) could widen access: refused\)$", "{path}：{name} 表示最终用户的身份，只有 {allowed} 能声明它（运算符 {op} 可能扩大访问范围：已拒绝）"),
     row("identity_repeated", r"^(?P<path>\S+): repeats the identity claim of (?P<earlier>\S+); send each identity claim once$", "{path}：重复了 {earlier} 的身份声明；每个身份声明只发送一次"),
     row("identity_conflict", r"^(?P<path>\S+): conflicts with the identity claim of (?P<earlier>\S+); send each identity claim once$", "{path}：与 {earlier} 的身份声明冲突；每个身份声明只发送一次"),
@@ -118,6 +118,8 @@ RULES = {
     "restricted": "受限：用户不持有段落所列任何角色",
     "denied": "拒绝：用户持有段落拒绝的角色 {refused}",
     "narrowed": "收窄：用户不持有收窄该段落的任何角色",
+    # (a deny naming a SID no directory sync read: the code stays "narrowed")
+    "narrowed_unknown": "收窄：其 DACL 的拒绝项指向 {unknown}，目录同步未读取该 SID：对所有人拒绝（失败即关闭）",
 }
 KB_REASONS = {
     "granted": "策略授权给 {granted_by}",
@@ -133,9 +135,11 @@ def explained(answer: dict[str, Any], lang: Language) -> dict[str, Any]:
     for chunk in answer.get("chunks", ()):
         acl, kb = chunk.get("acl", {}), chunk.get("knowledge_base", {})
         if acl.get("code") in RULES:
-            acl["rule"] = RULES[acl["code"]].format(
+            unknown = acl.get("code") == "narrowed" and acl.get("unknown_sids")
+            acl["rule"] = RULES["narrowed_unknown" if unknown else acl["code"]].format(
                 roles="、".join(acl.get("matched_roles", ())),
                 refused="、".join(acl.get("denied_roles", ())),
+                unknown="、".join(acl.get("unknown_sids", ())),
             )
         if isinstance(acl.get("set_by"), str):
             acl["set_by"] = roles_source_text(acl["set_by"], "zh")

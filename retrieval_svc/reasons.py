@@ -234,6 +234,11 @@ PASSED_OVER: tuple[Reason, ...] = (
         r"^a reparse point \(a link, junction or DFS link\): not followed$",
         "重解析点（链接、联接或 DFS 链接）：一律不跟随",
     ),
+    row(
+        "share_sidecar",
+        r"^a sidecar on a share: not read \(--share-sidecars\)$",
+        "共享上的附属文件：不读取（--share-sidecars）",
+    ),
     row("name_encoding", r"^the name is not valid UTF-8$", "文件名不是有效的 UTF-8"),
     row("unreadable", r"^cannot be read: (?P<detail>.+)$", "无法读取：{detail}"),
     row("not_a_file", r"^not a regular file", "不是普通文件（FIFO、设备或套接字）"),

@@ -28,6 +28,7 @@ LINES: dict[str, tuple[str, str]] = {
     "passed_over": ("passed over {total}: {reasons}", "略过 {total} 个：{reasons}"),
     "failed_item": ("  failed {document}: {reason}", "  失败 {document}：{reason}"),
     "passed_over_item": ("  passed over {count}: {reason} ({examples})", "  略过 {count} 个：{reason}（{examples}）"),
+    "fail_closed": ("  refused to every person {count}: a deny names {sid}, a SID no directory sync read (fail closed; {examples})", "  对所有人拒绝 {count} 个：拒绝项指向 {sid}，目录同步未读取该 SID（失败即关闭；{examples}）"),
     "need_libreoffice": ("{n} failed for want of LibreOffice ({suffixes}): {install}", "{n} 个因缺少 LibreOffice 而失败（{suffixes}）：{install}"),
     "not_pruned": ("not pruned: the listing did not complete (what it did not reach is unknown, not gone)", "未清除：列举没有完成（没列到的文件是未知，不是已删除）"),
     "pruned_own": ("pruned what {source} no longer holds (its own documents: other sources' stay)", "已清除 {source} 中已不存在的文档（只清除它自己写入的：其他数据源的保留）"),

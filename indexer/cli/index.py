@@ -65,6 +65,9 @@ def print_report(report: Report, as_json: bool) -> None:
         total = sum(n for _, n in ranked)
         said = ", ".join(f"{passed_over(r)} {n}" for r, n in ranked)
         lines.append(escape(say("passed_over", total=total, reasons=said)))
+    for sid, n in sorted(report.fail_closed.items()):  # (never a silent narrowing either)
+        examples = ", ".join(report.fail_closed_examples.get(sid, []))
+        lines.append(escape(say("fail_closed", count=n, sid=sid, examples=examples)))
     for line in lines:
         err.print(line, soft_wrap=True)
     for failure in report.failures:
@@ -136,6 +139,16 @@ def index(
             "spaces). One request per object per run.",
         ),
     ] = None,
+    share_sidecars: Annotated[
+        bool,
+        typer.Option(
+            "--share-sidecars",
+            help="smb:// only: read <file>.meta.json sidecars. Off by default: on a share, "
+            "anyone who may create a file in a folder could write one and retitle, narrow or "
+            "hide documents they cannot change. Turn on only where sidecars' writers are the "
+            "documents' writers.",
+        ),
+    ] = False,
     source_name: Annotated[
         str | None,
         typer.Option(

@@ -261,6 +261,9 @@ def show(
         typer.echo(
             say("failed_item", document=failure["document"], reason=reason(failure["reason"]))
         )
+    for item in last.get("fail_closed", []):
+        examples = ", ".join(item.get("examples", []))
+        typer.echo(say("fail_closed", count=item["count"], sid=item["sid"], examples=examples))
     for item in last.get("passed_over", []):
         examples = ", ".join(item.get("examples", []))
         typer.echo(

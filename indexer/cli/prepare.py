@@ -5,8 +5,10 @@ links refused) and the rules file, checked whole — one line and exit 2 on bad 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,9 @@ from indexer.cli.common import settings_or_exit
 from indexer.permissions import AclRules, RulesError, load_rules
 from indexer.pipeline import IndexOptions
 from indexer.shards import Shard, from_environment
-from indexer.sources import ObjectStoreOptions, Source, open_source
+from indexer.sources import ObjectStoreOptions, SmbSource, Source, open_source
 from indexer.sources.local import refuse_links_inside
+from retrieval_svc.acl.known_sids import KnownSids, known_sids
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
 from retrieval_svc.words import again, say
@@ -142,12 +145,27 @@ def prepare(args: dict[str, Any]) -> Prepared:
             source_name=(a["source_name"] or "").strip(),
         )
         src = open_source(source, ObjectStoreOptions(endpoint=a["endpoint"], region=a["region"]))
+        if isinstance(src, SmbSource):
+            src.directory = directory_sids(settings, tenant)
+            src.sidecars = bool(a.get("share_sidecars"))
+        elif a.get("share_sidecars"):
+            raise ValueError(
+                "--share-sidecars is for an smb:// share: a folder's or a "
+                "bucket's sidecars are always read"
+            )
         refuse_links_inside(src, {"--acl-rules": a["acl_rules"], "--manifest": a["manifest"]})
         exclude_from(src, a["exclude"], rules)
     except (ValueError, NotADirectoryError) as exc:
         typer.echo(say("error", what=again(str(exc), "not_a_folder")), err=True)
         raise typer.Exit(2) from None
     return Prepared(settings, options, src, rules, part)
+
+
+def directory_sids(settings: IndexSettings, tenant: str) -> Callable[[], KnownSids]:
+    """Which SIDs the tenant's directory knows, read from the policy database each time a
+    share is listed whole (none without ``RSVC_CASBIN_DB_URL``)."""
+    url = settings.casbin_db_url.get_secret_value() if settings.casbin_db_url else None
+    return functools.partial(known_sids, url, tenant)
 
 
 def exclude_from(src: Source, exclude: list[str] | None, rules: AclRules | None) -> None:

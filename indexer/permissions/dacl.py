@@ -20,7 +20,14 @@ any role of ``access_roles`` and none of ``access_denied`` (``retrieval_svc.acl.
   refused here where Windows lets them read: narrower, never wider. ``exact`` is then False
   and ``narrowed`` names the allows this can cut short; the run counts it and *why not*
   says it;
-* an allow whose SID a deny before it already names grants no one and is dropped.
+* an allow whose SID a deny before it already names grants no one and is dropped;
+* a deny whose SID the directory does not know the holders of (``known``: the SIDs the
+  tenant's directory sync read, ``retrieval_svc.acl.known_sids`` — not ``BUILTIN\\Users``
+  when ``CN=Builtin`` was not read, a group outside the sync's search, the file server's own
+  local groups, another domain's) refuses every person here (``EVERYONE`` in ``deny``):
+  Windows refuses whoever holds it, and who that is cannot be told, so the index fails closed.
+  ``unknown`` names such SIDs; the file is then not ``exact``. When the directory later reads
+  the SID, the next listing judges the file again (its roles' version changes).
 
 Well-known SIDs mean what Windows means: ``Everyone``, ``Authenticated Users``, ``NETWORK``
 and ``This Organization`` are in every SMB caller's token, so each is the one role every
@@ -32,7 +39,7 @@ allows (conditional ACEs) never grant here; their denies always deny: narrower, 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Container, Iterable
 from dataclasses import dataclass
 
 from indexer.permissions.security_descriptor import Ace, SecurityDescriptor
@@ -143,6 +150,8 @@ class FileAccess:
     exact: bool
     deciders: tuple[Decider, ...]
     narrowed: tuple[str, ...] = ()
+    # Denies naming a SID whose holders the directory does not know: refused to every person.
+    unknown: tuple[str, ...] = ()
 
     @property
     def nobody(self) -> bool:
@@ -150,8 +159,12 @@ class FileAccess:
         return not self.allow
 
 
-def file_access(sd: SecurityDescriptor, where: str) -> FileAccess:
-    """``sd``'s readers as the index holds them (see the module)."""
+def file_access(
+    sd: SecurityDescriptor, where: str, known: Container[str] = frozenset()
+) -> FileAccess:
+    """``sd``'s readers as the index holds them (see the module); ``known``: the SIDs whose
+    holders the directory knows (by default none: every deny naming a SID other than a
+    well-known one refuses every person)."""
     if sd.dacl is None:
         return FileAccess((EVERYONE,), (), True, (Decider("allow", EVERYONE, False, where),))
     steps = list(_relevant(sd))
@@ -160,8 +173,17 @@ def file_access(sd: SecurityDescriptor, where: str) -> FileAccess:
     deny: dict[str, None] = {}
     deciders: list[Decider] = []
     narrowed: list[str] = []
+    unknown: list[str] = []
     for ace, who in steps[: last_allow + 1]:
         decider = Decider("deny" if _is_deny(ace) else "allow", ace.sid, ace.inherited, where)
+        if _is_deny(ace) and who != EVERYONE and who not in known:
+            # Who holds it cannot be told here: every person is refused (fail closed). The
+            # allows after it are kept, so a directory that reads it later only re-stamps.
+            if who not in unknown:
+                unknown.append(who)
+                deciders.append(decider)
+            narrowed.extend(a for a in allow if a not in narrowed)
+            continue
         if _is_deny(ace):
             if who not in deny:
                 deny[who] = None
@@ -176,7 +198,16 @@ def file_access(sd: SecurityDescriptor, where: str) -> FileAccess:
             continue  # (refused by a deny before it, or granted already)
         allow[who] = None
         deciders.append(decider)
-    return FileAccess(tuple(allow), tuple(deny), not narrowed, tuple(deciders), tuple(narrowed))
+    if unknown:
+        deny.setdefault(EVERYONE, None)
+    return FileAccess(
+        tuple(allow),
+        tuple(deny),
+        not narrowed and not unknown,
+        tuple(deciders),
+        tuple(narrowed),
+        tuple(unknown),
+    )
 
 
 def visible(access: FileAccess, token: Collection[str]) -> bool:

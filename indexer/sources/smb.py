@@ -24,8 +24,9 @@ Credentials come from the environment, never the command line: ``RSVC_SMB_USER``
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,14 @@ from indexer.permissions.security_descriptor import (
     parse_security_descriptor,
 )
 from indexer.sources.base import ListingFailure, ObjectRef, parse_sidecar
+from retrieval_svc.acl.errors import PolicyError
+from retrieval_svc.acl.known_sids import NONE_KNOWN, KnownSids
+
+log = logging.getLogger("indexer.pipeline")
+FAIL_CLOSED_EXAMPLES = 5  # documents named per unknown SID in the run's summary
 
 REPARSE_REASON = "a reparse point (a link, junction or DFS link): not followed"
+SIDECAR_OFF_REASON = "a sidecar on a share: not read (--share-sidecars)"
 FILE_ATTRIBUTE_DIRECTORY = 0x10
 FILE_ATTRIBUTE_REPARSE_POINT = 0x400
 READ_CONTROL = 0x00020000
@@ -141,6 +148,18 @@ class SmbSource:
         self.passed_over = PassedOver()
         self.failures: list[ListingFailure] = []
         self._cache: dict[str, Any] = {}  # (this source's own connections and sessions)
+        # Whose holders the directory knows (a deny naming another SID refuses every person):
+        # ``directory`` reads it again at each whole listing, so a sync that read more or
+        # fewer SIDs is in force from the next run or re-listing. Unset: none known.
+        self.directory: Callable[[], KnownSids] | None = None
+        self.known: Container[str] = NONE_KNOWN
+        # Documents a deny naming an unknown SID refused to every person: SID → their names.
+        self.fail_closed: dict[str, list[str]] = {}
+        self.fail_closed_count: dict[str, int] = {}
+        # Read ``<file>.meta.json`` sidecars (``--share-sidecars``)? Off by default: on a share
+        # whoever may create a file in a folder may write one, whatever they may do to the
+        # document; passed over and named instead.
+        self.sidecars = False
 
     # ---- paths and connections ----
 
@@ -172,8 +191,23 @@ class SmbSource:
     # ---- listing ----
 
     def list(self) -> Iterator[ObjectRef]:
-        """The share folder's files, folder by folder in name order, each with its DACL."""
+        """The share folder's files, folder by folder in name order, each with its DACL
+        (judged against the SIDs the directory knows, read again now)."""
+        self.refresh_known()
         return self._walk("")
+
+    def refresh_known(self) -> None:
+        """Read again which SIDs the directory knows; where it cannot be read, none (every
+        deny naming a SID that is not well-known refuses every person), said on stderr."""
+        self.fail_closed, self.fail_closed_count = {}, {}
+        if self.directory is None:
+            self.known = NONE_KNOWN
+            return
+        try:
+            self.known = self.directory()
+        except PolicyError as exc:
+            self.known = NONE_KNOWN
+            log.warning("%s: every deny naming a SID not well-known refuses every person", exc)
 
     def under(self, folder: str) -> Iterator[ObjectRef]:
         """The files below the folder ``folder`` (a key), as ``list`` lists them."""
@@ -243,12 +277,15 @@ class SmbSource:
 
     def _ref(self, key: str, entry: Any, entries: dict[str, Any]) -> ObjectRef | None:
         name = key.rsplit("/", 1)[-1]
+        if name.endswith(SIDECAR_SUFFIX) and not self.sidecars and not name.startswith("."):
+            self.passed_over.add(key, SIDECAR_OFF_REASON)
+            return None
         if name.endswith(SIDECAR_SUFFIX) or self.passed_over.unwanted(key) or by_design(key):
             return None
         if self.passed_over.unsupported(key):
             return None
         info = entry.smb_info
-        sidecar = entries.get(name + SIDECAR_SUFFIX)
+        sidecar = entries.get(name + SIDECAR_SUFFIX) if self.sidecars else None
         dacl = self._dacl(key)
         if dacl is None:  # (gone since its folder was listed)
             return None
@@ -275,9 +312,15 @@ class SmbSource:
                 return None
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
         try:
-            return file_access(parse_security_descriptor(raw), key)
+            access = file_access(parse_security_descriptor(raw), key, self.known)
         except SecurityDescriptorError as exc:
             return f"its security descriptor is malformed: {exc}"
+        for sid in access.unknown:
+            self.fail_closed_count[sid] = self.fail_closed_count.get(sid, 0) + 1
+            names = self.fail_closed.setdefault(sid, [])
+            if len(names) < FAIL_CLOSED_EXAMPLES:
+                names.append(key)
+        return access
 
     def security_descriptor(self, key: str) -> bytes:
         """The raw security descriptor (owner, group, DACL) of ``key``, read through a handle
@@ -337,7 +380,7 @@ class SmbSource:
         return {}  # (files have no tags: the CLI refuses --roles-tag for a share)
 
     def sidecar(self, ref: ObjectRef) -> dict[str, Any]:
-        if not ref.sidecar:
+        if not ref.sidecar or not self.sidecars:
             return {}
         name = ref.key + SIDECAR_SUFFIX
         if ref.sidecar.startswith(_LINK_STAMP):

@@ -28,7 +28,7 @@ from retrieval_svc.acl.policy_store import (
     read_csv,
     user_subject,
 )
-from retrieval_svc.key_entry import SID_PREFIX
+from retrieval_svc.key_entry import SID_PREFIX, reserved_prefix
 from retrieval_svc.names import name_problem
 
 if TYPE_CHECKING:
@@ -61,11 +61,12 @@ def _tenant(value: str, *, every: bool = False) -> str:
 
 def _role(what: str, value: str) -> str:
     value = _name(what, value)
-    if value.startswith(USER_PREFIX):
+    prefix = reserved_prefix(value)  # (fullwidth spellings folded: one rule)
+    if prefix == USER_PREFIX:
         raise PolicyError(f"{what} {value!r} is a user, not a role (user: names users)")
     if value == ANYONE:
         raise PolicyError(f"{what} {value!r} is every principal, not a role to hold or inherit")
-    if value[: len(SID_PREFIX)].lower() == SID_PREFIX:
+    if prefix == SID_PREFIX:
         raise PolicyError(
             f"{what} {value!r} names a Windows SID: only an Active Directory sync gives it"
         )

@@ -11,11 +11,11 @@ by the loaded policy: ``retrieval_svc.acl.policy_index``).
 Each row belongs to the sync that wrote it (``source``: ``ldap:<name>``), as a grant does
 (design.md §17): a sync replaces only its own rows, in the same transaction as its grants, and
 a person holds the SIDs any sync gives them. One row per sync and tenant, of subject
-``KNOWN``, lists every SID that sync read (groups with no member included): ``known_sids`` —
-the one question "which SIDs does this tenant's directory know" is answered here, for the
-service and the indexer alike. Every write gives its rows a generation above every earlier
-one, so ``stamp_in`` (row count, highest generation) changes with any write and the policy
-watcher reloads.
+``KNOWN``, lists every SID that sync read (groups with no member included, disabled accounts'
+too): ``known_in`` — the one query behind "which SIDs does this tenant's directory know"
+(``retrieval_svc.acl.known_sids``, which the indexer asks). Every write gives its rows a
+generation above every earlier one, so ``stamp_in`` (row count, highest generation) changes
+with any write and the policy watcher reloads.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def read_rows(engine: Engine) -> list[tuple[str, str, str]]:
         return [(row.tenant, row.subject, row.sids) for row in conn.execute(query)]
 
 
-def known_sids(engine: Engine, tenant: str) -> frozenset[str]:
+def known_in(engine: Engine, tenant: str) -> frozenset[str]:
     """Every SID the tenant's directory syncs read — each person's and each group's, a group
     with no member included — as ``S-1-…`` strings. Empty before any sync of an Active
     Directory (or where the database has no table yet)."""

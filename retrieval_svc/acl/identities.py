@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval_svc.acl.id_forms import KINDS, MAX_COMPARED, Kind, compared, stored_kind
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 TABLE = "identity_alias"
 PERSON = "id"  # the attribute of a row that names the person themself
+# A row whose attribute begins so names an account the directory read as disabled or expired
+# (``disabled:id``, ``disabled:mail``…): that id is no one, whatever else grants it.
+DISABLED = "disabled:"
 
 Status = Literal["none", "known", "alias", "unknown", "ambiguous"]
 
@@ -89,12 +92,21 @@ class Directory:
 
     aliases: dict[str, dict[Kind, dict[str, tuple[str | None, str]]]]
     people: dict[str, frozenset[str]]
+    # tenant → kind → compared ids of accounts a directory read as disabled or expired → who
+    # said so: no one, even where a hand grant or another source names the id.
+    refused: dict[str, dict[Kind, dict[str, str]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, rows: Iterable[Alias]) -> Directory:
         found: dict[str, dict[Kind, dict[str, dict[str, str]]]] = {}
         people: dict[str, set[str]] = {}
+        refused: dict[str, dict[Kind, dict[str, str]]] = {}
         for row in rows:
+            if row.attribute.startswith(DISABLED):
+                refused.setdefault(row.tenant, {}).setdefault(row.kind, {})[row.alias] = (
+                    f"disabled or expired in {row.source}"
+                )
+                continue
             people.setdefault(row.tenant, set()).add(row.person)
             how = f"{row.attribute} ({row.source})"
             names = found.setdefault(row.tenant, {}).setdefault(row.kind, {})
@@ -110,7 +122,7 @@ class Directory:
                     else:
                         index[alias] = (None, ", ".join(sorted(whose))[:300])
                 aliases.setdefault(tenant, {})[kind] = index
-        return cls(aliases, {t: frozenset(p) for t, p in people.items()})
+        return cls(aliases, {t: frozenset(p) for t, p in people.items()}, refused)
 
     def resolve(self, user_id: str | None, tenant: str, *, granted: bool) -> Identity:
         """``user_id`` in ``tenant``; ``granted``: the tenant's policy names the id itself.
@@ -118,6 +130,9 @@ class Directory:
         name two people resolve to nobody."""
         if user_id is None:
             return NO_ONE
+        for kind, ids in self.refused.get(tenant, {}).items():
+            if (why := ids.get(compared(kind, user_id))) is not None:
+                return Identity(user_id, None, "unknown", why)  # (Windows refuses its logon)
         if granted or user_id in self.people.get(tenant, ()):
             return Identity(user_id, user_id, "known")
         hits: dict[str | None, str] = {}

@@ -149,7 +149,7 @@ def _check_shape(key: ApiKeyConfig, user_id: str, where: str) -> None:
     raise InvalidRequest(
         f"{where}: user id {shown!r} is not in a shape API key {key.name!r} expects "
         f"({', '.join(key.user_id_shape)}): bind it to {{{{#sys.user_id#}}}}, which the app's "
-        "backend or Dify's login sets, and send ids of that shape (docs/dify.md)",
+        "backend sets as the service API's user, and send ids of that shape (docs/dify.md)",
         path=where,
         reason="id_shape",
     )

@@ -200,7 +200,10 @@ def user_of(entry: dict[str, Any], id_attribute: str, aliases: Iterable[str]) ->
 
 
 def build(
-    groups: Iterable[AdGroup], users: Iterable[AdUser], now: float | None = None
+    groups: Iterable[AdGroup],
+    users: Iterable[AdUser],
+    now: float | None = None,
+    sid_only: Iterable[str] = (),
 ) -> Directory:
     """The directory these entries say at ``now`` (None: the clock): disabled and expired
     accounts left out (counted as disabled), each person in
@@ -208,9 +211,12 @@ def build(
     person for Everyone and Authenticated Users, the entry of this directory that holds the
     SID otherwise; one nobody here holds is named in ``foreign`` and gives nothing."""
     directory = Directory()
+    bases = tuple(normal_dn(b) for b in sid_only)
     by_sid: dict[str, str] = {}
     for group in groups:
         dn = normal_dn(group.dn)
+        if bases and dn.endswith(bases):
+            directory.sid_only.add(dn)
         if group.name:
             directory.groups[dn] = group.name
         if group.sid:
@@ -224,6 +230,9 @@ def build(
             continue
         if user.refused(time.time() if now is None else now):
             directory.disabled += 1
+            if user.sid:  # (known: its holder is no one here)
+                directory.unheld_sids.add(user.sid)
+            directory.refused[normal_dn(user.dn)] = (user.uid, user.aliases)
             continue
         dn = normal_dn(user.dn)
         directory.users[dn] = user.uid
@@ -259,7 +268,7 @@ def _foreign(dn: str) -> bool:
 def delta(
     conn: Any,
     entries: Any,
-    searches: tuple[tuple[str, str, list[str]], tuple[str, str, list[str]]],
+    searches: tuple[tuple[tuple[str, ...], str, list[str]], tuple[str, str, list[str]]],
     naming_context: str,
     replica: AdReplica,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | str:
@@ -275,9 +284,13 @@ def delta(
     if time.time() - replica.at > MAX_DELTA_AGE_S:
         return "the last read is more than a day old"
     since = replica.usn + 1
-    (g_base, g_filter, g_attrs), (u_base, u_filter, u_attrs) = searches
+    (g_bases, g_filter, g_attrs), (u_base, u_filter, u_attrs) = searches
     changed = (
-        list(entries(conn, g_base, f"(&{g_filter}(uSNChanged>={since}))", g_attrs)),
+        [
+            e
+            for base in g_bases
+            for e in entries(conn, base, f"(&{g_filter}(uSNChanged>={since}))", g_attrs)
+        ],
         list(entries(conn, u_base, f"(&{u_filter}(uSNChanged>={since}))", u_attrs)),
     )
     known = {**{k: v.dn for k, v in replica.groups.items()},
@@ -318,14 +331,17 @@ def read(
     and why it was read whole where a ``replica`` was kept (empty otherwise)."""
     groups, users = sync.groups, sync.users
     g_attrs, u_attrs = attributes(groups.name_attribute, users.id_attribute, users.aliases)
-    searches = ((groups.base, groups.filter, g_attrs), (users.base, users.filter, u_attrs))
-    key = (sync.url, groups.base, groups.filter, *g_attrs, "", users.base, users.filter, *u_attrs)
     usn_value = root.get("highestCommittedUSN")
     usn_text = str(usn_value[0] if isinstance(usn_value, list) else usn_value or "")
     usn = int(usn_text) if usn_text.isdigit() else None
     server = str(root.get("dsServiceName") or "")
     context = root.get("defaultNamingContext") or groups.base
     context = str(context[0] if isinstance(context, list) else context)
+    builtin = builtin_base(context, groups.base) if groups.builtin else None
+    g_bases = (groups.base, *([builtin] if builtin else []))
+    searches = ((g_bases, groups.filter, g_attrs), (users.base, users.filter, u_attrs))
+    key = (sync.url, *g_bases, groups.filter, *g_attrs, "", users.base, users.filter, *u_attrs)
+    sid_only = [builtin] if builtin else []
     why = ""
     if replica is not None:
         if replica.searches != key or replica.server != server:
@@ -339,12 +355,13 @@ def read(
             for entry in found[1]:
                 replica.users[_guid(entry)] = user_of(entry, users.id_attribute, users.aliases)
             replica.usn, replica.at = usn, time.time()
-            built = build(replica.groups.values(), replica.users.values())
+            built = build(replica.groups.values(), replica.users.values(), None, sid_only)
             return built, len(found[0]) + len(found[1]), ""
         why = found
     read_groups = {
         _guid(e): group_of(conn, e, groups.name_attribute)
-        for e in entries(conn, groups.base, groups.filter, g_attrs)
+        for base in g_bases
+        for e in entries(conn, base, groups.filter, g_attrs)
     }
     read_users = {
         _guid(e): user_of(e, users.id_attribute, users.aliases)
@@ -353,4 +370,13 @@ def read(
     if replica is not None:
         replica.groups, replica.users = read_groups, read_users
         replica.usn, replica.at, replica.server, replica.searches = usn, time.time(), server, key
-    return build(read_groups.values(), read_users.values()), None, why
+    return build(read_groups.values(), read_users.values(), None, sid_only), None, why
+
+
+def builtin_base(naming_context: str, groups_base: str) -> str | None:
+    """``CN=Builtin`` of the domain, read beside ``groups.base`` for the builtin groups' SIDs
+    (BUILTIN\\Users, BUILTIN\\Administrators…); None where ``groups.base`` already holds it."""
+    builtin = f"CN=Builtin,{naming_context}"
+    if normal_dn(builtin).endswith(normal_dn(groups_base)):
+        return None
+    return builtin

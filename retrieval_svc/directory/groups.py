@@ -23,12 +23,12 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.id_forms import Kind, compared
-from retrieval_svc.acl.identities import PERSON, Alias, entries_of
+from retrieval_svc.acl.identities import DISABLED, PERSON, Alias, entries_of
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
 from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.names import name_problem
@@ -82,6 +82,14 @@ class Directory:
     # ``sid:`` roles for their own and every group's they are in. Disabled accounts left out
     # (how many), foreign principals nobody here holds (SID → the groups naming them).
     sids: dict[str, str] = field(default_factory=dict)
+    # Groups read for their SIDs alone (AD's builtin groups when read beside ``groups.base``):
+    # their names give no role. SIDs read whose holders are no one here (disabled and expired
+    # accounts): known, so a deny naming one refuses no one (retrieval_svc.acl.known_sids).
+    sid_only: set[str] = field(default_factory=set)
+    unheld_sids: set[str] = field(default_factory=set)
+    # Accounts left out as disabled or expired (DN → id, aliases): recorded so that no other
+    # source (a hand grant) makes their ids a known person (retrieval_svc.acl.identities).
+    refused: dict[str, tuple[str, dict[str, list[str]]]] = field(default_factory=dict)
     disabled: int = 0
     foreign: dict[str, list[str]] = field(default_factory=dict)
 
@@ -119,7 +127,11 @@ class RoleMapping:
         kept per person (``wanted_sids``), and no other source may give one (``sids``)."""
         roles = {role for given in self.by_group.values() for role in given}
         if self.all_groups:
-            roles |= {n for n in directory.groups.values() if _role_problem(n) is None}
+            roles |= {
+                n
+                for dn, n in directory.groups.items()
+                if dn not in directory.sid_only and _role_problem(n) is None
+            }
         return roles
 
 
@@ -182,6 +194,8 @@ def checked_groups(
     given: dict[str, tuple[str, ...]] = {}
     problems: list[str] = []
     for dn, name in directory.groups.items():
+        if dn in directory.sid_only:
+            continue  # (read for its SID: the SID role is its members' through wanted_grants)
         kept: list[str] = []
         for role in roles.roles_of(dn, name):
             try:
@@ -322,6 +336,10 @@ def plan(
         rows, problems = entries_of(tenant, source, user, ids, kinds)
         known |= rows
         skipped += [f"{dn}: {problem}" for problem in problems]
+    for user, ids in directory.refused.values():  # (each of their ids is no one)
+        kinds = {a: directory.kinds.get(a, "directory") for a in (PERSON, *ids)}
+        rows, _ = entries_of(tenant, source, user, ids, kinds)
+        known |= {replace(r, attribute=DISABLED + r.attribute) for r in rows}
     return Plan(
         changes,
         len(directory.users),
@@ -331,7 +349,7 @@ def plan(
         tuple(skipped),
         frozenset(known),
         sids,
-        frozenset(directory.sids.values()),
+        frozenset({*directory.sids.values(), *directory.unheld_sids}),
     )
 
 

@@ -38,6 +38,10 @@ class _Groups(BaseModel):
     # member: each group lists its members' DNs (OpenLDAP groupOfNames, AD); memberOf: each
     # user and group lists the groups it is in (the memberOf overlay, AD).
     membership: Literal["member", "memberOf"] = "member"
+    # Active Directory: also read the domain's builtin groups (CN=Builtin: BUILTIN\\Users,
+    # BUILTIN\\Administrators…) for their SIDs alone, so a file's deny naming one refuses
+    # exactly their members; false leaves them unknown (such a deny refuses every person).
+    builtin: bool = True
 
 
 class LdapSync(BaseModel):

@@ -272,6 +272,7 @@ def shown(records: list[dict[str, Any]]) -> dict[str, Any]:
         "failures_not_kept": max(0, len(failures) - KEPT_FAILURES)
         + sum(int(r.get("failures_not_kept", 0) or 0) for r in newest),
         "passed_over": sorted(passed.values(), key=lambda row: (-row["count"], row["reason"])),
+        "fail_closed": [item for r in newest for item in r.get("fail_closed", [])][:100],
         "shards": {
             "count": count,
             "reported": len(reported),

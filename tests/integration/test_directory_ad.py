@@ -72,7 +72,12 @@ def test_people_hold_their_sids_primary_group_and_nested_groups(
     assert synced.exit_code == 0, synced.output
     roles = held(db)
     # 赵六's only membership is his primary group: a role mapped from Domain Users is his.
-    assert roles["赵六"] == {"全体员工", domain_users, sid["赵六"], sid["公告读者"]}
+    # Builtin groups (CN=Builtin, read beside groups.base) give their SIDs, never a role:
+    # BUILTIN\Users holds Domain Users and Authenticated Users, so it is his (as is Pre-Windows
+    # 2000 Compatible Access, S-1-5-32-554, holding Authenticated Users on this DC).
+    builtin = {r for r in roles["赵六"] if r.startswith("sid:S-1-5-32-")}
+    assert "sid:S-1-5-32-545" in builtin
+    assert roles["赵六"] - builtin == {"全体员工", domain_users, sid["赵六"], sid["公告读者"]}
     # 王五: three groups deep (上海办公室 ⊂ 华东区 ⊂ 集团全员), each group's SID and role.
     assert {sid["上海办公室"], sid["华东区"], sid["集团全员"], "集团"} <= roles["王五"]
     # 孙八's primary group is 财务部, which lists no member: he holds it all the same.
@@ -107,7 +112,41 @@ def test_a_disabled_account_loses_its_roles_at_the_next_sync(
     assert again.exit_code == 0, again.output
     acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
     assert acl.user_roles(name, "acme") == set()
+    # A hand grant does not make a disabled account someone: no role, no Everyone.
+    granted = cli(samba_ad, db, "grant-role", name, "访客", "--tenant", "acme")
+    assert granted.exit_code == 0, granted.output
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    who = acl.identify(name, "acme")
+    assert who.person is None and "disabled" in who.via, who
+    # Enabled again: the next sync makes them a person, the hand grant in force again.
+    samba_ad.samba_tool("user", "enable", name)
+    assert cli(samba_ad, db, "sync-ldap", str(sync)).exit_code == 0
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert acl.identify(name, "acme").person == name
+    assert {"访客", "法务"} <= acl.person_roles(name, "acme")
     samba_ad.samba_tool("user", "delete", name)
+
+
+def test_builtin_groups_are_read_for_their_sids_unless_turned_off(
+    samba_ad: DomainController, db: str, tmp_path: Path
+) -> None:
+    """BUILTIN\\Users (CN=Builtin) is every domain user's; with ``builtin: false`` no one's
+    here, so a share's deny naming it refuses every person (the indexer's rule)."""
+    from retrieval_svc.acl.known_sids import known_sids
+
+    sync = sync_file(samba_ad, tmp_path, all_groups=True)
+    assert cli(samba_ad, db, "sync-ldap", str(sync)).exit_code == 0
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert "sid:S-1-5-32-545" in acl.user_roles("赵六", "acme")
+    assert not {"Users", "Administrators"} & acl.user_roles("赵六", "acme")  # (SIDs only)
+    assert "S-1-5-32-545" in known_sids(db, "acme")
+    off = sync_file(samba_ad, tmp_path, all_groups=True,
+                    groups={"base": f"CN=Users,{samba_ad.base_dn}", "filter": "(objectClass=group)",
+                            "builtin": False})  # fmt: skip
+    assert cli(samba_ad, db, "sync-ldap", str(off), "--force").exit_code == 0
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, db))
+    assert "sid:S-1-5-32-545" not in acl.user_roles("赵六", "acme")
+    assert "S-1-5-32-545" not in known_sids(db, "acme")
 
 
 def test_an_expired_account_is_no_one(samba_ad: DomainController, db: str, tmp_path: Path) -> None:
@@ -212,6 +251,7 @@ def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
     assert synced.exit_code == 0, synced.output
     assert not any(g[1].startswith("sid:") for g in store.rules().grouping)
     from retrieval_svc.acl import directory_sids  # (after: on old code, the line above fails)
+    from retrieval_svc.acl.known_sids import known_sids
 
     with store.engine().connect() as conn:
         rows = conn.execute(sa.text("SELECT subject, COUNT(*) FROM directory_sid "
@@ -223,16 +263,17 @@ def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
     assert directory_sids.KNOWN in subjects
     roles = held(db)
     sid = {name: f"sid:{s}" for name, s in samba_ad.sids.items()}
-    assert roles["赵六"] == {"全体员工", f"sid:{samba_ad.domain_sid}-513", sid["赵六"],
-                            sid["公告读者"]}  # fmt: skip
+    builtin = {r for r in roles["赵六"] if r.startswith("sid:S-1-5-32-")}  # (CN=Builtin's)
+    assert roles["赵六"] - builtin == {"全体员工", f"sid:{samba_ad.domain_sid}-513", sid["赵六"],
+                                      sid["公告读者"]}  # fmt: skip
     assert {sid["上海办公室"], sid["华东区"], sid["集团全员"], "集团"} <= roles["王五"]
     assert roles["钱七"] == set()
     # Every SID the sync read is known in the tenant — a group's with no member listed too —
     # and nothing of another tenant's.
-    known = directory_sids.known_sids(store.engine(), "acme")
+    known = known_sids(db, "acme").synced
     assert {samba_ad.sids[n] for n in ("法务部", "财务部", "华东区", "赵六")} <= known
     assert samba_ad.sids["钱七"] not in known
-    assert directory_sids.known_sids(store.engine(), "other") == frozenset()
+    assert known_sids(db, "other").synced == frozenset()
     # A change of SIDs alone: the stamp moves, a reload gives the new SID.
     acl = AccessControl(source=store)
     group = f"新组{uuid.uuid4().hex[:4]}"
@@ -240,7 +281,7 @@ def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
     again = cli(samba_ad, db, "sync-ldap", str(sync))
     assert again.exit_code == 0, again.output
     assert acl.reload_if_changed()
-    new_sid = next(r for r in acl.user_roles("赵六", "acme") - roles["赵六"])
+    (new_sid,) = acl.user_roles("赵六", "acme") - roles["赵六"]
     assert new_sid.startswith(f"sid:{samba_ad.domain_sid}-")
-    assert new_sid.removeprefix("sid:") in directory_sids.known_sids(store.engine(), "acme")
+    assert new_sid.removeprefix("sid:") in known_sids(db, "acme").synced
     samba_ad.samba_tool("group", "delete", group)

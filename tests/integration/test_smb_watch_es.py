@@ -22,7 +22,16 @@ from indexer.watch.share_events import share_events
 from tests.integration.test_watch_es import Watching, until
 from tests.support import ES_URL
 from tests.support.samba_ad import DomainController, smb_read
-from tests.support.smb_share import ADMINISTRATORS, FULL, INHERIT, READ, Share, allow, deny
+from tests.support.smb_share import (
+    ADMINISTRATORS,
+    FULL,
+    INHERIT,
+    READ,
+    Share,
+    allow,
+    deny,
+    synced_policy,
+)
 
 KB = "共享盘"
 
@@ -98,8 +107,11 @@ def test_a_dacl_changed_on_the_share_narrows_the_index_without_re_reading(
                    allow(ADMINISTRATORS, FULL, INHERIT))  # fmt: skip
     share.write(f"{root}/财务/预算.md", "# 预算\n\n年度预算草案。\n")
     alias = f"rsvc-test-smbwatch-{uuid.uuid4().hex[:8]}"
+    db = f"sqlite:///{tmp_path / 'policy.db'}"  # (the sync's SIDs: denies judged against them)
+    synced_policy(dc, db, tmp_path, f"CN=Users,{dc.base_dn}", "default")
     environ = {
         **os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none",
+        "RSVC_CASBIN_DB_URL": db,
         "RSVC_SMB_USER": f"{dc.env['SAMBA_AD_DOMAIN']}\\Administrator",
         "RSVC_SMB_PASSWORD": dc.admin_password, "RSVC_SMB_AUTH": "ntlm",
     }  # fmt: skip

@@ -1,10 +1,14 @@
 """Files and access lists written into the test domain controller's share over SMB, as the
 domain's administrator would — the DACL as raw bytes through SET_INFO, in exactly the order
 given (``smbcacls`` re-sorts what it writes, so a non-canonical DACL needs this) — and each
-person's token as the directory computes it (``tokenGroups``), for the oracle tests."""
+person's token as the directory computes it (``tokenGroups``); and a policy database the
+real ``policy sync-ldap`` wrote, as the indexer and the service read it in production."""
 
 from __future__ import annotations
 
+import json
+import uuid
+from pathlib import Path
 from typing import Any
 
 from indexer.permissions.security_descriptor import (
@@ -113,3 +117,35 @@ def token_sids(dc: DomainController, user: str) -> set[str]:
     finally:
         conn.unbind()
     return {dc.sids[user], *(sid_from_bytes(raw, 0, len(raw))[0] for raw in groups)}
+
+
+def synced_policy(
+    dc: DomainController, db: str, folder: Path, groups_base: str, tenant: str
+) -> None:
+    """``retrieval-svc policy sync-ldap`` against the domain into ``db``, as an administrator
+    runs it (people in ``CN=Users``; groups below ``groups_base``; CN=Builtin by default)."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app
+
+    body = {
+        "tenant": tenant,
+        "url": dc.ldaps_url,
+        "ca_file": dc.ca,
+        "bind_dn": dc.admin_dn,
+        "bind_password_env": "TEST_AD_PASSWORD",
+        "users": {
+            "base": f"CN=Users,{dc.base_dn}",
+            "filter": "(&(objectClass=user)(!(objectClass=computer)))",
+            "id_attribute": "sAMAccountName",
+            "aliases": ["mail"],
+        },
+        "groups": {"base": groups_base, "filter": "(objectClass=group)"},
+        "roles": {"法务部": ["法务"]},
+        "max_removed_share": 1,
+    }
+    path = folder / f"sync-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+    env = {"TEST_AD_PASSWORD": dc.admin_password, "RSVC_LANG": "en"}
+    done = CliRunner().invoke(app, ["policy", "--db", db, "sync-ldap", str(path)], env=env)
+    assert done.exit_code == 0, done.output

@@ -33,6 +33,9 @@ LEGAL, HR, ALICE, INTERN = (
     ("S-1-5-21-1-2-3-1104"),
 )
 ADMINS, OWNER = "S-1-5-32-544", "S-1-5-21-1-2-3-500"
+# The SIDs the directory sync read (their holders are known): every test SID.
+KNOWN = frozenset({LEGAL, HR, ALICE, INTERN, ADMINS, OWNER})
+BUILTIN_USERS = "S-1-5-32-545"
 READ = 0x120089  # FILE_GENERIC_READ
 WRITE_ONLY = 0x000116  # write data, append, write EA and attributes: no FILE_READ_DATA
 
@@ -134,7 +137,7 @@ CASES = [
 def test_truth_table(
     descriptor: SecurityDescriptor, token: frozenset[str], windows: bool, index: bool
 ) -> None:
-    access = file_access(descriptor, "法务/合同.md")
+    access = file_access(descriptor, "法务/合同.md", KNOWN)
     assert may_read(descriptor, token) is windows
     assert visible(access, token) is index
     if windows != index:  # (only narrower; for a person, only where it says so)
@@ -143,14 +146,14 @@ def test_truth_table(
 
 
 def test_the_deciding_ace_is_named() -> None:
-    access = file_access(sd(deny(INTERN), allow(LEGAL, READ, INHERITED_ACE)), "法务/合同.md")
+    access = file_access(sd(deny(INTERN), allow(LEGAL, READ, INHERITED_ACE)), "法务/合同.md", KNOWN)
     shown = [d.shown() for d in access.deciders]
     assert shown == [f"deny {INTERN} on 法务/合同.md", f"allow {LEGAL} on 法务/合同.md, inherited"]
     assert file_access(sd(), "x").nobody
 
 
 def test_narrowing_names_the_allows_cut_short() -> None:
-    access = file_access(sd(allow(ALICE), deny(INTERN), allow(LEGAL)), "a.md")
+    access = file_access(sd(allow(ALICE), deny(INTERN), allow(LEGAL)), "a.md", KNOWN)
     assert not access.exact
     assert access.narrowed == (ALICE,)
 
@@ -217,13 +220,49 @@ def test_never_wider_than_windows_and_exact_when_it_says_so(
     read it, and for a person exactly there when it says it is exact."""
     real = sids | EVERY_PERSON if is_person else sids
     folded = sids | {EVERYONE} if is_person else sids
-    access = file_access(descriptor, "x")
+    access = file_access(descriptor, "x", KNOWN)
     windows = reference(descriptor, real)
     assert may_read(descriptor, folded) is windows
     shown = visible(access, folded)
     assert not shown or windows, "wider than Windows"
     if access.exact and is_person:
         assert shown is windows
+
+
+def test_a_deny_naming_a_sid_no_sync_read_refuses_every_person() -> None:
+    """BUILTIN\\Users is in every person's Windows token but not in their roles when the sync
+    did not read CN=Builtin: its deny must not refuse no one (Windows refuses them all)."""
+    descriptor = sd(deny(BUILTIN_USERS), allow(EVERYONE))
+    token = person(LEGAL, BUILTIN_USERS)  # (what Windows holds)
+    roles = person(LEGAL)  # (what the directory sync gave: no BUILTIN\Users)
+    assert may_read(descriptor, token) is False
+    access = file_access(descriptor, "公告/内置.md", KNOWN)
+    assert not visible(access, roles)
+    assert access.unknown == (BUILTIN_USERS,) and not access.exact
+    assert access.deny == (EVERYONE,) and access.allow == (EVERYONE,)  # (kept: re-stamped later)
+    # Once the sync reads it, the deny is exact: its holders refused, nobody else.
+    read = file_access(descriptor, "公告/内置.md", KNOWN | {BUILTIN_USERS})
+    assert read.exact and read.deny == (BUILTIN_USERS,) and visible(read, roles)
+    # A deny after the last allow decides nothing, known or not; an allow of an unknown SID
+    # grants no one here (narrower), never a refusal of everyone.
+    assert file_access(sd(allow(LEGAL), deny(BUILTIN_USERS)), "x", KNOWN).exact
+    assert file_access(sd(allow(BUILTIN_USERS), allow(LEGAL)), "x", KNOWN).exact
+    # No directory at all: every deny naming a SID that is not well-known refuses everyone.
+    assert file_access(sd(deny(INTERN), allow(LEGAL)), "x").unknown == (INTERN,)
+    assert file_access(sd(deny("S-1-1-0"), allow(LEGAL)), "x").unknown == ()
+
+
+@given(descriptors, real_sids, st.frozensets(st.sampled_from(sorted(KNOWN))))
+@settings(max_examples=1500, deadline=None)
+def test_never_wider_when_the_directory_knows_only_some_sids(
+    descriptor: SecurityDescriptor, sids: frozenset[str], known: frozenset[str]
+) -> None:
+    """A person's Windows token holds SIDs the directory sync never read (builtin groups,
+    groups outside its search, other domains); their roles hold only those it read. Whatever
+    the DACL, the index never shows them more than Windows lets them read."""
+    windows = reference(descriptor, sids | EVERY_PERSON)
+    roles = (sids & known) | {EVERYONE}
+    assert not visible(file_access(descriptor, "x", known), roles) or windows, "wider"
 
 
 @given(descriptors)

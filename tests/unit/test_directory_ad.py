@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from retrieval_svc.acl.identities import Directory as Aliases
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
 from retrieval_svc.directory.groups import (
@@ -85,7 +86,8 @@ def _dn(name: str) -> str:
 
 
 def _user(name: str, rid: int, primary: int = 513, disabled: bool = False) -> AdUser:
-    return AdUser(_dn(name), name, f"{DOMAIN}-{rid}", primary, disabled, {})
+    mail = {"mail": ["qianqi@corp.example.org"]} if name == "钱七" else {}
+    return AdUser(_dn(name), name, f"{DOMAIN}-{rid}", primary, disabled, mail)
 
 
 FSP = "CN={},CN=ForeignSecurityPrincipals,DC=corp,DC=example,DC=org"
@@ -149,8 +151,25 @@ def test_sids_are_kept_per_person_not_as_policy_lines() -> None:
     made = plan(directory, roles, "acme", [])
     assert not any(c.values[1].startswith("sid:") for c in made.changes)
     assert set(made.sids) == {"user:王五", "user:赵六", "user:孙八"}
-    assert f"{DOMAIN}-1112" not in made.known_sids  # (a disabled account's SID is nobody's)
     assert {f"{DOMAIN}-513", f"{DOMAIN}-1111", f"{DOMAIN}-1102"} <= made.known_sids
+    # A disabled account's SID is read, so known (a share's deny naming it refuses exactly
+    # its holders: no one), and nobody's: no one holds it.
+    assert f"{DOMAIN}-1112" in made.known_sids
+    assert not any(f"{DOMAIN}-1112" in held for held in made.sids.values())
+
+
+def test_a_disabled_account_is_no_one_even_with_a_hand_grant() -> None:
+    """钱七 is disabled in AD: the sync records his ids as refused, so a hand grant naming him
+    (or his mail) does not make him a known person — no Everyone, no roles."""
+    directory = build(*_domain())
+    directory.kinds = {"id": "ad", "mail": "email"}
+    changes = plan(directory, mapping({}, all_groups=False), "acme", [])
+    people = Aliases.of(changes.identities)
+    for asked in ("钱七", "qianqi@corp.example.org"):
+        who = people.resolve(asked, "acme", granted=True)
+        assert who.person is None and who.status == "unknown", who
+        assert "disabled" in who.via
+    assert people.resolve("张三", "acme", granted=True).person == "张三"
 
 
 def test_ad_is_detected_from_the_root_dse() -> None:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from retrieval_svc.acl import directory_sids
 from retrieval_svc.acl.casbin_acl import AccessControl
-from retrieval_svc.acl.directory_sids import decode, encode, known_sids
+from retrieval_svc.acl.directory_sids import decode, encode
+from retrieval_svc.acl.known_sids import known_sids
 from retrieval_svc.acl.policy_index import PolicyIndex, index_of
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 
@@ -63,7 +64,7 @@ def test_one_row_a_person_read_into_the_policy_and_a_change_moves_the_stamp(
     assert acl.person_roles("u7", "acme") >= {"sid:S-1-1-0", f"sid:{DOMAIN}-5007"}
     assert acl.user_roles("u7", "other") == frozenset()
     assert acl.identify("u7", "acme").person == "u7"  # (holding SIDs makes a person known)
-    assert known_sids(store.engine(), "acme") == many | {f"{DOMAIN}-9999"}  # (as the sync read)
+    assert known_sids(store.url, "acme").synced == many | {f"{DOMAIN}-9999"}  # (as the sync read)
     # Unchanged: nothing written, the stamp stays; one person changed: the stamp moves.
     stamp = store.stamp()
     assert _replace(store, "ldap:hq", people, many | {f"{DOMAIN}-9999"}) == (0, 0)
@@ -85,7 +86,7 @@ def test_a_sync_replaces_only_its_own_rows_and_a_person_holds_both(
     assert _replace(store, "ldap:hq", {}, set()) == (0, 1)  # (hq: ann left)
     assert acl.reload_if_changed()
     assert acl.user_roles("ann", "acme") == {"sid:S-1-5-21-1-2-3-7"}
-    assert known_sids(store.engine(), "acme") == {"S-1-5-21-1-2-3-7"}
+    assert known_sids(store.url, "acme").synced == {"S-1-5-21-1-2-3-7"}
     with store.engine().begin() as conn:  # (a renamed sync takes its old name's rows over)
         directory_sids.rename_in(conn, "acme", "ldap:branch", "ldap:east")
         assert directory_sids.rows_in(conn, "acme", "ldap:branch") == {}

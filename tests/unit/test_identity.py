@@ -185,6 +185,11 @@ RESERVED = [
     pytest.param("anyone", id="anyone"),
     pytest.param("sid:S-1-1-0", id="a-sid"),
     pytest.param("SID:S-1-5-21-1-2-3-513", id="a-sid-upper-case"),
+    # Compatibility forms a reader takes for the same words (folded with NFKC).
+    pytest.param("\uff53\uff49\uff44:S-1-1-0", id="a-sid-fullwidth"),
+    pytest.param("\uff33\uff29\uff24\uff1aS-1-5-11", id="a-sid-fullwidth-colon"),
+    pytest.param(" sid:S-1-1-0", id="a-sid-after-a-space"),
+    pytest.param("\uff55\uff53\uff45\uff52:alice", id="a-user-fullwidth"),
 ]
 
 

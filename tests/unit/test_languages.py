@@ -48,7 +48,7 @@ RAISED = [
     (
         "metadata_condition.conditions[0].value: user id 'alice' is not in a shape API key "
         "'dify' expects (email, regex:(a|b)): bind it to {{#sys.user_id#}}, which the app's "
-        "backend or Dify's login sets, and send ids of that shape (docs/dify.md)",
+        "backend sets as the service API's user, and send ids of that shape (docs/dify.md)",
         "id_shape",
     ),
     (

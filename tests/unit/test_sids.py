@@ -59,7 +59,16 @@ def test_sid_roles_have_one_spelling() -> None:
     assert {"sid:S-1-1-0", "sid:S-1-5-11"} == PERSON_ROLES
 
 
-@pytest.mark.parametrize("role", ["sid:S-1-1-0", "SID:S-1-5-11", "Sid:anything"])
+@pytest.mark.parametrize(
+    "role",
+    [
+        "sid:S-1-1-0",
+        "SID:S-1-5-11",
+        "Sid:anything",
+        "\uff53\uff49\uff44:S-1-1-0",
+        "\uff53\uff49\uff44\uff1aS-1-5-11",
+    ],
+)
 def test_no_caller_and_no_hand_grant_spells_a_sid_role(role: str) -> None:
     assert reserved_role(role) is not None
     with pytest.raises(PolicyError, match="Windows SID"):

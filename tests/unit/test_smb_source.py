@@ -11,11 +11,16 @@ import pytest
 from indexer.documents import DocumentError, SourceObject, build_chunks
 from indexer.loading import NOBODY, IndexOptions, outside_of
 from indexer.permissions import Outside
-from indexer.permissions.dacl import file_access
-from indexer.permissions.security_descriptor import Ace, SecurityDescriptor
+from indexer.permissions.dacl import FileAccess, file_access
+from indexer.permissions.security_descriptor import (
+    Ace,
+    SecurityDescriptor,
+    security_descriptor_bytes,
+)
 from indexer.sources import ObjectRef, SmbCredentials, SmbSource, open_source
-from indexer.sources.smb import REPARSE_REASON, ServerGone, parse_smb_url
+from indexer.sources.smb import REPARSE_REASON, SIDECAR_OFF_REASON, ServerGone, parse_smb_url
 from retrieval_svc import reasons
+from retrieval_svc.acl.known_sids import KnownSids
 
 LEGAL, INTERN = "S-1-5-21-1-2-3-1101", "S-1-5-21-1-2-3-1104"
 CREDS = SmbCredentials("CORP\\svc", "pw", "ntlm")
@@ -120,9 +125,12 @@ def test_a_dacl_no_one_may_read_is_never_indexed() -> None:
 
 
 def _chunks(
-    dacl_aces: tuple[Ace, ...], sidecar: dict[str, object], unmatched: str = ""
+    dacl_aces: tuple[Ace, ...],
+    sidecar: dict[str, object],
+    unmatched: str = "",
+    known: frozenset[str] = frozenset({LEGAL, INTERN}),
 ) -> dict[str, object]:
-    access = file_access(SecurityDescriptor(None, None, dacl_aces), "法务/合同.md")
+    access = file_access(SecurityDescriptor(None, None, dacl_aces), "法务/合同.md", known)
     obj = SourceObject(
         uri="smb://fs1/share/法务/合同.md",
         identity="smb://fs1/share/法务/合同.md",
@@ -164,3 +172,43 @@ def test_a_rules_file_refusing_unmatched_objects_does_not_refuse_a_file_its_dacl
     allow = Ace(0, 0, 0x120089, LEGAL)
     for unmatched in ("refuse", "public"):
         assert _chunks((allow,), {}, unmatched)["access_roles"] == [f"sid:{LEGAL}"]
+
+
+def test_a_deny_no_sync_read_is_named_on_the_document_and_in_the_run() -> None:
+    """A deny of a SID the directory does not know refuses every person (Everyone's role in
+    ``access_denied``), and the document and the source's run name the SID."""
+    allow, deny = Ace(0, 0, 0x120089, LEGAL), Ace(1, 0, 0x120089, INTERN)
+    chunk = _chunks((deny, allow), {}, known=frozenset({LEGAL}))
+    assert chunk["access_denied"] == ["sid:S-1-1-0"]
+    assert chunk["access_roles"] == [f"sid:{LEGAL}"]
+    meta = chunk["metadata"]
+    assert isinstance(meta, dict) and meta["access_unknown_sids"] == [INTERN]
+    # The source judges against what its directory says at each whole listing.
+    source = _source_failing_with(
+        security_descriptor_bytes(SecurityDescriptor(None, None, (deny, allow)))
+    )
+    source.directory = lambda: KnownSids(frozenset({LEGAL}))
+    source.refresh_known()
+    access = source._dacl("法务/合同.md")
+    assert isinstance(access, FileAccess) and access.unknown == (INTERN,)
+    assert source.fail_closed_count == {INTERN: 1} and source.fail_closed == {
+        INTERN: ["法务/合同.md"]
+    }
+    source.directory = lambda: KnownSids(frozenset({LEGAL, INTERN}))
+    source.refresh_known()
+    access = source._dacl("法务/合同.md")
+    assert isinstance(access, FileAccess) and access.exact and access.deny == (INTERN,)
+    assert source.fail_closed_count == {}
+
+
+def test_a_sidecar_on_a_share_is_not_read_unless_asked() -> None:
+    """Whoever may create a file in a share's folder may write ``x.md.meta.json``: by default
+    it is passed over and named, and a document's sidecar never read."""
+    source = SmbSource("smb://fs1/share", CREDS)
+    ref = ObjectRef("a.md", "u", "e", 1, "i", sidecar="123-4")
+    source._read = lambda *_: b'{"access_roles": ["x"], "title": "forged"}'  # type: ignore[method-assign]
+    assert source.sidecar(ref) == {}
+    source.sidecars = True
+    assert source.sidecar(ref)["title"] == "forged"
+    assert reasons.passed_over_code(SIDECAR_OFF_REASON) == "share_sidecar"
+    assert re.search(r"[\u4e00-\u9fff]", reasons.passed_over_text(SIDECAR_OFF_REASON, "zh"))

@@ -272,7 +272,7 @@ def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
     # and nothing of another tenant's.
     known = known_sids(db, "acme").synced
     assert {samba_ad.sids[n] for n in ("法务部", "财务部", "华东区", "赵六")} <= known
-    assert samba_ad.sids["钱七"] not in known
+    assert samba_ad.sids["钱七"] in known  # (a disabled account: read, so known; held by no one)
     assert known_sids(db, "other").synced == frozenset()
     # A change of SIDs alone: the stamp moves, a reload gives the new SID.
     acl = AccessControl(source=store)

@@ -26,7 +26,7 @@ from indexer.metadata_limits import (
     refuse_aliases,
 )
 from indexer.permissions import Outside
-from indexer.permissions.dacl import role_of
+from indexer.permissions.dacl import FileAccess, role_of
 from retrieval_svc.acl import DEFAULT_TENANT, RoleValueError, parse_roles
 from retrieval_svc.key_entry import reserved_role
 from retrieval_svc.search.segment import segment
@@ -238,6 +238,29 @@ class Fields:
     denied: list[str] = field(default_factory=list)  # a DACL's denies (access_denied)
 
 
+def share_lists(
+    roles: list[str], also: list[str], dacl: FileAccess, name: str
+) -> tuple[list[str], list[str], tuple[str, ...]]:
+    """``access_roles``, ``access_also`` and the narrowed SIDs of a file whose DACL and share
+    ACL each need a list of their own (``indexer.permissions.share``). ``also``: what a rules
+    file, sidecar or other layer narrows it to. With it there are three lists for two: the
+    DACL's and the share's fold into the SIDs both name — narrower, never wider."""
+    share = [role_of(sid) for sid in dacl.also]
+    if not also:
+        return roles, share, dacl.narrowed
+    folded = [sid for sid in dacl.allow if sid in dacl.also]
+    if not folded:
+        raise DocumentError(NOBODY_THREE.format(name=name, share=dacl.share))
+    cut = tuple(sid for sid in (*dacl.allow, *dacl.also) if sid not in folded)
+    return [role_of(sid) for sid in folded], also, tuple(dict.fromkeys((*dacl.narrowed, *cut)))
+
+
+NOBODY_THREE = (
+    "its DACL and the ACL of share {share} name no SID in common, and another layer narrows it "
+    "too: the index cannot hold three lists, so no one is given it: not indexed"
+)
+
+
 def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo) -> Fields:
     """The chunk fields ``obj``'s layers set (``title``: what its bytes give, see
     ``bytes_title``). Raises DocumentError when its metadata or roles cannot be indexed."""
@@ -262,14 +285,18 @@ def document_fields(obj: SourceObject, title: str, dataset_name: str, tz: tzinfo
     roles_from: str | None
     custom = {k: metadata_value(v, tz) for k, v in meta.items() if k not in _RESERVED}
     if (dacl := obj.outside.dacl) is not None:
-        # The file's own DACL decides; what any other layer says may only narrow it.
-        also, roles = list(roles), [role_of(sid) for sid in dacl.allow]
+        # The file's own DACL (and its share's ACL) decide; any other layer may only narrow.
+        layered = list(roles)
+        also, roles, narrowed = layered, [role_of(sid) for sid in dacl.allow], dacl.narrowed
+        if dacl.also:
+            roles, also, narrowed = share_lists(roles, layered, dacl, obj.name)
         denied = [role_of(sid) for sid in dacl.deny]
         narrowing = next((str(n) for n, layer in reversed(layers) if "access_roles" in layer), "")
-        roles_from = f"DACL of {obj.name}" + (f", narrowed by {narrowing}" if also else "")
+        roles_from = f"DACL of {obj.name}" + (f", share {dacl.share}" if dacl.share else "")
+        roles_from += f", narrowed by {narrowing}" if layered else ""
         custom["access_aces"] = [d.shown() for d in dacl.deciders]
-        if dacl.narrowed:
-            custom["access_narrowed"] = [role_of(sid) for sid in dacl.narrowed]
+        if narrowed:
+            custom["access_narrowed"] = [role_of(sid) for sid in narrowed]
         if dacl.unknown:  # (denies whose holders no directory sync read: every person refused)
             custom["access_unknown_sids"] = list(dacl.unknown)
     else:

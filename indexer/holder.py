@@ -8,6 +8,13 @@ A process is the same process when its id *and* its start time (``/proc/PID/stat
 ticks since boot) are: a recycled id, or a container's new first process that got the old
 one's id, is another process. A boot id that differs means the host restarted and every
 holder recorded under the old one is gone.
+
+A process id means something only in its PID namespace: two containers sharing the host's
+name (``docker --network host``, ``hostNetwork`` pods) each see their own processes, and one's
+watcher would read the other's, alive, as gone — and the two would take the lease from each
+other in turn. So the namespace (``/proc/self/ns/pid``) is recorded too, and a holder recorded
+in another namespace is never judged from here: its lease is waited out (or, under a
+configured name, taken over as on another host).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+PID_NAMESPACE = Path("/proc/self/ns/pid")
 
 
 def _started(pid: int) -> int | None:
@@ -42,6 +50,14 @@ def _boot() -> str:
         return ""
 
 
+def _namespace() -> str:
+    """This process's PID namespace (``pid:[INODE]``), or "" where it cannot be told."""
+    try:
+        return os.readlink(PID_NAMESPACE)
+    except OSError:
+        return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Process:
     """This process as a lease records it."""
@@ -50,23 +66,36 @@ class Process:
     boot: str
     pid: int
     started: int | None
+    namespace: str = ""  # its PID namespace (``pid:[INODE]``)
 
     @classmethod
     def here(cls) -> Process:
         pid = os.getpid()
-        return cls(socket.gethostname(), _boot(), pid, _started(pid))
+        return cls(socket.gethostname(), _boot(), pid, _started(pid), _namespace())
 
     def as_json(self) -> dict[str, Any]:
-        return {"host": self.host, "boot": self.boot, "pid": self.pid, "started": self.started}
+        return {"host": self.host, "boot": self.boot, "pid": self.pid, "started": self.started,
+                "pid_namespace": self.namespace}  # fmt: skip
+
+    def elsewhere(self, entry: dict[str, Any]) -> bool:
+        """Whether ``entry`` records a process this one cannot see: another host, or this
+        host's other PID namespace (a record without one, from before it was kept: unknown
+        too)."""
+        if entry.get("host") != self.host:
+            return True
+        return not self.namespace or entry.get("pid_namespace") != self.namespace
 
     def gone(self, entry: dict[str, Any]) -> bool:
         """Whether the process ``entry`` records is surely gone: it ran on this host, and the
-        host has restarted since, or no process with its id and start time runs now. (On
-        another host nothing can be told: False.)"""
+        host has restarted since, or no process with its id and start time runs now in
+        this PID namespace. (On another host or in another namespace nothing can be told:
+        False.)"""
         if entry.get("host") != self.host:
             return False
         if not self.boot or entry.get("boot") != self.boot:
             return bool(self.boot and entry.get("boot"))  # (a boot since: gone)
+        if self.elsewhere(entry):
+            return False
         pid, started = entry.get("pid"), entry.get("started")
         if not isinstance(pid, int):
             return False

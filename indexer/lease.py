@@ -20,9 +20,11 @@ writes (``LeaseLost``), never after.
 **A dead holder's lease.** It lapses ``ttl_s`` after its last renewal (10 s by default) — and
 at once for its own successor: a holder records its name (``--lease-name``, by default the
 host's), role, host, boot and process (``indexer.holder``); a writer of the same name and
-role that finds the recorded process gone from this host takes over without waiting, and one
-started under a configured name takes over from that name on any host (the operator's word
-that only one runs).
+role that finds the recorded process gone from this host (and its PID namespace) takes over
+without waiting, and one started under a configured name takes over from that name on any
+host or in any namespace (the operator's word that only one runs). A holder of the same
+default name in another PID namespace of this host (two containers sharing the host's name)
+cannot be judged: it is waited out, never taken from.
 
 **The nightly run goes first.** ``index`` waiting for a slot a watcher holds says so in the
 document (``wanted``); the watcher sees it at its next renewal, stops writing, steps aside
@@ -195,7 +197,7 @@ class Lease:
             return False
         if self.process.gone(entry):
             return True
-        return self.named and entry.get("host") != self.process.host
+        return self.named and self.process.elsewhere(entry)
 
     async def _try(self) -> bool:
         read = await self._read()

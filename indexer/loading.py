@@ -23,6 +23,7 @@ from retrieval_svc.settings import DEFAULT_TIMEZONE
 
 URL_FIELDS = frozenset({"key", "uri", "bucket", "name"})
 NOBODY = "its DACL lets no one read its data: not indexed"
+NOBODY_SHARE = "its DACL and the ACL of share {share} let no one read its data: not indexed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +128,7 @@ def outside_of(source: Source, ref: ObjectRef, options: IndexOptions) -> Outside
     if isinstance(ref.dacl, str):  # (its access list could not be read: never published)
         raise DocumentError(ref.dacl)
     if ref.dacl is not None and ref.dacl.nobody:
-        raise DocumentError(NOBODY)
+        raise DocumentError(NOBODY_SHARE.format(share=ref.dacl.share) if ref.dacl.share else NOBODY)
     outside = Outside(
         dacl=ref.dacl,
         rule=rules.match(ref.key) if rules else None,

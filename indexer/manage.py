@@ -211,6 +211,7 @@ class Rebuild:
     vector_index_type: str = "int8_hnsw"
     shards: int = 1
     replicas: str = "0-1"
+    installation: str | None = None
 
     async def prepare(self, es: AsyncElasticsearch, alias: str, source: str) -> CopyOptions:
         """Put the current template for ``alias``; how to copy the chunks behind ``source``."""
@@ -221,6 +222,7 @@ class Rebuild:
             vector_index_type=self.vector_index_type,
             shards=self.shards,
             replicas=self.replicas,
+            installation=self.installation,
         )
         stored = await index_models(es, source)
         reembed = self.embedder is not None and any(m != self.model for m in stored.values())

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -24,6 +23,7 @@ from retrieval_svc.audit import Audit
 from retrieval_svc.auth.key_file import KeyFile
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
+from retrieval_svc.config_checks import shown_url
 from retrieval_svc.deps import authenticate
 from retrieval_svc.direct import DirectRoutes
 from retrieval_svc.embedding import (
@@ -57,19 +57,12 @@ from retrieval_svc.search.index import (
     ensure_configured_index,
     legacy_layout,
 )
+from retrieval_svc.search.installation import ForeignIndices, claim
 from retrieval_svc.search.rerank import RerankConfig, Reranker
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebConfig, WebSearch
-
-
-def shown_url(url: str) -> str:
-    """``url`` as a log may show it: without a user or password."""
-    parts = urlsplit(url.strip())
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -228,10 +221,15 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         except EmbeddingError as exc:
             raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
     # Which cluster it writes to, said once at start (never a password in the URL).
+    cluster = ", ".join(shown_url(url) for url in settings.es_hosts)
     log.warning(
-        "Elasticsearch at %s: indices under alias %s, tenants %s",
-        ", ".join(shown_url(url) for url in settings.es_hosts),
-        settings.index_alias,
+        "%s; tenants %s",
+        say(
+            "writes_to",
+            cluster=cluster,
+            alias=settings.index_alias,
+            installation=settings.installation,
+        ),
         ", ".join(settings.tenants),
     )
     try:
@@ -241,9 +239,26 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             for tenant in settings.tenants:
                 await ensure_configured_index(es, settings, model, tenant)
         else:
+            await claim(
+                es,
+                settings.index_alias,
+                settings.installation,
+                adopt=settings.installation_adopt,
+                stamp=False,
+            )
             await check_index_model(es, settings.index_alias, model)
     except ModelMismatch as exc:
         raise ConfigurationError(str(exc)) from exc
+    except ForeignIndices as exc:
+        what = say(
+            "foreign_indices",
+            index=exc.index,
+            alias=exc.alias,
+            cluster=cluster,
+            owner=exc.owner,
+            ours=exc.ours,
+        )
+        raise ConfigurationError(what) from exc
     except (ApiError, TransportError) as exc:
         log.warning("could not prepare the index now (%s); /readyz will say so", exc)
     audit = Audit(settings, es, metrics)

@@ -5,7 +5,7 @@ The ground floor, with settings: imports nothing of the project.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
@@ -24,6 +24,14 @@ def http_url(value: str, *, port: bool = False) -> str:
     if port and not has_port:
         raise ValueError(f"{parts.hostname!r} needs a port (like http://127.0.0.1:9200)")
     return value.strip()
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a log or a message may show it: without a user or password."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def database_url(value: str) -> str:

@@ -103,6 +103,21 @@ FAILURES: tuple[Reason, ...] = (
         "其 DACL 不允许任何人读取内容（空 DACL，或没有授予读取的允许项）：不予索引",
     ),
     row(
+        "share_nobody",
+        r"^its DACL and the ACL of share (?P<share>.+?) let no one read its data",
+        "其 DACL 与共享 {share} 的共享权限（共享 ACL）合起来不允许任何人读取内容：不予索引",
+    ),
+    row(
+        "share_nobody",
+        r"^its DACL and the ACL of share (?P<share>.+?) name no SID in common, and another layer",
+        "其 DACL 与共享 {share} 的共享权限没有共同的 SID，且另有规则文件、附属文件或前置元数据再收窄它：索引只能同时保存两个列表，为不放宽而不给任何人，不予索引",
+    ),
+    row(
+        "share_acl_unreadable",
+        r"^the share's permissions \(its share ACL\) cannot be read: (?P<detail>.+)$",
+        "无法读取共享的权限（共享 ACL）（{detail}）：在 Windows 上，索引账户须是文件服务器本机 Administrators、Server Operators 或 Power Users 组的成员才能读取；在此之前整个数据源视为中断——不列出、不清理、不放宽任何文档",
+    ),
+    row(
         "not_a_file",
         r"^(?P<name>.+) is not a regular file$",
         "{name} 不是普通文件（可能在列出后被替换为 FIFO、设备或套接字）",
@@ -256,6 +271,9 @@ ROLE_SOURCES: tuple[Reason, ...] = (
     row("sidecar", r"^sidecar$", "附属文件"),
     row("manifest", r"^manifest$", "清单文件"),
     row("metadata", r"^metadata$", "元数据"),
+    row("dacl", r"^DACL of (?P<name>.+?), share (?P<share>.+?), narrowed by (?P<by>.+)$",
+        "{name} 的 DACL 与共享 {share} 的共享权限，并由{by}收窄"),
+    row("dacl", r"^DACL of (?P<name>.+?), share (?P<share>.+)$", "{name} 的 DACL 与共享 {share} 的共享权限"),
     row("dacl", r"^DACL of (?P<name>.+?), narrowed by (?P<by>.+)$", "{name} 的 DACL，并由{by}收窄"),
     row("dacl", r"^DACL of (?P<name>.+)$", "{name} 的 DACL"),
 )  # fmt: skip

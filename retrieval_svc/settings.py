@@ -72,6 +72,10 @@ class ElasticsearchSettings(BaseSettings):
     # ("0-1": none on a one-node cluster, one as soon as there is a second node).
     index_shards: int = Field(1, ge=1, le=64)
     index_replicas: str = Field("0-1", pattern=r"^(\d+|\d+-(\d+|all))$")
+    # Whose indices these are: stamped in every index this installation writes; another
+    # installation's are refused unless adopted on purpose (search/installation.py).
+    installation_id: str = Field("", max_length=200)
+    installation_adopt: bool = False
 
     @field_validator("es_url")
     @classmethod
@@ -80,6 +84,13 @@ class ElasticsearchSettings(BaseSettings):
         if not nodes:
             raise ValueError("name at least one node, like http://127.0.0.1:9200")
         return ",".join(http_url(u, port=True) for u in nodes)
+
+    @property
+    def installation(self) -> str:
+        """This installation's id: ``RSVC_INSTALLATION_ID``, else the folder it runs from (the
+        checkout, or where the package is installed): every process of one checkout agrees,
+        two checkouts differ."""
+        return self.installation_id.strip() or str(Path(__file__).resolve().parents[1])
 
     @property
     def es_hosts(self) -> list[str]:

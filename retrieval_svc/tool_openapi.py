@@ -17,6 +17,7 @@ from pydantic_core import PydanticUndefined
 
 from retrieval_svc.chunks import UnifiedChunk
 from retrieval_svc.schemas import CitationRequest, ToolRequest, ToolSearchOutput
+from retrieval_svc.tool_words import in_chinese
 
 _SCALARS = {str: "string", bool: "boolean", int: "integer", float: "number"}
 
@@ -98,8 +99,14 @@ def tool_input_schema() -> dict[str, Any]:
     return openapi30(ToolRequest)
 
 
-def tool_openapi(server_url: str) -> dict[str, Any]:
-    """The tool document, pointing at ``server_url``."""
+def tool_openapi(server_url: str, lang: str = "en") -> dict[str, Any]:
+    """The tool document, pointing at ``server_url``, its descriptions in ``lang`` (``en``,
+    ``zh``: what Dify's tool editor shows, and the LLM reads)."""
+    document = _tool_openapi(server_url)
+    return in_chinese(document) if lang == "zh" else document
+
+
+def _tool_openapi(server_url: str) -> dict[str, Any]:
     return {
         "openapi": "3.0.3",
         "info": {

@@ -47,6 +47,8 @@ LINES: dict[str, tuple[str, str]] = {
     "event_not_an_event": ("not a bucket event", "不是存储桶事件"),
     "event_too_many_records": ("more records than the limit", "记录数超过上限"),
     "event_bad_record": ("a record names no bucket and key", "有一条记录没有给出存储桶和对象键"),
+    "watching": ("watching {source}: /metrics, /healthz, /readyz on port {port}", "正在监视 {source}：/metrics、/healthz、/readyz 在端口 {port}"),
+    "warning": ("warning: {what}", "警告：{what}"),
     "listening": ("listening for pushed events on {address}", "正在 {address} 上接收推送的事件"),
     "listen_folder": ("--listen is for a bucket: a folder's events are its own", "--listen 只用于存储桶：文件夹的事件由它自己产生"),
     "listen_or_events": ("give --listen or --events, not both", "--listen 和 --events 只能给一个"),
@@ -61,7 +63,18 @@ LINES: dict[str, tuple[str, str]] = {
     "lease_taken": ("the lease of {source} was taken by {holder}", "{source} 的租约已被 {holder} 取得"),
     "watch_wanted": ("an index run of {source} waits for the lease", "{source} 的一次 index 运行在等待租约"),
     "watch_aside": ("{why}: this watcher stepped aside (what it heard is kept) and takes the lease again once the run is over", "{why}：本监视进程已让出（听到的变化都保留），运行结束后重新取得租约"),
+    "watch_since_kept": ("{now} since the listing kept at {at}: {keys} keys changed{rules}; settling them before the whole listing", "{now} 自 {at} 保存的清单以来：{keys} 个键有变化{rules}；先处理它们，再完整列举"),
+    "watch_since_rules": (", and the rules file", "，规则文件也有变化"),
     "watch_lost": ("{why}: this watcher stops writing and waits for the lease again (what it heard is kept)", "{why}：本监视进程停止写入，重新等待租约（听到的变化都保留）"),
+    "events_stopped": ("events stopped ({kind}: {why}); listening again", "事件中断（{kind}：{why}）；重新开始接收"),
+    "rules_not_reloaded": ("rules or manifest not reloaded: {why}; the rules in force stay", "规则或清单没有重新加载：{why}；生效中的规则保持不变"),
+    "rules_changed": ("the rules or the manifest changed: settling everything", "规则或清单变了：全部重新处理"),
+    "notifications_stopped": ("change notifications of {source} stopped ({kind}); again in {seconds} s", "{source} 的变更通知中断（{kind}）；{seconds} 秒后重试"),
+    "rules_edit_not_held": ("a rules edit not held from the index ({why}): re-listing", "一次规则变更没能从索引中暂停（{why}）：重新列举"),
+    "settle_failed": ("settle failed ({why}); trying again in {seconds} s", "处理失败（{why}）；{seconds} 秒后重试"),
+    "listing_not_read": ("the last listing kept could not be read ({why}): re-listing whole", "保存的上次列举无法读取（{why}）：完整重新列举"),
+    "listing_not_kept": ("the listing was not kept ({kind}: {why})", "列举没有保存（{kind}：{why}）"),
+    "listing_kept_not_read": ("the listing kept was not read ({kind}: {why})", "保存的列举没有读取（{kind}：{why}）"),
     "es_not_answering": ("Elasticsearch does not answer ({why}): changes are kept and settled once it does", "Elasticsearch 没有应答（{why}）：变化都保留，等它应答后再处理"),
     "es_answering": ("Elasticsearch answers again", "Elasticsearch 已恢复应答"),
     "root_replaced": ("the folder {root} was replaced (another device or inode): watched again and re-listed whole", "文件夹 {root} 被替换了（设备号或 inode 变了）：重新监视并完整重新列举"),
@@ -69,6 +82,8 @@ LINES: dict[str, tuple[str, str]] = {
     "doc_line": ("  {name}  [{format}{pages}{ocr}] {chunks} chunk{s}{roles} — {title}  ({id})", "  {name}  [{format}{pages}{ocr}] {chunks} 个分段{roles} — {title}  （{id}）"),
     "pages": (", {n} page{s}", "，{n} 页"),
     "ocr_pages": (", {n} by OCR", "，其中 {n} 页经 OCR"),
+    # retrieval-indexer init
+    "index_ready": ("index alias {alias} ready (analysis: {analysis})", "索引别名 {alias} 已就绪（分析器：{analysis}）"),
     # retrieval-indexer show
     "kb_documents": ("{kb}: {total} documents{more}", "{kb}：{total} 个文档{more}"),
     "first_shown": (" (the first {n} shown)", "（只显示前 {n} 个）"),
@@ -79,6 +94,16 @@ LINES: dict[str, tuple[str, str]] = {
     "last_run_removed": ("  last run: {pruned} pruned (the source no longer holds them), {withdrawn} withdrawn (their roles could no longer be decided, or changed while they failed: see their failures)", "  上次运行：清除 {pruned} 个（数据源里已没有），撤下 {withdrawn} 个（角色无法确定，或在失败期间发生了变化：见各自的失败原因）"),
     # retrieval-svc sync-ldap
     "synced": ("synced: added {added}, removed {removed}; {grants} grants from {read}", "已同步：新增 {added}，移除 {removed}；{grants} 条授权，来自 {read}"),
+    "read_from": ("{users} users, {groups} groups from {url}", "{url} 的 {users} 个用户、{groups} 个组"),
+    "bind_refused": ("error: {url}: the directory refused the bind as {who} (invalidCredentials): check bind_dn and the password in ${env}; nothing changed", "错误：{url}：目录拒绝以 {who} 绑定（invalidCredentials）：请检查 bind_dn 和 ${env} 中的密码；什么都没改"),
+    "error_map_unchanged": ("error: {what}; the map is unchanged", "错误：{what}；映射未改变"),
+    "error_db_unchanged": ("error: {what}; the database is unchanged", "错误：{what}；数据库未改变"),
+    "metrics_not_exported": ("warning: could not export metrics: {why}", "警告：无法导出指标：{why}"),
+    "no_rules": ("no rules", "没有规则"),
+    "no_rules_in": ("no rules in tenant {tenant}", "租户 {tenant} 中没有规则"),
+    "deleted_row": ("deleted row {row}: {line}", "已删除第 {row} 行：{line}"),
+    "error_nothing_changed": ("error: {what}; nothing changed", "错误：{what}；什么都没改"),
+    "sync_skipped": ("skipped: {what}", "已跳过：{what}"),
     "no_longer_given": ("; no longer given by the directory: {roles}", "；目录已不再授予：{roles}"),
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
@@ -105,19 +130,99 @@ LINES: dict[str, tuple[str, str]] = {
     "policy_imported": ("imported {n} rules from {file}", "已从 {file} 导入 {n} 条规则"),
     "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
     "resolved": ("{status}: {person}{via}; roles: {roles}", "{status}：{person}{via}；角色：{roles}"),
+    "status_none": ("none", "无身份"),
+    "status_known": ("known", "已知"),
+    "status_alias": ("alias", "别名"),
+    "status_unknown": ("unknown", "未知"),
+    "status_ambiguous": ("ambiguous", "有歧义"),
     "resolved_via": (" via {how}", "，经由 {how}"),
     # errors every command may print
     "error": ("error: {what}", "错误：{what}"),
     "es_unreachable": ("error: Elasticsearch at {url} is unreachable ({cause}). Start the local one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.", "错误：连不上 {url} 上的 Elasticsearch（{cause}）。请用 `scripts/es.sh start` 启动本地的，或把 RSVC_ES_URL 指向你的集群。"),
     "es_refused": ("error: Elasticsearch at {url} refused the request: {status} {error} ({message}). --debug shows the details.", "错误：{url} 上的 Elasticsearch 拒绝了请求：{status} {error}（{message}）。加 --debug 可看详情。"),
+    "writes_to": ("Elasticsearch at {cluster}: indices under alias {alias}, installation {installation}", "Elasticsearch 位于 {cluster}：索引在别名 {alias} 之下，本安装为 {installation}"),
+    "foreign_indices": ("{index} under alias {alias} at {cluster} belongs to another installation, {owner} (this one is {ours}): nothing was written. Use an Elasticsearch of your own (`scripts/es.sh start` picks a free port) or another RSVC_INDEX_ALIAS; to take these indices over on purpose, run once with RSVC_INSTALLATION_ADOPT=true; to be that same installation, set RSVC_INSTALLATION_ID={owner}", "{cluster} 上别名 {alias} 之下的 {index} 属于另一个安装 {owner}（本安装为 {ours}）：什么都没写。请使用你自己的 Elasticsearch（`scripts/es.sh start` 会选一个空闲端口）或另一个 RSVC_INDEX_ALIAS；如果确实要接管这些索引，用 RSVC_INSTALLATION_ADOPT=true 运行一次；如果本来就是同一个安装，请设置 RSVC_INSTALLATION_ID={owner}"),
     "not_a_folder": ("{path} is not a folder", "{path} 不是文件夹"),
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
     "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
-    # retrieval-svc new-key --for dify
+    # retrieval-svc new-key
+    "new_key": ("API key (shown once, give it to the caller): {secret}", "API 密钥（只显示这一次，请交给调用方）：{secret}"),
+    "new_key_secret": ("token secret (in the entry below; your backend signs principal tokens with it, HS256): keep the entry in a Secret", "令牌密钥（在下面的条目里；你的后端用它签发主体令牌，HS256）：请把这个条目保存在 Secret 中"),
+    "new_key_oidc": ("oidc mode: the service verifies the end user's token with your identity provider; set RSVC_OIDC_ISSUER and RSVC_OIDC_AUDIENCE (docs/permissions.md)", "oidc 模式：服务向你的身份提供方验证最终用户的令牌；请设置 RSVC_OIDC_ISSUER 和 RSVC_OIDC_AUDIENCE（docs/permissions.zh-CN.md）"),
     "for_dify": ("for Dify: unknown_user and anonymous refuse, so a wrong or missing binding fails on its first request (Dify's API server log and the console's Knowledge bases page show it); bind user_id to {{{{#sys.user_id#}}}} (docs/dify.md)", "用于 Dify：unknown_user 与 anonymous 都为 refuse，绑定错了或没绑定，第一个请求就会失败（Dify API 服务的日志和控制台的“知识库”页会显示）；请把 user_id 绑定到 {{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
     "for_dify_shape": ("no --user-id-shape: any id that names someone is taken; name the shape your app's backend sends as Dify's user (email, uuid, directory_uid, regex:...) so a typed name fails loudly", "未指定 --user-id-shape：任何能对应到人员的 ID 都会被接受；请写明应用后端作为 Dify 用户发送的 ID 格式（email、uuid、directory_uid、regex:...），这样手输的名字会明确失败"),
     "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
 }  # fmt: skip
+
+# Why a name, a role or an id was refused (retrieval_svc.names, acl.admin): made in English
+# where they are decided, said again in the reader's language where they are printed.
+PROBLEMS: dict[str, tuple[str, str]] = {
+    "problem_at_line": ("{origin} line {number}: {problem}", "{origin} 第 {number} 行：{problem}"),
+    "name_not_text": ("{what} must be text, not {kind}", "{what} 必须是文本，而不是 {kind}"),
+    "name_empty": ("{what} is empty", "{what} 为空"),
+    "name_too_long": ("{what} is longer than {max} characters ({n})", "{what} 超过 {max} 个字符（{n}）"),
+    "name_white_space": ("{what} {value} begins or ends with white space: remove it", "{what} {value} 以空白开头或结尾：请去掉"),
+    "name_holds": ("{what} {value} holds {kind} (U+{code}) at position {position}: a name cannot hold one", "{what} {value} 在第 {position} 个字符处含有{kind}（U+{code}）：名称中不能有"),
+    "role_is_user": ("{what} {value} is a user, not a role (user: names users)", "{what} {value} 是用户，不是角色（user: 表示用户）"),
+    "role_is_anyone": ("{what} {value} is every principal, not a role to hold or inherit", "{what} {value} 表示所有主体，不是可持有或继承的角色"),
+    "role_is_sid": ("{what} {value} names a Windows SID: only an Active Directory sync gives it", "{what} {value} 是 Windows SID：只有 Active Directory 同步能授予它"),
+    "user_prefix": ("give the user id without {prefix} (the policy adds it): {value}", "给出用户 ID 时不要带 {prefix}（策略会自动加上）：{value}"),
+    "id_too_long": ("id is {n} characters, over {max}", "ID 有 {n} 个字符，超过 {max}"),
+    "id_mapped_twice": ("id {value} is mapped on line {line} too", "ID {value} 在第 {line} 行也有映射"),
+    "lone_surrogate": ("{where} holds a lone surrogate (not UTF-8): it cannot be stored", "{where} 含有孤立代理项（不是 UTF-8）：无法存储"),
+    "skipped_word": ("skipped", "已跳过"),
+    "user_id_prefixed": ("user id {user} begins with 'user:'", "用户 ID {user} 以 'user:' 开头"),
+    "group_gives_no_role": ("{what}: that group gives no role {role}", "{what}：该组不授予角色 {role}"),
+    "rename_or_map": ("rename it or map it", "请重命名它或为它映射角色"),
+    "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
+    "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
+    "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
+}  # fmt: skip
+LINES.update(PROBLEMS)
+
+# The names a problem gives what it is about.
+WHAT_ZH = {
+    "tenant": "租户", "user id": "用户 ID", "subject": "主体", "knowledge ids": "知识库 ID",
+    "role": "角色", "parent role": "父角色", "id": "ID", "group displayName": "组 displayName",
+    "group": "组", "a control character": "控制字符", "a lone surrogate": "孤立代理项",
+    "a line separator": "行分隔符", "a paragraph separator": "段落分隔符",
+}  # fmt: skip
+
+
+def problem(text: object, lang: str | None = None) -> str:
+    """A refusal of ``PROBLEMS`` (several joined by "; ") in ``lang``; as it is in English,
+    or when of no known shape."""
+    text = str(text)
+    if (lang or cli_language()) != "zh":
+        return text
+    return "；".join(_problem_zh(part) for part in text.split("; "))
+
+
+def _what_zh(text: str) -> str:
+    """A value of a problem: a problem itself, or a name of what it is about
+    (``group 'sales'``)."""
+    if (said := _problem_zh(text)) != text:
+        return said
+    for english in sorted(WHAT_ZH, key=len, reverse=True):
+        if text == english or text.startswith(english + " "):
+            return WHAT_ZH[english] + text[len(english) :]
+    return text
+
+
+def _problem_zh(text: str) -> str:
+    for key in PROBLEMS:
+        english = LINES[key][0]
+        pattern = "".join(
+            re.escape(literal) + (f"(?P<{name}>.*?)" if name else "")
+            for literal, name, _, _ in string.Formatter().parse(english)
+        )
+        if (found := re.fullmatch(pattern, text, re.S)) is not None:
+            values = {k: _what_zh(v) for k, v in found.groupdict().items()}
+            return say(key, "zh", **values)
+    where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
+    if colon and (said := _problem_zh(rest)) != rest:
+        return f"{where}：{said}"
+    return text
 
 
 def cli_language() -> str:

@@ -21,9 +21,9 @@ if { [ -z "$browser" ] || [ -z "$driver" ] || [ -z "$font" ]; } && [ "$(id -u)" 
   command -v apt-get >/dev/null; then
   log "installing Debian's $PACKAGES packages (once, a few minutes)"
   # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PACKAGES >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PACKAGES >/dev/null; }
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q $PACKAGES >/dev/null 2>&1 ||
+    { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q $PACKAGES >/dev/null; }
   find_both
 fi
 [ -n "$browser" ] && [ -n "$driver" ] ||

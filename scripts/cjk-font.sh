@@ -9,9 +9,9 @@ case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}
 FONT=/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc
 if [ ! -f "$FONT" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "cjk-font: installing Debian's fonts-wqy-zenhei (once)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-zenhei >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-zenhei >/dev/null; }
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q fonts-wqy-zenhei >/dev/null 2>&1 ||
+    { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q fonts-wqy-zenhei >/dev/null; }
 fi
 [ -f "$FONT" ] || { echo "cjk-font: error: $FONT missing (install Debian's fonts-wqy-zenhei)" >&2; exit 1; }
 echo "$FONT"

@@ -20,20 +20,21 @@ BASE=${RSVC_SERVERS_DIR:+$RSVC_SERVERS_DIR/ldap}
 BASE=${BASE:-/var/tmp/retrieval-svc-ldap}
 SUFFIX="dc=example,dc=org"
 log() { echo "ldap: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/_say.sh"
 
 ensure_slapd() {
   if { ! command -v slapd >/dev/null 2>&1 && [ ! -x /usr/sbin/slapd ]; } ||
     ! command -v ldapadd >/dev/null 2>&1 ||
     ! command -v openssl >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      log "installing Debian's slapd, ldap-utils and openssl packages (once)"
+      log "$(say2 "installing Debian's slapd, ldap-utils and openssl packages (once)" "安装 Debian 的 slapd、ldap-utils 和 openssl 软件包（只需一次）")"
       export DEBIAN_FRONTEND=noninteractive
-      apt-get install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q slapd ldap-utils openssl >/dev/null; }
+      apt-get -o DPkg::Lock::Timeout=600 install -y -q slapd ldap-utils openssl >/dev/null 2>&1 ||
+        { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q slapd ldap-utils openssl >/dev/null; }
     fi
   fi
-  [ -x /usr/sbin/slapd ] || { log "error: slapd not found (install Debian's slapd)"; exit 1; }
-  command -v openssl >/dev/null || { log "error: openssl not found (install Debian's openssl)"; exit 1; }
+  [ -x /usr/sbin/slapd ] || { log "$(say2 "error: slapd not found (install Debian's slapd)" "错误：找不到 slapd（请安装 Debian 的 slapd）")"; exit 1; }
+  command -v openssl >/dev/null || { log "$(say2 "error: openssl not found (install Debian's openssl)" "错误：找不到 openssl（请安装 Debian 的 openssl）")"; exit 1; }
 }
 
 stop_slapd() {
@@ -57,7 +58,7 @@ serve() {  # dir port
     fi
     sleep 0.1
   done
-  log "error: slapd did not listen on 127.0.0.1:$2"
+  log "$(say2 "error: slapd did not listen on 127.0.0.1:$2" "错误：slapd 没有在 127.0.0.1:$2 上监听")"
   exit 1
 }
 
@@ -65,7 +66,7 @@ cmd=${1:-}
 port=${2:-}
 source "$(dirname "${BASH_SOURCE[0]}")/_servers.sh"
 server_commands "$cmd"
-[[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/ldap.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
+[[ "$port" =~ ^[0-9]+$ ]] || { say2 "usage: scripts/ldap.sh start|stop PORT | stop-all | --help" "用法：scripts/ldap.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
 dir=$BASE/$port
 
 case "$cmd" in
@@ -132,7 +133,7 @@ LDIF
   load)
     ldif=${3:-}
     [ -f "$ldif" ] && [ -f "$dir/slapd.conf" ] ||
-      { echo "usage: scripts/ldap.sh load PORT LDIF (after start)" >&2; exit 2; }
+      { say2 "usage: scripts/ldap.sh load PORT LDIF (after start)" "用法：scripts/ldap.sh load PORT LDIF（在 start 之后）" >&2; exit 2; }
     stop_slapd "$dir"
     /usr/sbin/slapadd -q -f "$dir/slapd.conf" -l "$ldif" >"$dir/slapadd.log" 2>&1 ||
       { cat "$dir/slapadd.log" >&2; exit 1; }
@@ -143,7 +144,7 @@ LDIF
     rm -rf "$dir"
     ;;
   *)
-    echo "usage: scripts/ldap.sh start|stop PORT" >&2
+    say2 "usage: scripts/ldap.sh start|stop PORT" "用法：scripts/ldap.sh start|stop PORT" >&2
     exit 2
     ;;
 esac

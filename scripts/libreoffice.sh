@@ -20,8 +20,8 @@ if ! installed && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "libreoffice: installing Debian's $PACKAGES (once, about a minute)" >&2
   export DEBIAN_FRONTEND=noninteractive
   # shellcheck disable=SC2086
-  apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $PACKAGES >/dev/null; }
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $PACKAGES >/dev/null 2>&1 ||
+    { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $PACKAGES >/dev/null; }
 fi
 installed ||
   { echo "libreoffice: error: soffice or a filter is missing (install Debian's $PACKAGES)" >&2; exit 1; }

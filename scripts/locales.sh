@@ -18,9 +18,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 if ! command -v locale-gen >/dev/null; then
   echo "locales: installing Debian's locales package (once)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q locales >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q locales >/dev/null; }
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q locales >/dev/null 2>&1 ||
+    { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q locales >/dev/null; }
 fi
 echo "locales: generating ${missing[*]} (once)" >&2
 for name in "${missing[@]}"; do

@@ -17,6 +17,7 @@ PG_USER=rsvc-pg
 BASE=${RSVC_SERVERS_DIR:+$RSVC_SERVERS_DIR/pg}
 BASE=${BASE:-/var/tmp/retrieval-svc-pg}
 log() { echo "pg: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/_say.sh"
 
 find_bin() {
   local found
@@ -25,12 +26,12 @@ find_bin() {
     found=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n1 || true)
   fi
   if [ -z "$found" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing Debian's postgresql package (once)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null 2>&1 ||
-      { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }
+    log "$(say2 "installing Debian's postgresql package (once)" "安装 Debian 的 postgresql 软件包（只需一次）")"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql >/dev/null 2>&1 ||
+      { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql >/dev/null; }
     found=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n1 || true)
   fi
-  [ -n "$found" ] || { log "error: PostgreSQL's initdb not found (install Debian's postgresql)"; exit 1; }
+  [ -n "$found" ] || { log "$(say2 "error: PostgreSQL's initdb not found (install Debian's postgresql)" "错误：找不到 PostgreSQL 的 initdb（请安装 Debian 的 postgresql）")"; exit 1; }
   dirname "$(readlink -f "$found")"
 }
 
@@ -42,7 +43,7 @@ cmd=${1:-}
 port=${2:-}
 source "$(dirname "${BASH_SOURCE[0]}")/_servers.sh"
 server_commands "$cmd"
-[[ "$port" =~ ^[0-9]+$ ]] || { echo "usage: scripts/pg.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
+[[ "$port" =~ ^[0-9]+$ ]] || { say2 "usage: scripts/pg.sh start|stop PORT | stop-all | --help" "用法：scripts/pg.sh start|stop PORT | stop-all | --help" >&2; exit 2; }
 dir=$BASE/$port
 
 case "$cmd" in
@@ -72,7 +73,7 @@ case "$cmd" in
     rm -rf "$dir"
     ;;
   *)
-    echo "usage: scripts/pg.sh start|stop PORT" >&2
+    say2 "usage: scripts/pg.sh start|stop PORT" "用法：scripts/pg.sh start|stop PORT" >&2
     exit 2
     ;;
 esac

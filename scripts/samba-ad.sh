@@ -9,7 +9,9 @@
 #                            ADDRESS is given): LDAP 389, LDAPS 636 (a throwaway CA in its
 #                            folder: tls/ca.pem), Kerberos 88/464, SMB 445, RPC 135/49152+ of
 #                            that address alone. One share, 部门资料, on a folder in its tree,
-#                            with NT ACLs kept in xattrs and enforced (acl_xattr). Prints what
+#                            with NT ACLs kept in xattrs and enforced (acl_xattr), and a second,
+#                            财务共享, alike, for tests that set a share ACL (`sharesec`) without
+#                            narrowing the first for everyone else. Prints what
 #                            tests need as KEY=value lines (also in its folder: dc.env)
 #   scripts/samba-ad.sh stop ADDRESS   stop it, remove its address from `lo`, delete its folder
 #   scripts/samba-ad.sh halt ADDRESS   stop its daemons only (its address, folder and domain
@@ -43,6 +45,7 @@ HOST=dc1
 BASE_DN="DC=corp,DC=example,DC=org"
 ADMIN_PASSWORD='Adm1n-Passw0rd-test'
 SHARE=部门资料
+SHARE2=财务共享
 log() { echo "samba-ad: $*" >&2; }
 
 ensure_samba() {
@@ -55,8 +58,8 @@ ensure_samba() {
     export DEBIAN_FRONTEND=noninteractive
     local pkgs="samba samba-ad-dc smbclient winbind krb5-user ldb-tools openssl"
     # shellcheck disable=SC2086
-    apt-get install -y -q $pkgs >/dev/null 2>&1 ||
-      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $pkgs >/dev/null; }
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q $pkgs >/dev/null 2>&1 ||
+      { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q $pkgs >/dev/null; }
   fi
   for tool in samba samba-tool smbclient smbcacls openssl; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
@@ -178,6 +181,13 @@ write_conf() {  # dir address winbindd_socket_dir
 	# Windows semantics: the NT ACL in the xattr decides, not the POSIX mode bits.
 	acl_xattr:ignore system acls = yes
 	nt acl support = yes
+
+[$SHARE2]
+	path = $d/share2
+	read only = no
+	vfs objects = dfs_samba4 acl_xattr
+	acl_xattr:ignore system acls = yes
+	nt acl support = yes
 CONF
 }
 
@@ -232,7 +242,7 @@ case "$cmd" in
     done_ok=0
     trap '[ "$done_ok" = 1 ] || { log "start failed: removing $address and $dir"; forget "$dir" "$address"; }' EXIT
     rm -rf "$dir"
-    mkdir -p "$dir"/{etc,private,bind-dns,lock,state,cache,pid,run,log,share,run-samba}
+    mkdir -p "$dir"/{etc,private,bind-dns,lock,state,cache,pid,run,log,share,share2,run-samba}
     chmod 755 "$dir"
     # A mount namespace of its own where /run/samba is run-samba/, so smbd finds this
     # instance's winbindd; else the machine's, which only one DC may hold.
@@ -277,12 +287,15 @@ case "$cmd" in
 	.${REALM,,} = $REALM
 	${REALM,,} = $REALM
 KRB
-    chmod 777 "$dir/share"
+    chmod 777 "$dir/share" "$dir/share2"
     run_samba "$dir" "$private_run"
     wait_ready "$dir" "$address"
     # The share's root as a file server's: administrators and the system full control,
     # authenticated users read, inherited by everything below unless a test says otherwise.
     smbcacls -s "$dir/etc/smb.conf" "//$address/$SHARE" "" -U "Administrator%$ADMIN_PASSWORD" \
+      --set "ACL:BUILTIN\\Administrators:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\SYSTEM:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\Authenticated Users:ALLOWED/OI|CI/READ" \
+      >/dev/null
+    smbcacls -s "$dir/etc/smb.conf" "//$address/$SHARE2" "" -U "Administrator%$ADMIN_PASSWORD" \
       --set "ACL:BUILTIN\\Administrators:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\SYSTEM:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\Authenticated Users:ALLOWED/OI|CI/READ" \
       >/dev/null
     ready=$(date +%s.%N)
@@ -303,6 +316,7 @@ SAMBA_AD_ADMIN_DN=CN=Administrator,CN=Users,$BASE_DN
 SAMBA_AD_ADMIN_PASSWORD=$ADMIN_PASSWORD
 SAMBA_AD_SHARE=$SHARE
 SAMBA_AD_SHARE_PATH=$dir/share
+SAMBA_AD_SHARE2=$SHARE2
 SAMBA_AD_SMB_CONF=$dir/etc/smb.conf
 SAMBA_AD_KRB5_CONFIG=$dir/krb5.conf
 SAMBA_AD_PRIVATE_RUN=$private_run

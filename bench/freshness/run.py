@@ -158,6 +158,9 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         watcher[0].wait(timeout=120)
         log.close()
         closing.close()
+        if args.out is not None:  # (the watcher's own lines: what a settle waited behind)
+            args.out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, args.out / f"watch-{source.kind}-{mode}.log")
     by_kind: dict[str, Any] = {}
     for kind in (*NARROWING, *WIDENING):
         windows = [c.window for c in done if c.kind == kind and c.window is not None]

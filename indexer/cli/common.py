@@ -17,7 +17,7 @@ from elasticsearch import ConnectionError as ESConnectionError
 from pydantic import ValidationError
 from rich.console import Console
 
-from retrieval_svc.config_checks import describe_errors
+from retrieval_svc.config_checks import describe_errors, shown_url
 from retrieval_svc.embedding import (
     Embedder,
     EmbeddingError,
@@ -28,6 +28,7 @@ from retrieval_svc.embedding import (
 )
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.index import LEGACY_MESSAGE, legacy_layout
+from retrieval_svc.search.installation import ForeignIndices, claim
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import check_tenant
 from retrieval_svc.words import say
@@ -149,6 +150,28 @@ def run(
             raise
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except ForeignIndices as exc:
+        if _debug:
+            raise
+        typer.echo(say("error", what=foreign(exc, settings)), err=True)
+        raise typer.Exit(2) from None
+
+
+def cluster(settings: IndexSettings) -> str:
+    """The cluster's node URLs as a line may show them (no user or password)."""
+    return ", ".join(shown_url(url) for url in settings.es_hosts)
+
+
+def foreign(exc: ForeignIndices, settings: IndexSettings) -> str:
+    """The refusal of another installation's indices, in the reader's language."""
+    return say(
+        "foreign_indices",
+        index=exc.index,
+        alias=exc.alias,
+        cluster=cluster(settings),
+        owner=exc.owner,
+        ours=exc.ours,
+    )
 
 
 @asynccontextmanager
@@ -165,8 +188,29 @@ async def open_embedder(
                 await embedder.aclose()
 
 
-async def refuse_legacy(es: AsyncElasticsearch, settings: IndexSettings) -> None:
-    """Exit 2 with what to do while the index is in the shared layout of earlier versions."""
+async def claim_cluster(es: AsyncElasticsearch, settings: IndexSettings) -> None:
+    """Say which cluster this command writes to (one stderr line, no credentials); refuse
+    (``ForeignIndices``) when the indices under the alias are another installation's."""
+    said = say(
+        "writes_to",
+        cluster=cluster(settings),
+        alias=settings.index_alias,
+        installation=settings.installation,
+    )
+    typer.echo(said, err=True)
+    await claim(
+        es,
+        settings.index_alias,
+        settings.installation,
+        adopt=settings.installation_adopt,
+        stamp=False,
+    )
+
+
+async def before_writing(es: AsyncElasticsearch, settings: IndexSettings) -> None:
+    """``claim_cluster``; exit 2 with what to do while the index is in the shared layout of
+    earlier versions."""
+    await claim_cluster(es, settings)
     if await legacy_layout(es, settings.index_alias):
         typer.echo(f"error: {LEGACY_MESSAGE.format(alias=settings.index_alias)}", err=True)
         raise typer.Exit(2)

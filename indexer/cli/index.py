@@ -18,9 +18,9 @@ from indexer.budget import Budget
 from indexer.cli.common import (
     TenantOption,
     app,
+    before_writing,
     err,
     open_embedder,
-    refuse_legacy,
     run,
 )
 from indexer.cli.fence import holding
@@ -286,7 +286,7 @@ def index(
         async def work(es: AsyncElasticsearch, settings: IndexSettings) -> Report:
             async with open_embedder(settings) as (embedder, model):
                 if not dry_run:
-                    await refuse_legacy(es, settings)
+                    await before_writing(es, settings)
                     await ensure_configured_index(es, settings, model, tenant)
                 embedding = (
                     bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")

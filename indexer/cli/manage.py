@@ -14,9 +14,10 @@ from indexer.cli.common import (
     TenantOption,
     _tenant,
     app,
+    before_writing,
+    claim_cluster,
     err,
     open_embedder,
-    refuse_legacy,
     run,
     settings_or_exit,
 )
@@ -34,14 +35,14 @@ def init(tenant: TenantOption = DEFAULT_TENANT) -> None:
     """Apply the index template and create the tenant's first index if missing."""
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> str:
-        await refuse_legacy(es, settings)
+        await before_writing(es, settings)
         async with open_embedder(settings) as (_, model):
             return await ensure_configured_index(es, settings, model, tenant)
 
     settings = settings_or_exit()
     flavour = run(work, settings)
     alias = tenant_alias(settings.index_alias, tenant)
-    typer.echo(f"index alias {alias} ready (analysis: {flavour})")
+    typer.echo(say("index_ready", alias=alias, analysis=flavour))
 
 
 @app.command()
@@ -59,7 +60,7 @@ def delete(
     ids = document_id or []
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> tuple[int, int]:
-        await refuse_legacy(es, settings)
+        await before_writing(es, settings)
         alias = tenant_alias(settings.index_alias, tenant)
         if not await es.indices.exists_alias(name=alias):
             return 0, 0
@@ -132,7 +133,9 @@ def rebuild(
                 vector_index_type=settings.vector_index_type,
                 shards=settings.index_shards,
                 replicas=settings.index_replicas,
+                installation=settings.installation,
             )
+            await claim_cluster(es, settings)
             if await legacy_layout(es, settings.index_alias):
                 return [await manage.split_legacy(es, settings.index_alias, how)]
             aliases = await manage.tenant_aliases(es, settings.index_alias)

@@ -18,7 +18,7 @@ import typer
 from elasticsearch import AsyncElasticsearch
 from rich.markup import escape
 
-from indexer.cli.common import app, err, open_embedder, refuse_legacy, run
+from indexer.cli.common import app, before_writing, err, open_embedder, run
 from indexer.cli.index import index
 from indexer.cli.prepare import Prepared, exclude_from, load_manifest, prepare
 from indexer.convergence import RulesEditRecorder
@@ -175,14 +175,14 @@ def watch(**args: Any) -> None:
 
     async def work(es: AsyncElasticsearch, settings: IndexSettings) -> int:
         async with open_embedder(settings) as (embedder, model):
-            await refuse_legacy(es, settings)
+            await before_writing(es, settings)
             await ensure_configured_index(es, settings, model, options.tenant)
             labels = {"knowledge_id": options.knowledge_id, "shard": str(options.shard or "")}
             health = Health(WatchMetrics(labels))
             if args["health_port"] >= 0:
                 port = health.serve(args["health_port"])
-                err.print(f"watching {prepared.src.description}: /metrics, /healthz, /readyz "
-                          f"on port {port}", soft_wrap=True)  # fmt: skip
+                watching = say("watching", source=prepared.src.description, port=port)
+                err.print(escape(watching), soft_wrap=True)
             if listener is not None:
                 address = f"{args['listen'].rpartition(':')[0] or '0.0.0.0'}:{listener.port}"
                 err.print(escape(say("listening", address=address)), soft_wrap=True)
@@ -199,7 +199,7 @@ def watch(**args: Any) -> None:
             def said(what: str, done: Settled) -> None:
                 _said(what, done)
                 if warning := edits.said(what, done.report, done.held):
-                    err.print(escape(f"warning: {warning}"), soft_wrap=True)
+                    err.print(escape(say("warning", what=warning)), soft_wrap=True)
 
             watcher = Watcher(
                 es,

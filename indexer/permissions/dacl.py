@@ -141,9 +141,11 @@ class Decider:
 
 @dataclass(frozen=True, slots=True)
 class FileAccess:
-    """Who reads a file, in the index's terms: a holder of any ``allow`` SID and of no
-    ``deny`` SID. ``exact``: the same set Windows allows; else narrower (``narrowed``: the
-    allows a later deny can cut short). ``deciders``: the ACEs behind it, in order."""
+    """Who reads a file, in the index's terms: a holder of any ``allow`` SID (and of any
+    ``also`` SID, when set: the share's ACL, ``indexer.permissions.share``) and of no ``deny``
+    SID. ``exact``: the same set Windows allows; else narrower (``narrowed``: the allows a
+    later deny can cut short). ``deciders``: the ACEs behind it, in order; ``share``: the
+    share whose ACL was applied too ("" for none)."""
 
     allow: tuple[str, ...]
     deny: tuple[str, ...]
@@ -152,6 +154,8 @@ class FileAccess:
     narrowed: tuple[str, ...] = ()
     # Denies naming a SID whose holders the directory does not know: refused to every person.
     unknown: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+    share: str = ""
 
     @property
     def nobody(self) -> bool:
@@ -212,5 +216,9 @@ def file_access(
 
 def visible(access: FileAccess, token: Collection[str]) -> bool:
     """Whether the index shows the file to a holder of ``token`` (the rule the query and the
-    post-check apply to ``access_roles`` and ``access_denied``)."""
-    return not set(access.allow).isdisjoint(token) and set(access.deny).isdisjoint(token)
+    post-check apply to ``access_roles``, ``access_also`` and ``access_denied``)."""
+    return (
+        not set(access.allow).isdisjoint(token)
+        and (not access.also or not set(access.also).isdisjoint(token))
+        and set(access.deny).isdisjoint(token)
+    )

@@ -97,6 +97,8 @@ def versioned(outside: Outside, manifest_line: Mapping[str, Any], sidecar: str =
         said["dacl"] = [dacl.allow, dacl.deny, dacl.narrowed, [d.shown() for d in dacl.deciders]]
         if dacl.unknown:  # (the directory reading one of them later is a change of roles)
             said["dacl"].append(list(dacl.unknown))
+        if dacl.also:
+            said["share"] = dacl.also
     if not said:
         return outside
     text = json.dumps(said, ensure_ascii=False, sort_keys=True, default=str)

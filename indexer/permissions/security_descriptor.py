@@ -126,7 +126,9 @@ def _acl(data: bytes, offset: int) -> tuple[Ace, ...]:
     if offset < 20 or offset + 8 > len(data):
         raise SecurityDescriptorError(f"the DACL at {offset} lies outside the descriptor")
     revision, _, size, count, _ = struct.unpack_from("<BBHHH", data, offset)
-    if revision not in (2, 4):
+    # ACL_REVISION (2), ACL_REVISION3 (3: what Samba's smbcacls writes) and ACL_REVISION_DS
+    # (4): winnt.h's MIN_ACL_REVISION to MAX_ACL_REVISION, all of which Windows accepts.
+    if revision not in (2, 3, 4):
         raise SecurityDescriptorError(f"the DACL has revision {revision}")
     end = offset + size
     if size < 8 or end > len(data):

@@ -3,9 +3,12 @@ folder``.
 
 Each file is listed with its own security descriptor (owner, group and DACL, read through a
 handle opened for ``READ_CONTROL`` alone, never following a reparse point), and who may read
-it is decided from that DACL as Windows decides it (``indexer.permissions.dacl``): the DACL is
-the document's roles, which a rules file, sidecar or tag may only narrow. A descriptor that
-cannot be read or parsed leaves the file withdrawn, never public.
+it is decided from that DACL as Windows decides it (``indexer.permissions.dacl``) and from the
+share's own ACL, which Windows applies as well (read once per listing through srvsvc:
+``indexer.sources.srvsvc``; combined in ``indexer.permissions.share``): they are the document's
+roles, which a rules file, sidecar or tag may only narrow. A descriptor that cannot be read or
+parsed leaves the file withdrawn, never public; a share ACL that cannot be read or parsed is an
+outage of the whole source (nothing listed, nothing pruned, nothing published wider).
 
 As on a local folder, nothing is followed: a reparse point of any kind — a symbolic link, a
 junction, a DFS link, a mount point — is passed over and named. A folder the account cannot
@@ -40,7 +43,9 @@ from indexer.permissions.security_descriptor import (
     SecurityDescriptorError,
     parse_security_descriptor,
 )
+from indexer.permissions.share import with_share
 from indexer.sources.base import ListingFailure, ObjectRef, parse_sidecar
+from indexer.sources.smb_share import share_acl_or_why
 from retrieval_svc.acl.errors import PolicyError
 from retrieval_svc.acl.known_sids import NONE_KNOWN, KnownSids
 
@@ -150,9 +155,10 @@ class SmbSource:
         self._cache: dict[str, Any] = {}  # (this source's own connections and sessions)
         # Whose holders the directory knows (a deny naming another SID refuses every person):
         # ``directory`` reads it again at each whole listing, so a sync that read more or
-        # fewer SIDs is in force from the next run or re-listing. Unset: none known.
+        # fewer SIDs is in force from the next run or re-listing (a file looked at before any
+        # listing reads it first). Unset: none known.
         self.directory: Callable[[], KnownSids] | None = None
-        self.known: Container[str] = NONE_KNOWN
+        self.known: Container[str] | None = None
         # Documents a deny naming an unknown SID refused to every person: SID → their names.
         self.fail_closed: dict[str, list[str]] = {}
         self.fail_closed_count: dict[str, int] = {}
@@ -160,6 +166,10 @@ class SmbSource:
         # whoever may create a file in a folder may write one, whatever they may do to the
         # document; passed over and named instead.
         self.sidecars = False
+        # The share's ACL as the last listing read it (None: it narrows nothing).
+        self._share: FileAccess | None = None
+        self._share_read = False
+        self._share_failure: str | None = None
 
     # ---- paths and connections ----
 
@@ -188,6 +198,17 @@ class SmbSource:
 
         reset_connection_cache(connection_cache=self._cache)
 
+    # ---- the share's own permissions ----
+
+    def _read_share(self) -> str | None:
+        """Read the share's ACL for this listing: None when read, else why not (the source
+        is then out: nothing listed, pruned or published; a file looked at is withdrawn)."""
+        self._share, self._share_failure = share_acl_or_why(
+            self.server, self.port, self.share, self.credentials, self._cache, self._known()
+        )
+        self._share_read = self._share_failure is None
+        return self._share_failure
+
     # ---- listing ----
 
     def list(self) -> Iterator[ObjectRef]:
@@ -195,6 +216,12 @@ class SmbSource:
         (judged against the SIDs the directory knows, read again now)."""
         self.refresh_known()
         return self._walk("")
+
+    def _known(self) -> Container[str]:
+        """The SIDs the directory knows, read first where no listing has read them yet."""
+        if self.known is None:
+            self.refresh_known()
+        return self.known if self.known is not None else NONE_KNOWN
 
     def refresh_known(self) -> None:
         """Read again which SIDs the directory knows; where it cannot be read, none (every
@@ -219,6 +246,8 @@ class SmbSource:
         """The file at ``key`` now, as a listing gives it; None where it would give nothing."""
         if not key or any(p in ("", ".", "..") for p in key.split("/")):
             return None
+        if not self._share_read:
+            self._read_share()  # (when it cannot be read, the file is withdrawn: ``_dacl``)
         folder, _, name = key.rpartition("/")
         entry = self._entries(folder, name).get(name)
         if entry is None or entry.smb_info.file_attributes & (
@@ -241,6 +270,9 @@ class SmbSource:
         import smbclient
         from smbprotocol.exceptions import SMBException, SMBOSError
 
+        if (why := self._read_share()) is not None:
+            self.failures.append(ListingFailure(top, why, "rest"))
+            return
         stack = [top]
         while stack:
             folder = stack.pop()
@@ -301,8 +333,11 @@ class SmbSource:
         )
 
     def _dacl(self, key: str) -> FileAccess | str | None:
-        """Who reads ``key`` by its DACL; why that cannot be told; None when it is gone.
-        ServerGone when the server stopped answering: that is no answer about the file."""
+        """Who reads ``key`` by its DACL and the share's ACL; why that cannot be told; None
+        when it is gone. ServerGone when the server stopped answering: that is no answer about
+        the file."""
+        if self._share_failure is not None:
+            return self._share_failure
         try:
             raw = self.security_descriptor(key)
         except Exception as exc:  # (any failure the server answered: withdrawn, never public)
@@ -312,9 +347,10 @@ class SmbSource:
                 return None
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
         try:
-            access = file_access(parse_security_descriptor(raw), key, self.known)
+            access = file_access(parse_security_descriptor(raw), key, self._known())
         except SecurityDescriptorError as exc:
             return f"its security descriptor is malformed: {exc}"
+        access = with_share(access, self._share, self.share)
         for sid in access.unknown:
             self.fail_closed_count[sid] = self.fail_closed_count.get(sid, 0) + 1
             names = self.fail_closed.setdefault(sid, [])

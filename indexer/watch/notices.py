@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,11 @@ from xml.etree import ElementTree
 from indexer.passing_over import SIDECAR_SUFFIX
 
 HOPS = 3  # envelopes inside envelopes (SNS → S3; MNS XML → base64 → OSS)
+# An event's own time is believed between these bounds of the time it is read (SQS keeps a
+# message 14 days at most; another host's clock may run a little ahead): outside them (1970, a
+# year 9999, a sender's wrong clock) the time it was received stands for it.
+MAX_AGE_S = 14 * 24 * 3600.0
+AHEAD_S = 300.0
 
 # Why a message or a record was not read (the metric's label, the word table's rows).
 PROBLEMS = ("too_large", "too_deep", "not_json", "not_an_event", "too_many_records", "bad_record")
@@ -200,9 +206,14 @@ def _target(record: Any, encoded: bool) -> Target | None:
 
 
 def _when(stamp: Any) -> float | None:
+    """An event's time, when it is believable (see ``MAX_AGE_S``); never after now."""
     if not isinstance(stamp, str) or len(stamp) > 64:
         return None
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except (ValueError, OverflowError, OSError):
         return None
+    now = time.time()
+    if not now - MAX_AGE_S <= when <= now + AHEAD_S:
+        return None
+    return min(when, now)

@@ -26,6 +26,7 @@ from elasticsearch import AsyncElasticsearch
 from indexer.lease import Lease, LeaseLost, SteppedAside, lease_id
 from indexer.loading import IndexOptions
 from indexer.sources import Source
+from indexer.watch import last_listing
 from indexer.watch.events import FileStamps, Heard
 from indexer.watch.from_index import hold_keys, narrow_rules
 from indexer.watch.health import Health, Status, WatchMetrics, account
@@ -72,6 +73,7 @@ class Watcher(Keeping):
         digest = lease_id(options.knowledge_id, self.source_name).rsplit("-", 1)[-1]
         self.status_id = f"{options.knowledge_id}@watch-{digest}{shard}"  # (one per source)
         self.legacy_status_id = f"{options.knowledge_id}@watch{shard}"
+        self.state_id = last_listing.state_id(self.status_id)
         self.runs = runs_index(index_alias, options.tenant)
         labels = {"knowledge_id": options.knowledge_id, "shard": str(options.shard or "")}
         self.health = health or Health(WatchMetrics(labels))
@@ -91,6 +93,10 @@ class Watcher(Keeping):
         self._relisting_pass: _Pass | None = None
         self._events_pass: _Pass | None = None
         self._rules_before: IndexOptions | None = None  # the options before a rules edit
+        # What changed since the last listing kept (a start): looked at before the first
+        # whole re-listing, a batch at a time.
+        self._first_keys: list[str] = []
+        self._kept_looked = False
         self._next_relisting = 0.0
         self._backoff = 1.0
 
@@ -158,6 +164,9 @@ class Watcher(Keeping):
         events pass is over — beside a re-listing still running, which is fenced from it."""
         self._next_relisting = 0.0
         self._backoff = 1.0
+        if not self._kept_looked:
+            self._kept_looked = True
+            await self._since_kept()
         try:
             await self._loop(stop)
         finally:
@@ -192,10 +201,16 @@ class Watcher(Keeping):
             ):  # (settled beside a re-listing, which is fenced from them; many: re-listed)
                 self.pending.add(self.narrowed)
                 self.narrowed = Heard()
+            first = bool(self._first_keys)  # (a start's differences: before the re-listing)
+            if first:
+                batch, self._first_keys = self._first_keys[:MANY_KEYS], self._first_keys[MANY_KEYS:]
+                self.pending.add(Heard(set(batch), at=time.time()))
             due = self.everything or time.monotonic() >= self._next_relisting
             # (a re-listing waits for the passes running; many keys are cheaper listed than
             # looked at)
-            relist = not self._running() and (due or len(self.pending.keys) > MANY_KEYS)
+            relist = (
+                not first and not self._running() and (due or len(self.pending.keys) > MANY_KEYS)
+            )
             if not relist and not (self.pending.keys or self.pending.ack):
                 self._wake.clear()
                 if any(p.task.done() for p in self._running()):
@@ -268,10 +283,25 @@ class Watcher(Keeping):
         what changed held), then indexed. What is heard meanwhile the loop narrows and settles
         in a pass of its own beside this one: fenced from this one, and spared by its listing
         (which may be older than what that pass wrote)."""
+        rules = self.options.acl_rules
+        walked = await last_listing.walk_source(self.source)
         plan = await narrow(self.es, self.source, self.options, None, spare=fence.keys)
         planned.update(plan.planned)  # (from now on, an event leaves these to the pass)
         self.status.state = "indexing"
-        return await self._finish(plan, fence)
+        done = await self._finish(plan, fence)
+        if walked is not None and not done.failures:  # (kept: what this settled, no newer)
+            await last_listing.keep(self.es, self.runs, self.state_id, walked, rules)
+        return done
+
+    async def _since_kept(self) -> None:
+        """At the start: what changed since the last listing kept is looked at first (a
+        rules file changed since: held from the index first), then the whole re-listing."""
+        args = (self.es, self.runs, self.state_id, self.source, self.options.acl_rules)
+        if (since := await last_listing.at_start(*args)) is None:
+            return
+        self._first_keys = sorted(since.keys)
+        if since.rules_changed and self._rules_before is None:
+            self._rules_before = replace(self.options, acl_rules=since.rules_before)
 
     async def _narrow_rules(self) -> None:
         """A rules edit held in force from the index at once (a pass running or not); the
@@ -284,7 +314,7 @@ class Watcher(Keeping):
         except LeaseLost:
             raise
         except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
-            log.warning("a rules edit not held from the index (%s): re-listing", exc)
+            log.warning(say("rules_edit_not_held", why=exc))
             return
         self.said("rules", done)
 
@@ -329,7 +359,7 @@ class Watcher(Keeping):
         self.status.last_error = f"{type(exc).__name__}: {exc}"[:500]
         self.status.state = "waiting for Elasticsearch or the source"
         self.metrics.errors.labels(**self.metrics.labels).inc()
-        log.error("settle failed (%s); trying again in %.0f s", exc, self._backoff)
+        log.error(say("settle_failed", why=exc, seconds=f"{self._backoff:.0f}"))
         await sleep_until(self._stop if stop is None else stop, self._backoff)
         self._backoff = min(self.watch.backoff_max_s, self._backoff * 2)
 

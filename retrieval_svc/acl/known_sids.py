@@ -10,14 +10,16 @@ therefore asks ``known_sids`` which SIDs the sync read, and a deny naming any ot
 every person (``indexer.permissions.dacl``).
 
 Known means: the SID of every user and group a directory sync of the tenant read at its last
-run (disabled and expired accounts included: their holders are known — nobody), recorded in
-the sync's row of every SID it read (``retrieval_svc.acl.directory_sids.known_in``; a policy
-an earlier version synced, before its next sync, kept them as owned ``sid:`` roles instead:
-``retrieval_svc.acl.owned``, read too); the well-known SIDs every
+run (disabled and expired accounts included: their holders are known — nobody) — except a
+group whose members the sync could not all read (its member list names an entry outside the
+sync's searches, or a group that does: who holds it through that entry cannot be told) —
+recorded in the sync's row of every SID it read (``directory_sids.known_in``; a policy an
+earlier version synced kept them, until its next sync, as owned ``sid:`` roles with owned
+``PARTIAL`` markers: ``retrieval_svc.acl.owned``, read too); the well-known SIDs every
 person's SMB session holds (Everyone, Authenticated Users, NETWORK, This Organization: folded
-into Everyone by the DACL reader); and the logon and service SIDs no person's SMB session ever
-holds (``NEVER_A_PERSON``). Nothing else, so with no sync (or no policy database) every deny
-naming another SID refuses every person.
+into Everyone by the DACL reader); and the logon and service SIDs no person's SMB session
+ever holds (``NEVER_A_PERSON``). Nothing else, so with no sync (or no policy database) every
+deny naming another SID refuses every person.
 
 This module is the one place that says where the set comes from: where the sync keeps its SIDs
 may change; callers only ask ``known_sids``.
@@ -60,9 +62,19 @@ class KnownSids:
 NONE_KNOWN = KnownSids(frozenset(), "no directory")
 
 
+# An owned marker (never a grant): the sync read this group's SID but not all its members.
+PARTIAL = "sid-members-unread:"
+
+
 def synced_sids(roles: Collection[str]) -> frozenset[str]:
-    """The SIDs among a sync's owned roles (``sid:S-…`` → ``S-…``)."""
-    return frozenset(r.removeprefix(SID_PREFIX) for r in roles if r.startswith(SID_PREFIX))
+    """The SIDs among a sync's owned roles (``sid:S-…`` → ``S-…``) whose holders it read
+    whole (not marked ``PARTIAL``)."""
+    partial = {r.removeprefix(PARTIAL) for r in roles if r.startswith(PARTIAL)}
+    return frozenset(
+        sid
+        for r in roles
+        if r.startswith(SID_PREFIX) and (sid := r.removeprefix(SID_PREFIX)) not in partial
+    )
 
 
 def known_sids(db_url: str | None, tenant: str) -> KnownSids:

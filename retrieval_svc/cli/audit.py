@@ -20,6 +20,7 @@ from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.tenant_reads import TenantReads
 from retrieval_svc.tenancy import check_tenant
+from retrieval_svc.words import problem, say
 
 audit_app = typer.Typer(
     help="Read the audit trail (RSVC_AUDIT=elasticsearch): who retrieved what, and when.",
@@ -181,7 +182,7 @@ def policy_history(
             with_changes=100_000 if as_json else lines,
         )
     except PolicyError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(3) from None
     for event in events:
         if as_json:

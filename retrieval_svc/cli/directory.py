@@ -14,6 +14,7 @@ from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import PolicyError, csv_line
 from retrieval_svc.cli.policy import _admin, policy_app
 from retrieval_svc.key_entry import SID_PREFIX
+from retrieval_svc.words import problem as said_again
 from retrieval_svc.words import say
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def sync_ldap(
     try:
         first = load_sync(config)
     except DirectoryError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=said_again(exc)), err=True)
         raise typer.Exit(2) from None
     admin = _admin(ctx)
     outcome = SyncOutcome(first.tenant, first.name)
@@ -153,7 +154,7 @@ def sync_ldap(
             try:
                 export(outcome, textfile=metrics_textfile, pushgateway=pushgateway)
             except OSError as exc:
-                typer.echo(f"warning: could not export metrics: {exc}", err=True)
+                typer.echo(say("metrics_not_exported", why=exc), err=True)
         if interval is None:
             raise typer.Exit(code)
         if count and done >= count:
@@ -197,6 +198,7 @@ def _sync_once(
     """One sync, the file read anew; its exit code and outcome (messages on the way)."""
     from retrieval_svc.acl.history import Actor
     from retrieval_svc.directory import (
+        BindRefused,
         DirectoryError,
         Limits,
         RemovalLimit,
@@ -209,20 +211,24 @@ def _sync_once(
         sync = load_sync(config)
         roles = sync.role_mapping()
     except DirectoryError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=said_again(exc)), err=True)
         return 2, last.next(ok=False, failure="invalid")
     admin.actor = Actor(sync.name, "ldap")
     was_usable = replica is not None and replica.usable
     try:
         directory = read_directory(sync, replica)
+    except BindRefused as exc:  # a wrong DN or password: exit 3 too (the directory said no)
+        said = say("bind_refused", url=exc.url, who=exc.who, env=exc.password_env)
+        typer.echo(said, err=True)
+        return 3, last.next(ok=False, failure="unreachable")
     except DirectoryError as exc:  # unreachable, cut off, refused: exit 3, as for a cluster
-        typer.echo(f"error: {exc}; nothing changed", err=True)
+        typer.echo(say("error_nothing_changed", what=said_again(exc)), err=True)
         return 3, last.next(ok=False, failure="unreachable")
     if replica is not None and was_usable and not replica.usable:
         typer.echo(say("syncrepl_unavailable", reason=replica.reason), err=True)
     share = sync.max_removed_share if max_removed_share is None else max_removed_share
     limits = Limits(share, sync.removal_floor, force)
-    read = f"{len(directory.users)} users, {len(directory.groups)} groups from {sync.url}"
+    read = say("read_from", users=len(directory.users), groups=len(directory.groups), url=sync.url)
     if replica is not None and replica.changed is not None:
         read += say("read_changed_usn" if directory.sids else "read_changed", n=replica.changed)
     elif replica is not None and directory.sids and replica.reason:
@@ -234,15 +240,15 @@ def _sync_once(
             admin, sync.tenant, sync.name, directory, roles, limits, sync.renamed_from
         )
     except RemovalLimit as exc:  # the directory looks broken: say so, and in the history
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=said_again(exc)), err=True)
         if not dry_run:
             admin.record(sync.tenant, "sync-ldap-refused", f"limit {exc.limit}: {exc} ({read})")
         return 4, last.next(ok=False, failure="limit")
     except (DirectoryError, PolicyError) as exc:  # what it read cannot be applied
-        typer.echo(f"error: {exc}; nothing changed", err=True)
+        typer.echo(say("error_nothing_changed", what=said_again(exc)), err=True)
         return 2, last.next(ok=False, failure="invalid")
-    for problem in changes.skipped:
-        typer.echo(f"skipped: {problem}", err=True)
+    for skipped in changes.skipped:
+        typer.echo(say("sync_skipped", what=said_again(skipped)), err=True)
     for change in changes.changes:
         sign = "+" if change.op == "add" else "-"
         typer.echo(f"{sign} {csv_line('g', change.values)}")
@@ -266,7 +272,7 @@ def _sync_once(
             known_sids=changes.known_sids,
         )
     except PolicyError as exc:
-        typer.echo(f"error: {exc}; nothing changed", err=True)
+        typer.echo(say("error_nothing_changed", what=said_again(exc)), err=True)
         return 2, last.next(ok=False, failure="invalid")
     # (``sid:`` roles an earlier version kept as policy lines are now each person's row)
     gone = sorted(r for r in set(before) - changes.owned if not r.startswith(SID_PREFIX))

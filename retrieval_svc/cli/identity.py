@@ -14,7 +14,7 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import PolicyError
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.cli.policy import TenantOption, _admin, policy_database
-from retrieval_svc.words import say
+from retrieval_svc.words import problem, say
 
 identity_app = typer.Typer(
     help="Who a caller's user id is (the policy database, RSVC_CASBIN_DB_URL): the explicit "
@@ -74,7 +74,7 @@ def import_map(
     try:
         added, removed = admin.replace_map(tenant, _lines(file), file.name)
     except PolicyError as exc:
-        typer.echo(f"error: {exc}; the map is unchanged", err=True)
+        typer.echo(say("error_map_unchanged", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
     typer.echo(say("identity_map", tenant=tenant, added=added, removed=removed, file=file))
 
@@ -107,12 +107,13 @@ def resolve(
     try:
         acl = AccessControl(source=admin.store)
     except PolicyError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
     found = acl.identify(user_id, tenant)
     roles = sorted(acl.user_roles(found.person, tenant)) if found.person else []
     via = say("resolved_via", how=found.via) if found.via else ""
-    said = say("resolved", status=found.status, person=found.person or "-", via=via,
+    status = say(f"status_{found.status}")
+    said = say("resolved", status=status, person=found.person or "-", via=via,
                roles=", ".join(roles) or "-")  # fmt: skip
     typer.echo(said)
     if found.unresolved:

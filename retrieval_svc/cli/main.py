@@ -179,21 +179,13 @@ def new_key_command(
         ApiKeyConfig.model_validate(entry)
     except ValidationError as exc:
         message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        typer.echo(f"error: {message}", err=True)
+        typer.echo(say("error", what=message), err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"API key (shown once, give it to the caller): {key}", err=True)
+    typer.echo(say("new_key", secret=key), err=True)
     if mode is IdentityMode.SIGNED:
-        typer.echo(
-            "token secret (in the entry below; your backend signs principal tokens with it, "
-            "HS256): keep the entry in a Secret",
-            err=True,
-        )
+        typer.echo(say("new_key_secret"), err=True)
     if mode is IdentityMode.OIDC:
-        typer.echo(
-            "oidc mode: the service verifies the end user's token with your identity provider; "
-            "set RSVC_OIDC_ISSUER and RSVC_OIDC_AUDIENCE (docs/permissions.md)",
-            err=True,
-        )
+        typer.echo(say("new_key_oidc"), err=True)
     if caller is Caller.DIFY:
         typer.echo(say("for_dify"), err=True)
         if not user_id_shape:

@@ -13,7 +13,7 @@ from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError, csv_line
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.config_checks import database_url
-from retrieval_svc.words import say
+from retrieval_svc.words import problem, say
 
 if TYPE_CHECKING:
     pass
@@ -62,7 +62,7 @@ def _admin(ctx: typer.Context) -> PolicyAdmin:
     try:
         return PolicyAdmin(ctx.obj)
     except PolicyError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
 
 
@@ -70,7 +70,7 @@ def _change(what: str, change: Callable[[], bool]) -> None:
     try:
         changed = change()
     except PolicyError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
     typer.echo(say("policy_done" if changed else "policy_unchanged", what=what))
 
@@ -152,7 +152,7 @@ def list_rules(
     for row in rows:
         typer.echo(csv_line(row[0], row[1:]))
     if not rows:
-        typer.echo(f"no rules{f' in tenant {tenant}' if tenant else ''}", err=True)
+        typer.echo(say("no_rules_in", tenant=tenant) if tenant else say("no_rules"), err=True)
 
 
 T = TypeVar("T")
@@ -162,7 +162,7 @@ def _read(read: Callable[[], T]) -> T:
     try:
         return read()
     except PolicyError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
 
 
@@ -191,7 +191,8 @@ def delete_row(
     if found is None:
         typer.echo(say("policy_no_row", row=row), err=True)
         raise typer.Exit(2)
-    typer.echo(f"deleted row {row}: {found[0]}, {', '.join(repr(v) for v in found[1])}")
+    line = f"{found[0]}, {', '.join(repr(v) for v in found[1])}"
+    typer.echo(say("deleted_row", row=row, line=line))
 
 
 @policy_app.command("export")
@@ -209,6 +210,6 @@ def import_policy(
     try:
         count = _admin(ctx).import_csv(file)
     except PolicyError as exc:
-        typer.echo(f"error: {exc}; the database is unchanged", err=True)
+        typer.echo(say("error_db_unchanged", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
     typer.echo(say("policy_imported", n=count, file=file))

@@ -2,6 +2,7 @@
 design.md §16): LDAP / Active Directory sync (``retrieval-svc policy sync-ldap``)."""
 
 from retrieval_svc.directory.groups import (
+    BindRefused,
     Directory,
     DirectoryError,
     Limits,
@@ -14,6 +15,7 @@ from retrieval_svc.directory.owners import planned, unclaimed
 from retrieval_svc.directory.sync_file import LdapSync, load_sync
 
 __all__ = [
+    "BindRefused",
     "Directory",
     "DirectoryError",
     "DirectoryReplica",

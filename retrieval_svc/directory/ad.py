@@ -258,7 +258,23 @@ def build(
         else:
             names = sorted(directory.groups.get(g, g) for g in held)
             directory.foreign[sid or member] = names
+    directory.partial_sids = _partial(directory)
     return directory
+
+
+def _partial(directory: Directory) -> set[str]:
+    """The SIDs of groups whose member list names an entry this read does not hold (a group
+    or a person outside the searches), and of every group holding one of them: who is in
+    them through that entry cannot be told."""
+    read = directory.users.keys() | directory.groups.keys() | directory.refused.keys()
+    partial = {g for member, held in directory.parents.items() if member not in read for g in held}
+    todo = list(partial)
+    while todo:
+        for parent in directory.parents.get(todo.pop(), ()):
+            if parent not in partial:
+                partial.add(parent)
+                todo.append(parent)
+    return {directory.sids[g] for g in partial if g in directory.sids}
 
 
 def _foreign(dn: str) -> bool:

@@ -38,6 +38,16 @@ class DirectoryError(ValueError):
     """The directory cannot be synced; nothing was changed."""
 
 
+class BindRefused(DirectoryError):
+    """The directory refused the sync's bind (a wrong DN or password); nothing was changed."""
+
+    def __init__(self, url: str, who: str, password_env: str) -> None:
+        super().__init__(f"{url}: the directory refused the bind as {who}")
+        self.url = url
+        self.who = who
+        self.password_env = password_env
+
+
 class RemovalLimit(DirectoryError):
     """A sync that would remove more than its limits allow; nothing was changed. ``limit``
     names the one that stopped it: ``share`` or ``empty``."""
@@ -87,6 +97,9 @@ class Directory:
     # accounts): known, so a deny naming one refuses no one (retrieval_svc.acl.known_sids).
     sid_only: set[str] = field(default_factory=set)
     unheld_sids: set[str] = field(default_factory=set)
+    # SIDs of groups whose members were not all read (a member entry outside the searches,
+    # nested or not): a share's deny naming one refuses every person (acl.known_sids).
+    partial_sids: set[str] = field(default_factory=set)
     # Accounts left out as disabled or expired (DN → id, aliases): recorded so that no other
     # source (a hand grant) makes their ids a known person (retrieval_svc.acl.identities).
     refused: dict[str, tuple[str, dict[str, list[str]]]] = field(default_factory=dict)
@@ -349,7 +362,8 @@ def plan(
         tuple(skipped),
         frozenset(known),
         sids,
-        frozenset({*directory.sids.values(), *directory.unheld_sids}),
+        # (a group whose members were not all read is not known: acl.known_sids)
+        frozenset({*directory.sids.values(), *directory.unheld_sids} - directory.partial_sids),
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdReplica
 from retrieval_svc.directory.groups import (
+    BindRefused,
     Directory,
     DirectoryError,
     normal_dn,
@@ -32,6 +33,7 @@ from retrieval_svc.directory.syncrepl import Replica, SyncUnavailable, refresh
 
 def _connection(sync: LdapSync) -> Any:
     import ldap3
+    from ldap3.core.exceptions import LDAPInvalidCredentialsResult
 
     tls = None
     if sync.url.startswith("ldaps://") or sync.start_tls:
@@ -70,6 +72,9 @@ def _connection(sync: LdapSync) -> Any:
         if sync.start_tls and not sync.url.startswith("ldaps://"):
             conn.start_tls()
         conn.bind()
+    except LDAPInvalidCredentialsResult:
+        _close(conn)
+        raise BindRefused(sync.url, sync.bind_dn or "-", sync.bind_password_env or "-") from None
     except BaseException:
         _close(conn)
         raise

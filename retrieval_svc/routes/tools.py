@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from retrieval_svc.auth.identity import make_claims
 from retrieval_svc.deps import ApiKeyDep, SettingsDep, StateDep
+from retrieval_svc.languages import language
 from retrieval_svc.merge import numbered_output
 from retrieval_svc.retrieval import RetrievalQuery, WebRequest, answer, cut_query
 from retrieval_svc.schemas import (
@@ -53,6 +54,9 @@ async def unified_search(body: ToolRequest, key: ApiKeyDep, state: StateDep) -> 
 
 
 @router.get("/openapi.json")
-async def openapi_document(settings: SettingsDep) -> dict[str, Any]:
-    """The OpenAPI 3.0 document to import this service into Dify as a custom tool."""
-    return tool_openapi(settings.public_url)
+async def openapi_document(request: Request, settings: SettingsDep) -> dict[str, Any]:
+    """The OpenAPI 3.0 document to import this service into Dify as a custom tool, its
+    descriptions in the reader's language (Accept-Language, else RSVC_DEFAULT_LANGUAGE)."""
+    asked = request.headers.get("accept-language")
+    lang = language(asked, language(settings.default_language))
+    return tool_openapi(settings.public_url, lang)

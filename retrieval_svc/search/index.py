@@ -21,6 +21,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch, BadRequestError
 
 from retrieval_svc.embedding.base import EmbeddingModel, ModelMismatch
+from retrieval_svc.search.installation import STAMP, claim
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
 
@@ -113,8 +114,10 @@ def index_template(
     *,
     shards: int = 1,
     replicas: str = "0-1",
+    installation: str | None = None,
 ) -> dict[str, Any]:
-    """The body of the index template for ``alias`` (with a vector field when ``embedding``).
+    """The body of the index template for ``alias`` (with a vector field when ``embedding``;
+    stamped with ``installation``, which each index made from it carries).
 
     ``replicas`` is a count ("1") or an auto-expand range ("0-1": none while the cluster has
     one node, one as soon as it has two).
@@ -132,6 +135,9 @@ def index_template(
             "embedding": vector_field(embedding, vector_index_type),
         }
         mappings["_meta"]["embedding"] = embedding.as_meta()
+    meta: dict[str, Any] = {"managed_by": "retrieval-svc", "analysis": flavour}
+    if installation:
+        mappings["_meta"][STAMP] = meta[STAMP] = installation
     return {
         "index_patterns": [tenant_indices(alias)],
         # `a.*` and `b.*` overlap only when one alias prefixes the other (`kb`, `kb.test`);
@@ -145,7 +151,7 @@ def index_template(
             },
             "mappings": mappings,
         },
-        "_meta": {"managed_by": "retrieval-svc", "analysis": flavour},
+        "_meta": meta,
     }
 
 
@@ -196,12 +202,19 @@ async def put_template(
     vector_index_type: str = "int8_hnsw",
     shards: int = 1,
     replicas: str = "0-1",
+    installation: str | None = None,
 ) -> str:
     """Apply the one template of every tenant's indices under ``alias``; the analysis
     flavour it uses."""
     flavour = await analysis_flavour(es)
     body = index_template(
-        alias, flavour, embedding, vector_index_type, shards=shards, replicas=replicas
+        alias,
+        flavour,
+        embedding,
+        vector_index_type,
+        shards=shards,
+        replicas=replicas,
+        installation=installation,
     )
     await es.indices.put_index_template(name=template_name(alias), **body)
     # Indices made before a field was added take it too (the mapping is strict: a chunk with
@@ -225,9 +238,14 @@ async def ensure_index(
     check_model: bool = True,
     shards: int = 1,
     replicas: str = "0-1",
+    installation: str | None = None,
+    adopt: bool = False,
 ) -> str:
     """Apply the template and, if ``tenant``'s alias is missing, create its first index.
     Idempotent.
+
+    With ``installation``, refuses (``ForeignIndices``) indices under ``alias`` that another
+    installation wrote, unless ``adopt``, before writing anything, and stamps them as its own.
 
     ``shards`` and ``replicas`` shape indices created from now on (a tenant's first, and each
     ``rebuild``); an existing index keeps its shards.
@@ -236,10 +254,18 @@ async def ensure_index(
     ``check_model`` is false (``rebuild`` replaces such an index). Returns the analysis
     flavour in use.
     """
+    if installation:  # (refused before anything is written)
+        await claim(es, alias, installation, adopt=adopt, stamp=False)
     if check_model:
         await check_index_model(es, alias, embedding)
     flavour = await put_template(
-        es, alias, embedding, vector_index_type=vector_index_type, shards=shards, replicas=replicas
+        es,
+        alias,
+        embedding,
+        vector_index_type=vector_index_type,
+        shards=shards,
+        replicas=replicas,
+        installation=installation,
     )
     own = tenant_alias(alias, tenant)
     if not await es.indices.exists_alias(name=own):
@@ -252,6 +278,8 @@ async def ensure_index(
                 raise
         else:
             log.info("created index %s behind alias %s (analysis: %s)", first, own, flavour)
+    if installation:
+        await claim(es, alias, installation, adopt=True)  # (stamps what is not yet its own)
     await primaries_active(es, own)
     return flavour
 
@@ -294,4 +322,6 @@ async def ensure_configured_index(
         vector_index_type=settings.vector_index_type,
         shards=settings.index_shards,
         replicas=settings.index_replicas,
+        installation=settings.installation,
+        adopt=settings.installation_adopt,
     )

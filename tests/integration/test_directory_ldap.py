@@ -224,6 +224,29 @@ def test_start_tls_verifies_the_server(tree: Tree, policy_db_url: str, tmp_path:
     assert grants(policy_db_url) == {"g, user:wang, 运维工程师, acme"}
 
 
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [
+        ("en", "the directory refused the bind as cn=admin"),
+        ("zh", "目录拒绝以 cn=admin"),
+    ],
+)
+def test_a_wrong_bind_password_is_named_in_the_reader_s_language(
+    tree: Tree, policy_db_url: str, tmp_path: Path, lang: str, said: str
+) -> None:
+    """A wrong password is said as such (not ldap3's exception name), with what to check, in
+    the reader's language; nothing changes."""
+    tree.group("ops", tree.user("wang"))
+    env = {"TEST_LDAP_PASSWORD": "not-the-password", "RSVC_LANG": lang}
+    done = CliRunner().invoke(
+        app, ["policy", "--db", policy_db_url, "sync-ldap", str(tree.sync_file(tmp_path))], env=env
+    )
+    assert done.exit_code == 3, done.output
+    assert said in done.output and "TEST_LDAP_PASSWORD" in done.output, done.output
+    assert "not-the-password" not in done.output and "LDAPInvalidCredentials" not in done.output
+    assert grants(policy_db_url) == set()
+
+
 def history_of(db: str) -> list[dict[str, Any]]:
     out = CliRunner().invoke(app, ["audit", "policy", "--db", db, "--json"]).stdout
     return [json.loads(line) for line in out.splitlines()]

@@ -72,13 +72,15 @@ async def test_a_dead_predecessor_s_lease_is_taken_over_at_once(
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     here = Process.here()
-    gone = {"host": here.host, "boot": here.boot, "pid": int(dead.stdout), "started": 1}
+    gone = {"host": here.host, "boot": here.boot, "pid": int(dead.stdout), "started": 1,
+            "pid_namespace": here.namespace}  # fmt: skip
     assert here.gone(gone)
+    assert not here.gone({**gone, "pid_namespace": "pid:[1]"})  # (another namespace's)
     assert not here.gone(here.as_json())  # (this very process is alive)
     assert not here.gone({**here.as_json(), "host": "elsewhere"})  # (nothing known)
     holder = lease(es, alias + "-dead", ttl_s=60.0, name="w")
     assert await holder.acquire(wait_s=30)
-    holder.process = Process(here.host, here.boot, int(dead.stdout), 1)  # (as if it were gone)
+    holder.process = Process(here.host, here.boot, int(dead.stdout), 1, here.namespace)  # (gone)
     await holder.renew()
     successor = lease(es, alias + "-dead", ttl_s=60.0, name="w")
     assert await successor.acquire(wait_s=20)  # (not waiting out the 60 s)

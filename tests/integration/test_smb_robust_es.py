@@ -22,7 +22,7 @@ from indexer.sources import ObjectRef
 from indexer.sources.smb import SmbCredentials, SmbSource
 from tests.support import ES_URL
 from tests.support.corpus import TENANT, own
-from tests.support.samba_ad import PASSWORD, DomainController
+from tests.support.samba_ad import PASSWORD, DomainController, smb_acl
 from tests.support.samba_outage import down
 from tests.support.smb_share import ADMINISTRATORS, FULL, INHERIT, READ, Share, allow
 
@@ -224,3 +224,20 @@ def test_the_server_gone_mid_run_is_an_outage_nothing_pruned_nor_withdrawn(
     assert third.ok, third.failures
     assert third.documents_indexed == 1 and third.documents_skipped == len(files)
     assert "三/新.md" in stored(es_sync, into, kb)
+
+
+def test_a_dacl_set_the_way_explorer_sets_it_is_read(
+    samba_ad: DomainController, es_sync: Elasticsearch, into: str, root: str
+) -> None:
+    """``smbcacls --set`` (as Explorer's security tab writes a DACL) stores ACL revision 3 on
+    Samba: a valid revision, read like 2 and 4 — not a malformed descriptor withdrawing the
+    file."""
+    dc, kb = samba_ad, f"资源管理器-{uuid.uuid4().hex[:6]}"
+    put(Share(dc), f"{root}/财务/预算.md", "# 预算\n\n年度预算。\n")
+    smb_acl(dc, f"{root}/财务/预算.md", "ACL:BUILTIN\\Administrators:ALLOWED/0x0/FULL",
+            f"ACL:{dc.env['SAMBA_AD_DOMAIN']}\\财务部:ALLOWED/0x0/READ")  # fmt: skip
+    report = run(SmbSource(url(dc, root), credentials(dc)), into, kb)
+    assert report.ok, report.failures
+    roles = stored(es_sync, into, kb)["财务/预算.md"]["access_roles"]
+    assert role_of(dc.sids["财务部"]) in roles
+    assert role_of("S-1-5-11") not in roles  # (the share root's Authenticated Users: replaced)

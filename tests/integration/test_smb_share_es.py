@@ -54,17 +54,23 @@ from tests.support.smb_share import (
 )
 
 pytestmark = pytest.mark.anyio
+# The tree's root, its files (key → a word only each has), the person outside CN=Users, the
+# outside group's SID, and the SID of the group inside CN=Users that holds it.
+Tree = tuple[str, dict[str, str], str, str, str]
 
 TENANT, KB = "corp", "部门资料"
 SECRET = "rsvc-test-smb-dify-key-0123456789abcdef"
 PEOPLE = ["张三", "李四", "王五", "赵六", "孙八", "钱七"]
 BUILTIN_USERS = "S-1-5-32-545"
 OUTSIDE_DENY = "其他/外包拒绝.md"
+NESTED_DENY = "其他/嵌套拒绝.md"
 # Where the index is narrower than Windows, by design (docs/permissions.md): a person holding
 # an allow's SID and the SID of a deny standing between two allows; and, while the sync reads
 # no group outside CN=Users, every person a deny of such a group does not name (fail closed).
 NARROWED = {("公告/非规范.md", "王五")} | {
-    (OUTSIDE_DENY, p) for p in ("张三", "李四", "王五", "赵六", "孙八")
+    (file, p)
+    for file in (OUTSIDE_DENY, NESTED_DENY)
+    for p in ("张三", "李四", "王五", "赵六", "孙八")
 }
 
 
@@ -72,23 +78,35 @@ def _admin_full() -> Any:
     return allow(ADMINISTRATORS, FULL, INHERIT)
 
 
-def outsider(dc: DomainController) -> tuple[str, str]:
+def outsider(dc: DomainController) -> tuple[str, str, str]:
     """A person in a group outside ``CN=Users`` (an OU of its own, as departments' groups
-    often are): their name and the group's SID."""
+    often are), that group a member of a group inside ``CN=Users``: the person's name, the
+    outside group's SID and the inside group's (whose members the sync cannot all read)."""
     tag = uuid.uuid4().hex[:6]
     person, group, ou = f"周九{tag}", f"外包组{tag}", f"OU=Outside{tag}"
+    parent = f"外包上级{tag}"
     dc.seed({"groups": [], "users": [{"name": person, "password": PASSWORD}]})
     dc.samba_tool("ou", "add", ou)
     dc.samba_tool("group", "add", group, f"--groupou={ou}")
     dc.samba_tool("group", "addmembers", group, person)
-    shown = dc.samba_tool("group", "show", group, "--attributes=objectSid")
-    (sid,) = [line.split(":", 1)[1].strip() for line in shown.splitlines()
-              if line.startswith("objectSid:")]  # fmt: skip
-    return person, sid
+    dc.samba_tool("group", "add", parent)
+    dc.samba_tool("group", "addmembers", parent, group)
+
+    def sid(name: str) -> str:
+        shown = dc.samba_tool("group", "show", name, "--attributes=objectSid")
+        (found,) = [line.split(":", 1)[1].strip() for line in shown.splitlines()
+                    if line.startswith("objectSid:")]  # fmt: skip
+        return found
+
+    return person, sid(group), sid(parent)
 
 
 def build(
-    share: Share, root: str, dc: DomainController, outside: str | None = None
+    share: Share,
+    root: str,
+    dc: DomainController,
+    outside: str | None = None,
+    nested: str | None = None,
 ) -> dict[str, str]:
     """The fixture tree below ``root``; each file's key and its text (a word only it has)."""
     sid = dc.sids
@@ -129,6 +147,9 @@ def build(
     # A group the sync does not read (outside groups.base): refused to every person here.
     if outside is not None:
         file(OUTSIDE_DENY, deny(outside), allow(EVERYONE))
+    if nested is not None:  # (a group the sync reads whose member is that outside group:
+        # its members are not all known, so its deny refuses every person here too)
+        file(NESTED_DENY, deny(nested), allow(EVERYONE))
     # Kept its own DACL (Everyone) when it was moved into 法务/: everyone reads it.
     file("其他/旧合同.md", allow(EVERYONE), allow(ADMINISTRATORS, FULL))
     share.rename(f"{root}/其他/旧合同.md", f"{root}/法务/旧合同.md")
@@ -143,14 +164,14 @@ def build(
 @pytest.fixture(scope="module")
 def share_tree(
     samba_ad: DomainController, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, dict[str, str], str, str]]:
-    """The tree, the person outside CN=Users and their group's SID."""
-    person, group = outsider(samba_ad)
+) -> Iterator[Tree]:
+    """The tree (``Tree``)."""
+    person, group, nested = outsider(samba_ad)
     PEOPLE.append(person)
     share = Share(samba_ad)
     root = f"部门-{uuid.uuid4().hex[:6]}"
-    files = build(share, root, samba_ad, group)
-    yield root, files, person, group
+    files = build(share, root, samba_ad, group, nested)
+    yield root, files, person, group, nested
     PEOPLE.remove(person)
 
 
@@ -199,7 +220,7 @@ def index(dc: DomainController, root: str, alias: str, db: str, *extra: str) -> 
 @pytest.fixture(scope="module")
 def indexed(
     samba_ad: DomainController,
-    share_tree: tuple[str, dict[str, str], str, str],
+    share_tree: Tree,
     policy_db: str,
     es_sync: Elasticsearch,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -292,11 +313,11 @@ async def answers(
 
 async def test_every_person_sees_exactly_what_smb_lets_them_read(
     samba_ad: DomainController,
-    share_tree: tuple[str, dict[str, str], str, str],
+    share_tree: Tree,
     indexed: tuple[str, dict[str, Any]],
     client: httpx.AsyncClient,
 ) -> None:
-    root, files, person, group = share_tree
+    root, files, person, group, nested = share_tree
     _, report = indexed
     truth = smb_truth(samba_ad, root, files)
     # The oracle is what the fixtures say it is (else the test proves nothing).
@@ -305,6 +326,7 @@ async def test_every_person_sees_exactly_what_smb_lets_them_read(
     assert "公告/非规范.md" in truth["王五"] and not truth["钱七"]
     assert not any("其他/内置拒绝.md" in truth[p] for p in PEOPLE)  # (every person is a User)
     assert OUTSIDE_DENY in truth["赵六"] and OUTSIDE_DENY not in truth[person]
+    assert NESTED_DENY in truth["赵六"] and NESTED_DENY not in truth[person]
     for who in PEOPLE:
         expected = truth[who] - {k for k, p in NARROWED if p == who}
         for way, shown in (await answers(client, who, files)).items():
@@ -317,8 +339,8 @@ async def test_every_person_sees_exactly_what_smb_lets_them_read(
     # The planted sidecar was passed over and named, never read.
     assert report["passed_over"] == {"a sidecar on a share: not read (--share-sidecars)": 1}
     # The deny nobody here can judge is named in the run's summary, with its file.
-    assert report["fail_closed"] == {group: 1}
-    assert report["fail_closed_examples"] == {group: [OUTSIDE_DENY]}
+    assert report["fail_closed"] == {group: 1, nested: 1}
+    assert report["fail_closed_examples"] == {group: [OUTSIDE_DENY], nested: [NESTED_DENY]}
 
 
 def _source(es: Elasticsearch, alias: str, name: str) -> dict[str, Any]:
@@ -354,7 +376,7 @@ async def test_explain_names_the_deciding_ace(
 
 
 async def test_a_deny_no_sync_read_is_narrowed_and_named(
-    share_tree: tuple[str, dict[str, str], str, str],
+    share_tree: Tree,
     indexed: tuple[str, dict[str, Any]],
     policy_db: str,
     es_sync: Elasticsearch,
@@ -379,7 +401,7 @@ async def test_a_deny_no_sync_read_is_narrowed_and_named(
 
 async def test_the_next_run_judges_again_once_the_sync_reads_the_group(
     samba_ad: DomainController,
-    share_tree: tuple[str, dict[str, str], str, str],
+    share_tree: Tree,
     indexed: tuple[str, dict[str, Any]],
     policy_db: str,
     client: httpx.AsyncClient,
@@ -387,7 +409,7 @@ async def test_the_next_run_judges_again_once_the_sync_reads_the_group(
 ) -> None:
     """The sync now reads the whole domain: the next ordinary run re-tags the file from the
     index (no re-reading of its text) and it is exact — only the group's member is refused."""
-    root, files, person, _ = share_tree
+    root, files, person, _, _ = share_tree
     synced_at = time.time()
     synced_policy(samba_ad, policy_db, tmp_path, samba_ad.base_dn, TENANT)
     deadline = time.monotonic() + 120  # (the service re-reads the policy on its next check)
@@ -396,10 +418,11 @@ async def test_the_next_run_judges_again_once_the_sync_reads_the_group(
         await asyncio.sleep(0.05)
     report = index(samba_ad, root, indexed[0], policy_db)
     assert report["fail_closed"] == {}
-    assert report["documents_retagged"] >= 1 and OUTSIDE_DENY in report["roles_changed"]
-    word = {OUTSIDE_DENY: files[OUTSIDE_DENY]}
+    assert report["documents_retagged"] >= 2
+    assert {OUTSIDE_DENY, NESTED_DENY} <= set(report["roles_changed"])
+    word = {OUTSIDE_DENY: files[OUTSIDE_DENY], NESTED_DENY: files[NESTED_DENY]}
     truth = smb_truth(samba_ad, root, word)
     for who in PEOPLE:
         for way, shown in (await answers(client, who, word)).items():
             assert shown == truth[who], f"{who} over {way}: {shown} != {truth[who]}"
-    assert truth["赵六"] == {OUTSIDE_DENY} and truth[person] == set()
+    assert truth["赵六"] == {OUTSIDE_DENY, NESTED_DENY} and truth[person] == set()

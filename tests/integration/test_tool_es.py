@@ -3,6 +3,7 @@ end to end against the real Elasticsearch and a local provider (design.md §8 to
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -189,6 +190,42 @@ async def test_openapi_document_is_valid_3_0(client: httpx.AsyncClient) -> None:
     chunk = out["chunk_metadata"]["items"]["properties"]
     assert set(chunk) == set(UnifiedChunk.model_fields) >= {"chunk_id", "document_id", "metadata"}
     assert all(p["type"] in ("string", "integer", "number", "boolean") for p in params.values())
+
+
+def _texts(doc: Any) -> list[str]:
+    if isinstance(doc, dict):
+        found = [
+            v for k, v in doc.items() if k in ("description", "summary") and isinstance(v, str)
+        ]
+        return found + [t for k, v in doc.items() if k not in ("description", "summary")
+                        for t in _texts(v)]  # fmt: skip
+    return [t for v in doc for t in _texts(v)] if isinstance(doc, list) else []
+
+
+async def test_the_tool_document_speaks_the_reader_s_language(
+    client: httpx.AsyncClient, corpus: str
+) -> None:
+    """Dify's tool editor shows the descriptions: Chinese for a zh-CN reader, or for every
+    request naming none when RSVC_DEFAULT_LANGUAGE=zh-CN (Dify sends no Accept-Language);
+    the same document otherwise (only its words differ)."""
+    english = (await client.get("/v1/tools/openapi.json")).json()
+    chinese = (
+        await client.get("/v1/tools/openapi.json", headers={"Accept-Language": "zh-CN,zh;q=0.9"})
+    ).json()
+    validate(chinese)
+    assert chinese["paths"].keys() == english["paths"].keys()
+    texts = _texts(chinese)
+    assert len(texts) == len(_texts(english)) >= 20
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    assert all(cjk.search(t) for t in texts), [t for t in texts if not cjk.search(t)]
+    query = chinese["paths"]["/v1/tools/unified-search"]["post"]["requestBody"]["content"][
+        "application/json"
+    ]["schema"]["properties"]["query"]
+    assert query["description"] == "用户的问题，作为检索词。"
+    async with app_client(make_settings(corpus, default_language="zh-CN")) as zh_server:
+        default = (await zh_server.get("/v1/tools/openapi.json")).json()
+        asked = await zh_server.get("/v1/tools/openapi.json", headers={"Accept-Language": "en"})
+    assert _texts(default) == texts and _texts(asked.json()) == _texts(english)
 
 
 async def test_merge_endpoint_is_a_drop_in(client: httpx.AsyncClient) -> None:

@@ -105,6 +105,11 @@ class DomainController:
         return self.env["SAMBA_AD_SHARE"]
 
     @property
+    def share2(self) -> str:
+        """A second share, alike, for tests that set a share ACL (``share_acl``)."""
+        return self.env["SAMBA_AD_SHARE2"]
+
+    @property
     def smb_conf(self) -> str:
         return self.env["SAMBA_AD_SMB_CONF"]
 
@@ -173,16 +178,18 @@ def running_dc(
         stop(dc)
 
 
-def smb_read(dc: DomainController, user: str, path: str, password: str = PASSWORD) -> bytes | None:
-    """The file at ``path`` in the DC's share as ``user`` reads it over SMB, or None when the
-    server refuses (access denied, no such file, a disabled account)."""
+def smb_read(
+    dc: DomainController, user: str, path: str, password: str = PASSWORD, share: str | None = None
+) -> bytes | None:
+    """The file at ``path`` in the DC's share (or ``share``) as ``user`` reads it over SMB, or
+    None when the server refuses (access denied, no such file, a disabled account)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "out"
         done = subprocess.run(
             [
-                "smbclient", "-s", dc.smb_conf, f"//{dc.address}/{dc.share}",
+                "smbclient", "-s", dc.smb_conf, f"//{dc.address}/{share or dc.share}",
                 "-U", f"{dc.env['SAMBA_AD_DOMAIN']}\\{user}%{password}",
                 "-c", f'get "{path}" "{local}"',
             ],
@@ -219,3 +226,14 @@ def smb_acl(dc: DomainController, path: str, *aces: str) -> None:
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"smbcacls {path} {aces}: {done.stdout}{done.stderr}")
+
+
+def share_acl(dc: DomainController, share: str, *aces: str) -> None:
+    """Replace the share's own ACL — its *share permissions*, as Computer Management's Share
+    Permissions tab sets them — with ``aces`` (``sharesec`` syntax: ``S-1-…:ALLOWED/0x0/READ``,
+    ``S-1-…:DENIED/0x0/FULL``); none: remove it (Samba then answers Everyone full control)."""
+    command = ["sharesec", "-s", dc.smb_conf, share]
+    command += ["--replace", ",".join(aces)] if aces else ["--delete"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"sharesec {share} {aces}: {done.stdout}{done.stderr}")

@@ -41,12 +41,13 @@ def deny(sid: str, mask: int = READ, flags: int = 0) -> Ace:
 class Share:
     """The DC's share, as its administrator reaches it over SMB."""
 
-    def __init__(self, dc: DomainController) -> None:
+    def __init__(self, dc: DomainController, name: str | None = None) -> None:
         self.dc = dc
+        self.name = name or dc.share
         self.cache: dict[str, Any] = {}
 
     def unc(self, path: str) -> str:
-        return "\\".join((f"\\\\{self.dc.address}", self.dc.share, *path.split("/")))
+        return "\\".join((f"\\\\{self.dc.address}", self.name, *path.split("/")))
 
     def kwargs(self, user: str = "Administrator", password: str | None = None) -> dict[str, Any]:
         return {

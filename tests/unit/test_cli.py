@@ -4,6 +4,7 @@ key that cannot work, naming it (issue #12)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,12 @@ from retrieval_svc.cli import app
 
 
 def new_key(*args: str) -> tuple[ApiKeyConfig, str, str]:
-    result = CliRunner().invoke(app, ["new-key", "--name", "k", *args])
+    result = CliRunner(env={"RSVC_LANG": "en"}).invoke(app, ["new-key", "--name", "k", *args])
     assert result.exit_code == 0, result.output
     entry = json.loads(result.stdout.strip().splitlines()[-1])
-    secret = result.stderr.split(": ", 1)[1].splitlines()[0]
+    shown = re.search(r"rsvc_[A-Za-z0-9_-]+", result.stderr)  # (in either language's line)
+    assert shown is not None, result.stderr
+    secret = shown.group(0)
     return ApiKeyConfig.model_validate(entry), secret, result.stderr
 
 
@@ -81,9 +84,11 @@ def test_an_unreachable_cluster_is_one_line_with_a_hint(command: list[str]) -> N
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     env = {"RSVC_ES_URL": url, "RSVC_EMBEDDER": "none", "RSVC_ES_TIMEOUT_S": "2"}
-    result = CliRunner().invoke(indexer_app, command, env=env)
+    result = CliRunner().invoke(indexer_app, command, env={**env, "RSVC_LANG": "en"})
     assert result.exit_code == 3, result.output
-    lines = result.stderr.strip().splitlines()
+    said = result.stderr.strip().splitlines()
+    # (a command that writes names its cluster first: the one line besides the error)
+    lines = [line for line in said if not line.startswith(f"Elasticsearch at {url}: ")]
     assert len(lines) == 1 and url in lines[0] and "scripts/es.sh start" in lines[0]
     assert "Traceback" not in result.output
     debug = CliRunner().invoke(indexer_app, ["--debug", *command], env=env)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -304,6 +306,22 @@ def test_malformed_bytes_are_refused_never_guessed(
 def test_malformed_descriptors(blob: bytes) -> None:
     with pytest.raises(SecurityDescriptorError):
         parse_security_descriptor(blob)
+
+
+@pytest.mark.parametrize(
+    ("revision", "valid"), [(1, False), (2, True), (3, True), (4, True), (5, False)]
+)
+def test_acl_revisions_windows_accepts_are_read(revision: int, valid: bool) -> None:
+    """ACL revisions 2–4 are valid (Samba's smbcacls writes 3: a DACL set the way Explorer
+    sets it on a Samba share was read as malformed, the file withdrawn); others are not."""
+    blob = bytearray(security_descriptor_bytes(SecurityDescriptor(None, None, (allow(LEGAL),))))
+    dacl_at = struct.unpack_from("<I", blob, 16)[0]
+    blob[dacl_at] = revision
+    if valid:
+        assert parse_security_descriptor(bytes(blob)).dacl == (allow(LEGAL),)
+    else:
+        with pytest.raises(SecurityDescriptorError, match="revision"):
+            parse_security_descriptor(bytes(blob))
 
 
 def test_a_dacl_flag_without_a_dacl_is_null_and_a_present_empty_one_is_empty() -> None:

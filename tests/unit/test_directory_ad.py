@@ -158,6 +158,25 @@ def test_sids_are_kept_per_person_not_as_policy_lines() -> None:
     assert not any(f"{DOMAIN}-1112" in held for held in made.sids.values())
 
 
+def test_a_group_whose_members_were_not_all_read_is_not_known() -> None:
+    """上海办公室 lists a group outside the sync's searches (an OU not read): whoever is in it
+    holds 上海办公室, 华东区 and 集团全员 in Windows but not here, so none of their SIDs is
+    known (a deny naming one refuses every person); an allow still reaches the members read."""
+    groups, users = _domain()
+    outside = "CN=外包组,OU=外部,DC=corp,DC=example,DC=org"
+    groups = [
+        AdGroup(g.dn, g.name, g.sid, [*g.members, outside]) if g.name == "上海办公室" else g
+        for g in groups
+    ]
+    directory = build(groups, users)
+    nested = {f"{DOMAIN}-1106", f"{DOMAIN}-1105", f"{DOMAIN}-1104"}
+    assert directory.partial_sids == nested
+    known = plan(directory, mapping({}, all_groups=False), "acme", []).known_sids
+    assert not nested & known and {f"{DOMAIN}-513", f"{DOMAIN}-1110"} <= known
+    assert f"{DOMAIN}-1104" in wanted_sids(directory)["user:王五"]
+    assert build(*_domain()).partial_sids == set()  # (a foreign principal is not a read gap)
+
+
 def test_a_disabled_account_is_no_one_even_with_a_hand_grant() -> None:
     """钱七 is disabled in AD: the sync records his ids as refused, so a hand grant naming him
     (or his mail) does not make him a known person — no Everyone, no roles."""

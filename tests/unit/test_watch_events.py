@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,11 @@ from indexer.watch.events import FileStamps, Heard, document_key, queue_url
 from indexer.watch.notices import read_message
 
 
-def s3_record(bucket: str, key: str, name: str = "ObjectCreated:Put") -> dict[str, object]:
-    return {"eventName": name, "eventTime": "2026-12-04T09:00:00.000Z",
+def s3_record(
+    bucket: str, key: str, name: str = "ObjectCreated:Put", at: str = ""
+) -> dict[str, object]:
+    at = at or datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {"eventName": name, "eventTime": at,
             "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}  # fmt: skip
 
 
@@ -35,6 +39,23 @@ def test_s3_records_name_their_keys_under_the_prefix() -> None:
     keys, when = keys_of(body, "corp", "kb/")
     assert keys == {"法务/合同 2026.md", "a.md"}
     assert when is not None and when > 1.7e9
+
+
+@pytest.mark.parametrize(
+    "at",
+    ["1970-01-01T00:00:01Z", "9999-12-31T23:59:59Z", "2001-01-01T00:00:00Z", "next-year"],
+)
+def test_an_event_time_that_cannot_be_true_is_not_believed(at: str) -> None:
+    if at == "next-year":
+        at = (datetime.now(UTC) + timedelta(days=365)).isoformat()
+    keys, when = keys_of({"Records": [s3_record("corp", "kb/a.md", at=at)]}, "corp", "kb/")
+    assert keys == {"a.md"} and when is None  # (the time it was received stands for it)
+
+
+def test_an_event_time_a_little_ahead_is_read_as_now() -> None:
+    ahead = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
+    _, when = keys_of({"Records": [s3_record("corp", "kb/a.md", at=ahead)]}, "corp", "kb/")
+    assert when is not None and when <= time.time()
 
 
 def test_sns_and_eventbridge_envelopes_are_read_too() -> None:

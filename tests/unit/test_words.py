@@ -111,3 +111,158 @@ def test_the_commands_error_paths_say_no_english_sentence_in_a_chinese_locale(
     said = done.output.strip()
     assert said and CJK.search(said), said
     assert english_left(said) == [], said
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["new-key", "--name", "k", "--mode", "signed"],
+        ["new-key", "--name", "k", "--mode", "oidc"],
+        ["new-key", "--name", "k", "--for", "dify"],
+    ],
+    ids=["signed", "oidc", "dify"],
+)
+def test_new_key_speaks_chinese_in_a_chinese_locale(argv: list[str]) -> None:
+    """Every line ``new-key`` prints to its reader is Chinese under zh_CN (the key itself, the
+    JSON entry on stdout and a quoted detail aside)."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as svc
+
+    env = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = CliRunner(env=env).invoke(svc, argv)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines, done.output
+    for line in lines:
+        assert CJK.search(line), line
+        assert english_left(line) == [], line
+
+
+@pytest.mark.parametrize(
+    ("which", "argv", "said"),
+    [
+        ("svc", ["nosuch"], "没有命令 'nosuch'。"),
+        ("indexer", ["index", "--bogus"], "没有选项 --bogus。"),
+        ("indexer", ["index"], "缺少参数 'source'。"),
+        ("svc", ["policy", "allow", "anyone"], "缺少参数"),
+    ],
+    ids=["unknown-command", "unknown-option", "missing-argument", "missing-argument-svc"],
+)
+def test_a_mistyped_command_line_is_answered_in_chinese(
+    which: str, argv: list[str], said: str
+) -> None:
+    """Typer's and Click's usage, hint and error under a Chinese locale: Chinese, the command's
+    own names aside; English under another locale."""
+    from typer.testing import CliRunner
+
+    from indexer.cli import app as indexer
+    from retrieval_svc.cli import app as svc
+
+    program = indexer if which == "indexer" else svc
+    env = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = CliRunner(env=env).invoke(program, argv)
+    assert done.exit_code == 2, done.output
+    text = done.stderr
+    assert said in text and "用法：" in text and "查看帮助" in text, text
+    panel = [line for line in text.splitlines() if not line.startswith("用")]  # (the syntax)
+    assert english_left("\n".join(panel)) == [], text
+    english = CliRunner(env={**env, "RSVC_LANG": "en"}).invoke(program, argv)
+    assert "Usage:" in english.stderr and "用法" not in english.stderr, english.stderr
+
+
+def test_identity_resolve_says_its_status_in_chinese(tmp_path: Path) -> None:
+    """``identity resolve``: 已知/别名/未知 under zh (not "alias"/"unknown" inside a Chinese
+    line), the same under English as before."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as svc
+
+    db = f"sqlite:///{tmp_path}/policy.db"
+    zh = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    runner = CliRunner(env=zh)
+    grant = ["policy", "--db", db, "grant-role", "wang", "ops", "--tenant", "acme"]
+    assert runner.invoke(svc, grant).exit_code == 0
+    ask = ["identity", "--db", db, "resolve", "--tenant", "acme"]
+    known = runner.invoke(svc, [*ask, "wang"])
+    assert known.exit_code == 0 and known.stdout.startswith("已知：wang"), known.output
+    nobody = runner.invoke(svc, [*ask, "zhao"])
+    assert nobody.exit_code == 1 and nobody.stdout.startswith("未知："), nobody.output
+    english = CliRunner(env={**zh, "RSVC_LANG": "en"}).invoke(svc, [*ask, "zhao"])
+    assert english.stdout.startswith("unknown: "), english.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["grant-role", "wang", "user:bob"], "角色 'user:bob' 是用户，不是角色"),
+        (["grant-role", "wang", "anyone"], "表示所有主体"),
+        (["grant-role", "user:wang", "ops"], "给出用户 ID 时不要带 'user:'"),
+        (["grant-role", "wang", " ops"], "以空白开头或结尾"),
+        (["inherit", "ops", "ops"], "角色 'ops' 不能继承自己"),
+    ],
+    ids=["role-is-user", "role-is-anyone", "user-prefix", "white-space", "inherit-itself"],
+)
+def test_a_refused_name_is_said_in_chinese(tmp_path: Path, argv: list[str], said: str) -> None:
+    """Why the policy refused a name, role or id: Chinese under zh (its values quoted)."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as svc
+
+    db = f"sqlite:///{tmp_path}/policy.db"
+    zh = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = CliRunner(env=zh).invoke(svc, ["policy", "--db", db, *argv, "--tenant", "acme"])
+    assert done.exit_code == 2, done.output
+    assert said in done.stderr and done.stderr.startswith("错误："), done.stderr
+    assert english_left(done.stderr.replace("'", "`")) == [], done.stderr
+
+
+@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh"])
+@pytest.mark.parametrize(("lang", "said"), [("zh_CN.UTF-8", "用法："), ("C.UTF-8", "usage: ")])
+def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, said: str) -> None:
+    """``scripts/ldap.sh`` and ``scripts/pg.sh`` (the guide starts slapd) say their lines in
+    the reader's language, as ``scripts/es.sh`` does; ``_lib.sh``'s ``setup:`` lines and
+    ``scripts/test``'s frame use the same ``say2``."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "LANG": lang, "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = subprocess.run(
+        [str(root / "scripts" / script), "bogus"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
+    setup = subprocess.run(
+        ["bash", "-c", f"source {root}/scripts/_say.sh; say2 'setup: x' 'setup：x'"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert setup.stdout.strip() == ("setup：x" if said == "用法：" else "setup: x")
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese"),
+    [
+        (
+            "uid=a,ou=people,dc=corp: user id 'user:a' begins with 'user:'; skipped",
+            "uid=a,ou=people,dc=corp：用户 ID 'user:a' 以 'user:' 开头；已跳过",
+        ),
+        ("group 'sales ' is empty", "组 'sales ' 为空"),
+        (
+            "uid=b,dc=corp: id 'x' is mapped on line 3 too",
+            "uid=b,dc=corp：ID 'x' 在第 3 行也有映射",
+        ),
+        ("map.csv line 4: user id is empty", "map.csv 第 4 行：用户 ID 为空"),
+        (
+            "foreign security principal S-1-5-21-1 (in cn=g): not in this directory; "
+            "nobody holds a group through it",
+            "外部安全主体 S-1-5-21-1（属于 cn=g）：不在本目录中；没有人经由它持有组",
+        ),
+        ("something no row says", "something no row says"),
+    ],
+)
+def test_why_a_sync_skipped_an_entry_is_said_again_in_chinese(english: str, chinese: str) -> None:
+    """The sync's ``skipped:`` detail and a refused name, made in English where decided, said
+    in Chinese where printed; a text of no known shape as it is."""
+    from retrieval_svc.words import problem
+
+    assert problem(english, "zh") == chinese
+    assert problem(english, "en") == english

@@ -42,6 +42,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: {{ .Values.elasticsearch.url | quote }}
 - name: RSVC_INDEX_ALIAS
   value: {{ .Values.elasticsearch.indexAlias | quote }}
+- name: RSVC_INSTALLATION_ID
+  value: {{ .Values.elasticsearch.installationId | default (printf "%s/%s" .Release.Namespace .Release.Name) | quote }}
 {{- $secret := .Values.elasticsearch.existingSecret | default (include "rsvc.secretName" .) }}
 {{- if or .Values.elasticsearch.existingSecret .Values.elasticsearch.username }}
 - name: RSVC_ES_USERNAME

@@ -1,0 +1,166 @@
+"""A watcher started again finds what changed while none ran before its whole re-listing
+(design.md §16, "in force in seconds"): the last listing it kept is compared with the folder
+now, and what differs is narrowed first.
+
+The watchers run in this process against the real Elasticsearch; the second one's whole
+listing is held at a gate, so "before the re-listing" is an order the test sees, not a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from elasticsearch import AsyncElasticsearch, Elasticsearch
+
+from indexer.permissions import load_rules
+from indexer.pipeline import IndexOptions
+from indexer.sources.local import LocalSource
+from indexer.watch import watcher as watcher_module
+from indexer.watch.settle import Settled
+from indexer.watch.watcher import Watcher, WatchOptions
+from retrieval_svc.search.index import ensure_index
+from retrieval_svc.tenancy import tenant_alias
+from tests.integration.test_watch_pass_es import Gated, stored, until
+from tests.support.corpus import TENANT
+
+pytestmark = pytest.mark.anyio
+
+OPEN = "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\n"
+LEGAL = "  - match: 法务/**\n    access_roles: [法务]\n"
+
+
+async def watched_once(
+    es: AsyncElasticsearch, es_sync: Elasticsearch, source: LocalSource, options: IndexOptions,
+    alias: str, count: int,
+) -> None:  # fmt: skip
+    """A first watcher runs until its whole re-listing is settled (and its listing kept),
+    then stops."""
+    reports: list[tuple[str, Settled]] = []
+    first = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        said=lambda what, done: reports.append((what, done)),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(first.run(stop))
+    try:
+        await until(lambda: any(what == "re-listing" for what, _ in reports), "a re-listing")
+        assert len(stored(es_sync, options.alias, options.knowledge_id)) == count
+    finally:
+        stop.set()
+        await running
+
+
+@pytest.mark.parametrize("batch", [200, 2], ids=["one-batch", "batches-of-two"])
+async def test_what_changed_while_no_watcher_ran_is_narrowed_before_the_whole_listing(
+    tmp_path: Path,
+    es: AsyncElasticsearch,
+    es_sync: Elasticsearch,
+    alias: str,
+    batch: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (batches-of-two: the differences are looked at a few keys at a time, later batches
+    # narrowed while the first one's pass runs)
+    monkeypatch.setattr(watcher_module, "MANY_KEYS", batch)
+    root = tmp_path / "share"
+    for key in ("公共/甲.md", "公共/乙.md", "公共/丙.md", "公共/旧/丁.md", "公共/戊.md"):
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_text(f"# {key}\n\n第一版。", encoding="utf-8")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(OPEN + LEGAL, encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    kb = f"watch-restart-{batch}"
+    options = IndexOptions(
+        knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    await watched_once(es, es_sync, LocalSource(root), options, alias, 5)
+
+    # While no watcher runs: a move into 法务/, a deletion, a folder removed, a sidecar.
+    (root / "法务").mkdir()
+    (root / "公共/乙.md").rename(root / "法务/乙.md")
+    (root / "公共/丙.md").unlink()
+    (root / "公共/旧/丁.md").unlink()
+    (root / "公共/旧").rmdir()
+    (root / "公共/戊.md.meta.json").write_text('{"access_roles": ["人事"]}', encoding="utf-8")
+
+    source = Gated(root)
+    source.close("(listing)")  # (the whole listing waits until the test lets it go)
+    second = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0)
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    try:
+
+        def narrowed() -> bool:
+            now = stored(es_sync, index, kb)
+            gone = not {"公共/乙.md", "公共/丙.md", "公共/旧/丁.md"} & now.keys()
+            return gone and now.get("公共/戊.md", ((), ""))[0] != ()
+
+        await until(narrowed, "what changed while down is narrowed before the whole listing")
+        assert not source.gates["(listing)"].is_set()
+        assert stored(es_sync, index, kb)["公共/甲.md"][0] == ()  # (unchanged: left alone)
+
+        source.gates["(listing)"].set()
+        await until(
+            lambda: (
+                stored(es_sync, index, kb).get("法务/乙.md", ((), ""))[0] == ("法务",)
+                and stored(es_sync, index, kb).get("公共/戊.md", ((), ""))[0] == ("人事",)
+            ),
+            "then written with their new roles",
+        )
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running
+
+
+async def test_a_rules_edit_while_no_watcher_ran_is_held_before_the_whole_listing(
+    tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
+) -> None:
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    for name in ("甲", "乙"):
+        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(OPEN, encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    kb = "watch-restart-rules"
+    options = IndexOptions(
+        knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    await watched_once(es, es_sync, LocalSource(root), options, alias, 2)
+
+    # While no watcher runs: 公共/ restricted to 法务 (the rules file is outside the folder).
+    rules.write_text(OPEN.replace("access_roles: []", "access_roles: [法务]"), encoding="utf-8")
+    source = Gated(root)
+    source.close("(listing)")
+    options = IndexOptions(
+        knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    second = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0)
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    try:
+        await until(
+            lambda: all(roles != () for roles, _ in stored(es_sync, index, kb).values()),
+            "the restricted folder answers no one before the whole listing",
+        )
+        assert not source.gates["(listing)"].is_set()
+        source.gates["(listing)"].set()
+        await until(
+            lambda: all(r == ("法务",) for r, _ in stored(es_sync, index, kb).values()),
+            "then written with 法务",
+        )
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running

@@ -66,6 +66,15 @@ LINES: dict[str, tuple[str, str]] = {
     "watch_since_kept": ("{now} since the listing kept at {at}: {keys} keys changed{rules}; settling them before the whole listing", "{now} 自 {at} 保存的清单以来：{keys} 个键有变化{rules}；先处理它们，再完整列举"),
     "watch_since_rules": (", and the rules file", "，规则文件也有变化"),
     "watch_lost": ("{why}: this watcher stops writing and waits for the lease again (what it heard is kept)", "{why}：本监视进程停止写入，重新等待租约（听到的变化都保留）"),
+    "events_stopped": ("events stopped ({kind}: {why}); listening again", "事件中断（{kind}：{why}）；重新开始接收"),
+    "rules_not_reloaded": ("rules or manifest not reloaded: {why}; the rules in force stay", "规则或清单没有重新加载：{why}；生效中的规则保持不变"),
+    "rules_changed": ("the rules or the manifest changed: settling everything", "规则或清单变了：全部重新处理"),
+    "notifications_stopped": ("change notifications of {source} stopped ({kind}); again in {seconds} s", "{source} 的变更通知中断（{kind}）；{seconds} 秒后重试"),
+    "rules_edit_not_held": ("a rules edit not held from the index ({why}): re-listing", "一次规则变更没能从索引中暂停（{why}）：重新列举"),
+    "settle_failed": ("settle failed ({why}); trying again in {seconds} s", "处理失败（{why}）；{seconds} 秒后重试"),
+    "listing_not_read": ("the last listing kept could not be read ({why}): re-listing whole", "保存的上次列举无法读取（{why}）：完整重新列举"),
+    "listing_not_kept": ("the listing was not kept ({kind}: {why})", "列举没有保存（{kind}：{why}）"),
+    "listing_kept_not_read": ("the listing kept was not read ({kind}: {why})", "保存的列举没有读取（{kind}：{why}）"),
     "es_not_answering": ("Elasticsearch does not answer ({why}): changes are kept and settled once it does", "Elasticsearch 没有应答（{why}）：变化都保留，等它应答后再处理"),
     "es_answering": ("Elasticsearch answers again", "Elasticsearch 已恢复应答"),
     "root_replaced": ("the folder {root} was replaced (another device or inode): watched again and re-listed whole", "文件夹 {root} 被替换了（设备号或 inode 变了）：重新监视并完整重新列举"),
@@ -89,6 +98,11 @@ LINES: dict[str, tuple[str, str]] = {
     "bind_refused": ("error: {url}: the directory refused the bind as {who} (invalidCredentials): check bind_dn and the password in ${env}; nothing changed", "错误：{url}：目录拒绝以 {who} 绑定（invalidCredentials）：请检查 bind_dn 和 ${env} 中的密码；什么都没改"),
     "error_map_unchanged": ("error: {what}; the map is unchanged", "错误：{what}；映射未改变"),
     "error_db_unchanged": ("error: {what}; the database is unchanged", "错误：{what}；数据库未改变"),
+    "nothing_to_delete": ("no chunks of {tenant}/{kb} match; nothing to delete", "{tenant}/{kb} 中没有匹配的分段；没有可删除的"),
+    "nothing_deleted": ("{n} chunks match; nothing deleted (pass --yes to delete them)", "{n} 个分段匹配；什么都没删（加 --yes 才会删除）"),
+    "deleted_chunks": ("deleted {n} chunks", "已删除 {n} 个分段"),
+    "no_document": ("no document {document} in {tenant}/{kb}", "{tenant}/{kb} 中没有文档 {document}"),
+    "history_no_db": ("error: the history is in the policy database: set RSVC_CASBIN_DB_URL or --db", "错误：历史记录在策略数据库里：请设置 RSVC_CASBIN_DB_URL 或 --db"),
     "metrics_not_exported": ("warning: could not export metrics: {why}", "警告：无法导出指标：{why}"),
     "no_rules": ("no rules", "没有规则"),
     "no_rules_in": ("no rules in tenant {tenant}", "租户 {tenant} 中没有规则"),
@@ -98,6 +112,7 @@ LINES: dict[str, tuple[str, str]] = {
     "no_longer_given": ("; no longer given by the directory: {roles}", "；目录已不再授予：{roles}"),
     "entries_skipped": ("; {n} entries skipped", "；跳过 {n} 个条目"),
     "ids_known": ("; ids people are known by: +{added} -{removed}", "；人员的别名 ID：+{added} -{removed}"),
+    "sids_held": ("; SIDs: {people} people hold {sids} known SIDs (one row a person)", "；SID：{people} 人持有已知的 {sids} 个 SID（每人一行）"),
     "read_changed": (" ({n} entries read: what changed since the last sync, by syncrepl)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 syncrepl）"),
     "unclaimed_sync": ("note: ldap:{old} gives grants of this sync's roles and has not run since this sync first did: if {old} was this sync's old name, add 'renamed_from: {old}' to the file (its grants are then this sync's to keep or remove)", "提示：ldap:{old} 授予了本同步的角色，且自本同步首次运行以来没有运行过：如果 {old} 是本同步的旧名称，请在文件中加上 'renamed_from: {old}'（它的授权随后由本同步保留或移除）"),
     "read_changed_usn": (" ({n} entries read: what changed since the last sync, by uSNChanged)", "（读取 {n} 个条目：自上次同步以来变化的部分，经 uSNChanged）"),
@@ -159,6 +174,13 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "user_prefix": ("give the user id without {prefix} (the policy adds it): {value}", "给出用户 ID 时不要带 {prefix}（策略会自动加上）：{value}"),
     "id_too_long": ("id is {n} characters, over {max}", "ID 有 {n} 个字符，超过 {max}"),
     "id_mapped_twice": ("id {value} is mapped on line {line} too", "ID {value} 在第 {line} 行也有映射"),
+    "lone_surrogate": ("{where} holds a lone surrogate (not UTF-8): it cannot be stored", "{where} 含有孤立代理项（不是 UTF-8）：无法存储"),
+    "skipped_word": ("skipped", "已跳过"),
+    "user_id_prefixed": ("user id {user} begins with 'user:'", "用户 ID {user} 以 'user:' 开头"),
+    "group_gives_no_role": ("{what}: that group gives no role {role}", "{what}：该组不授予角色 {role}"),
+    "rename_or_map": ("rename it or map it", "请重命名它或为它映射角色"),
+    "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
+    "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
     "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
 }  # fmt: skip
 LINES.update(PROBLEMS)
@@ -181,6 +203,17 @@ def problem(text: object, lang: str | None = None) -> str:
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
 
+def _what_zh(text: str) -> str:
+    """A value of a problem: a problem itself, or a name of what it is about
+    (``group 'sales'``)."""
+    if (said := _problem_zh(text)) != text:
+        return said
+    for english in sorted(WHAT_ZH, key=len, reverse=True):
+        if text == english or text.startswith(english + " "):
+            return WHAT_ZH[english] + text[len(english) :]
+    return text
+
+
 def _problem_zh(text: str) -> str:
     for key in PROBLEMS:
         english = LINES[key][0]
@@ -189,10 +222,11 @@ def _problem_zh(text: str) -> str:
             for literal, name, _, _ in string.Formatter().parse(english)
         )
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
-            values = {k: WHAT_ZH.get(v, v) for k, v in found.groupdict().items()}
-            if "problem" in values:
-                values["problem"] = _problem_zh(values["problem"])
+            values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)
+    where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
+    if colon and (said := _problem_zh(rest)) != rest:
+        return f"{where}：{said}"
     return text
 
 

@@ -7,14 +7,16 @@ uses the real Elasticsearch the suite started, and the servers its conftest star
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import pytest
 
-from tests.support import time_bound_tokens
+from tests.support import groups, time_bound_tokens
 
 # No per-example time limit: a shared CI machine may be slow at any moment (issue #18).
 hypothesis.settings.register_profile(
@@ -25,7 +27,7 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("shared-machine")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _refuse_tokens_minted_at_collection(items: list[pytest.Item]) -> None:
     """Refuse a test parameter that carries a token minted at collection time.
 
     Collection can precede the test by minutes on a busy machine, so such a token may expire
@@ -41,6 +43,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     f"{item.nodeid}: parameter {name!r} holds a JWT minted at collection; "
                     "declare it as tests.support.Token so it is minted when the test runs"
                 )
+
+
+# Which tests run in which process when scripts/test runs the suite in several: every module in
+# one process, the modules sharing a heavy server (the Samba DC) in one (tests/support/groups.py).
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _refuse_tokens_minted_at_collection(items)
+    groups.write_groups(config, items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    groups.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    groups.end(config)
+
+
+if importlib.util.find_spec("xdist"):  # (a virtualenv made before it was a dev dependency)
+
+    def pytest_configure_node(node: Any) -> None:
+        groups.pass_on(node)
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        return groups.scheduler(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -320,5 +320,5 @@ def index(
         try:
             export_metrics(report, textfile=metrics_textfile, pushgateway=pushgateway, shard=part)
         except OSError as exc:
-            typer.echo(f"warning: could not export metrics: {exc}", err=True)
+            typer.echo(say("metrics_not_exported", why=exc), err=True)
     raise typer.Exit(0 if report.ok else 1)

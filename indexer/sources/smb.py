@@ -155,9 +155,10 @@ class SmbSource:
         self._cache: dict[str, Any] = {}  # (this source's own connections and sessions)
         # Whose holders the directory knows (a deny naming another SID refuses every person):
         # ``directory`` reads it again at each whole listing, so a sync that read more or
-        # fewer SIDs is in force from the next run or re-listing. Unset: none known.
+        # fewer SIDs is in force from the next run or re-listing (a file looked at before any
+        # listing reads it first). Unset: none known.
         self.directory: Callable[[], KnownSids] | None = None
-        self.known: Container[str] = NONE_KNOWN
+        self.known: Container[str] | None = None
         # Documents a deny naming an unknown SID refused to every person: SID → their names.
         self.fail_closed: dict[str, list[str]] = {}
         self.fail_closed_count: dict[str, int] = {}
@@ -203,7 +204,7 @@ class SmbSource:
         """Read the share's ACL for this listing: None when read, else why not (the source
         is then out: nothing listed, pruned or published; a file looked at is withdrawn)."""
         self._share, self._share_failure = share_acl_or_why(
-            self.server, self.port, self.share, self.credentials, self._cache, self.known
+            self.server, self.port, self.share, self.credentials, self._cache, self._known()
         )
         self._share_read = self._share_failure is None
         return self._share_failure
@@ -215,6 +216,12 @@ class SmbSource:
         (judged against the SIDs the directory knows, read again now)."""
         self.refresh_known()
         return self._walk("")
+
+    def _known(self) -> Container[str]:
+        """The SIDs the directory knows, read first where no listing has read them yet."""
+        if self.known is None:
+            self.refresh_known()
+        return self.known if self.known is not None else NONE_KNOWN
 
     def refresh_known(self) -> None:
         """Read again which SIDs the directory knows; where it cannot be read, none (every
@@ -340,7 +347,7 @@ class SmbSource:
                 return None
             return f"its security descriptor cannot be read: {type(exc).__name__}: {exc}"
         try:
-            access = file_access(parse_security_descriptor(raw), key, self.known)
+            access = file_access(parse_security_descriptor(raw), key, self._known())
         except SecurityDescriptorError as exc:
             return f"its security descriptor is malformed: {exc}"
         access = with_share(access, self._share, self.share)

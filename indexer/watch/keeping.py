@@ -92,7 +92,7 @@ class Keeping:
                 async for heard in self.events(listening):
                     self._hear(heard, heard.kind or ("folder" if not heard.ack else "queue"))
             except Exception as exc:  # (a share unmounted, a queue unreachable: try again)
-                log.warning("events stopped (%s: %s); listening again", type(exc).__name__, exc)
+                log.warning(say("events_stopped", kind=type(exc).__name__, why=exc))
                 self.status.last_error = f"events: {type(exc).__name__}: {exc}"
                 await sleep_until(listening, 5.0)
             finally:
@@ -163,9 +163,9 @@ class Keeping:
         except Exception as exc:  # (a rules file being written, or wrong: the old one stays)
             self.status.last_error = f"rules or manifest not reloaded: {exc}"
             self.metrics.errors.labels(**self.metrics.labels).inc()
-            log.error("%s; the rules in force stay", self.status.last_error)
+            log.error(say("rules_not_reloaded", why=exc))
             return
-        log.warning("the rules or the manifest changed: settling everything")
+        log.warning(say("rules_changed"))
         if self._rules_before is None:  # (held at once from the index; then re-listed)
             self._rules_before = before
         self.metrics.events.labels(kind="files", **self.metrics.labels).inc()

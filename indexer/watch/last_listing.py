@@ -207,7 +207,7 @@ async def read(es: AsyncElasticsearch, index: str, doc_id: str) -> Kept | None:
     try:
         return _parse(body.get("_source") or {})
     except Exception as exc:  # (a record from another version, or forged: not trusted)
-        log.warning("the last listing kept could not be read (%s): re-listing whole", exc)
+        log.warning(say("listing_not_read", why=exc))
         return None
 
 
@@ -285,7 +285,7 @@ async def keep(
     try:
         await store(es, index, doc_id, listing, rules)
     except Exception as exc:
-        log.warning("the listing was not kept (%s: %s)", type(exc).__name__, exc)
+        log.warning(say("listing_not_kept", kind=type(exc).__name__, why=exc))
 
 
 async def at_start(
@@ -298,7 +298,7 @@ async def at_start(
     try:
         since = await since_kept(es, index, doc_id, source.root, rules)
     except Exception as exc:  # (Elasticsearch away: the whole re-listing alone)
-        log.warning("the listing kept was not read (%s: %s)", type(exc).__name__, exc)
+        log.warning(say("listing_kept_not_read", kind=type(exc).__name__, why=exc))
         return None
     if since is not None:
         at = time.strftime("%H:%M:%S", time.localtime(since.kept_at))

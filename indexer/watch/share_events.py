@@ -24,6 +24,7 @@ from typing import Any
 
 from indexer.sources.smb import SmbSource
 from indexer.watch.events import Heard, document_key
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,8 @@ def _watch(source: SmbSource, put: Callable[[Heard], None], stopped: threading.E
         except Exception as exc:  # (the server gone, restarted, the session expired)
             pause = RETRY_S[min(failures, len(RETRY_S) - 1)]
             failures += 1
-            log.warning("change notifications of %s stopped (%s); again in %.0f s",
-                        source.description, type(exc).__name__, pause)  # fmt: skip
+            log.warning(say("notifications_stopped", source=source.description,
+                            kind=type(exc).__name__, seconds=f"{pause:.0f}"))  # fmt: skip
             with contextlib.suppress(Exception):
                 source.close()
             stopped.wait(pause)

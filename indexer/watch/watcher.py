@@ -315,7 +315,7 @@ class Watcher(Keeping):
         except LeaseLost:
             raise
         except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
-            log.warning("a rules edit not held from the index (%s): re-listing", exc)
+            log.warning(say("rules_edit_not_held", why=exc))
             return
         self.said("rules", done)
 
@@ -360,7 +360,7 @@ class Watcher(Keeping):
         self.status.last_error = f"{type(exc).__name__}: {exc}"[:500]
         self.status.state = "waiting for Elasticsearch or the source"
         self.metrics.errors.labels(**self.metrics.labels).inc()
-        log.error("settle failed (%s); trying again in %.0f s", exc, self._backoff)
+        log.error(say("settle_failed", why=exc, seconds=f"{self._backoff:.0f}"))
         await sleep_until(self._stop if stop is None else stop, self._backoff)
         self._backoff = min(self.watch.backoff_max_s, self._backoff * 2)
 

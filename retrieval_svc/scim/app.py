@@ -16,15 +16,17 @@ from collections.abc import Mapping, Sequence
 
 from scim2_server.applications.asgi import ASGIApplication
 from scim2_server.utils import load_default_provider
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.policy_store import PolicyDatabase
 from retrieval_svc.auth.keys import bearer_token
 from retrieval_svc.errors import AuthError
+from retrieval_svc.languages import language
 from retrieval_svc.observability import log_fields
 from retrieval_svc.scim.storage import TenantStorage, ThreadedStorage, ensure_tables
+from retrieval_svc.words import problem
 
 _actor: contextvars.ContextVar[Actor] = contextvars.ContextVar("rsvc_scim_actor")
 _ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
@@ -89,4 +91,36 @@ class ScimGateway:
             await _refuse(send, 403, f"API key {key.name!r} is not a SCIM client's key")
             return
         _actor.set(Actor(f"scim:{key.name}", "scim"))
+        asked = (headers.get(b"accept-language") or b"").decode("latin-1")
+        if language(asked, language(state.settings.default_language)) == "zh":
+            send = _invalid_value_in_chinese(send)
         await self.application(key.tenant, key.name)(dict(scope), receive, send)  # type: ignore[arg-type]
+
+
+def _invalid_value_in_chinese(send: Send) -> Send:
+    """``send``, with an ``invalidValue`` refusal's detail (why a userName, displayName or id
+    cannot be stored) said in Chinese: what an identity provider's provisioning log shows."""
+    held: list[Message] = []
+
+    async def said(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            held.append(message)
+            return
+        if not held:
+            await send(message)
+            return
+        body = message.get("body", b"")
+        try:
+            error = json.loads(body)
+            if isinstance(error, dict) and error.get("scimType") == "invalidValue":
+                error["detail"] = problem(str(error.get("detail", "")), "zh")
+                body = json.dumps(error, ensure_ascii=False).encode()
+        except ValueError:
+            pass
+        start = held.pop()
+        names = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        names.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": names})
+        await send({**message, "body": body})
+
+    return said

@@ -275,3 +275,26 @@ def test_two_scim_keys_of_one_tenant_keep_their_own_grants(service: tuple[str, s
         until(lambda: POWER not in titles_for(url, "alice"), "okta's removal left the grant")
     listed = CliRunner().invoke(svc_cli, ["policy", "--db", db, "list", "--tenant", "acme"])
     assert "user:alice" not in listed.stdout, listed.stdout
+
+
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [
+        ("zh-CN", "组 displayName 'sales ' 以空白开头或结尾：请去掉"),
+        ("en", "group displayName 'sales ' begins or ends with white space: remove it"),
+    ],
+)
+def test_an_invalid_value_is_refused_in_the_reader_s_language(
+    service: tuple[str, str], asked: str, said: str
+) -> None:
+    """What an identity provider's provisioning log shows for a value no store holds: its
+    ``detail`` in Chinese for a zh reader (or under RSVC_DEFAULT_LANGUAGE=zh-CN, as IdPs send
+    no Accept-Language), its scimType and status unchanged."""
+    url, _ = service
+    with scim(url) as client:
+        group = {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+                 "displayName": "sales "}  # fmt: skip
+        refused = client.post("/Groups", json=group, headers={"Accept-Language": asked})
+    assert refused.status_code == 400, refused.text
+    body = refused.json()
+    assert body["scimType"] == "invalidValue" and body["detail"] == said, body

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -241,3 +243,29 @@ def test_a_dacl_set_the_way_explorer_sets_it_is_read(
     roles = stored(es_sync, into, kb)["财务/预算.md"]["access_roles"]
     assert role_of(dc.sids["财务部"]) in roles
     assert role_of("S-1-5-11") not in roles  # (the share root's Authenticated Users: replaced)
+
+
+def test_a_link_on_the_server_out_of_the_share_is_never_read(
+    samba_ad: DomainController, es_sync: Elasticsearch, into: str, root: str, tmp_path: Path
+) -> None:
+    """Symbolic links made on the file server's own disk: one pointing out of the share (a
+    file, a folder) is never listed nor read — no byte from outside the share reaches the
+    index. (Samba 4.17 over SMB 2/3 shows a client no symbolic link at all: it refuses those
+    leaving the share, ``wide links = no``, and serves one inside as the file it names, so
+    there is no reparse point to name. A server that shows one — Windows, a DFS link under
+    ``msdfs root`` — marks it FILE_ATTRIBUTE_REPARSE_POINT, which the listing passes over
+    and names; the suite's share is no DFS root, so that path is not run here.)"""
+    dc, kb = samba_ad, f"链接-{uuid.uuid4().hex[:6]}"
+    put(Share(dc), f"{root}/链接/真.md", "# 真\n\n共享里的文件。\n")
+    secret = tmp_path / "外面"
+    secret.mkdir()
+    (secret / "机密.md").write_text("# 机密\n\n共享之外的内容。\n", encoding="utf-8")
+    os.chmod(tmp_path, 0o755)
+    on_disk = Path(dc.env["SAMBA_AD_SHARE_PATH"]) / root / "链接"
+    (on_disk / "出去.md").symlink_to(secret / "机密.md")
+    (on_disk / "出去的文件夹").symlink_to(secret, target_is_directory=True)
+    report = run(SmbSource(url(dc, root), credentials(dc)), into, kb)
+    assert report.ok, report.failures
+    docs = stored(es_sync, into, kb)
+    assert sorted(docs) == ["链接/真.md"]
+    assert not any("共享之外" in doc["content"] for doc in docs.values())

@@ -254,3 +254,57 @@ def test_a_share_acl_that_cannot_be_read_is_an_outage_never_wider(
         assert looked is not None and isinstance(looked.dacl, str)  # (withdrawn, never public)
     finally:
         source.close()
+
+
+def test_watch_picks_up_a_share_acl_change_with_its_re_listing(
+    samba_ad: DomainController, es_sync: Elasticsearch, policy_db: str, tmp_path: Path
+) -> None:
+    """``watch smb://`` reads the share's ACL again at each re-listing (no change notification
+    reports it: it sits on no file), and re-stamps from the index, never re-reading the text."""
+    from tests.integration.test_watch_es import Watching, until
+
+    dc, share = samba_ad, Share(samba_ad, samba_ad.share2)
+    share_acl(dc, dc.share2)  # (open to all, whatever an earlier test left)
+    root = f"监视-{uuid.uuid4().hex[:6]}"
+    share.mkdir(root)
+    share.write(f"{root}/公开.md", "# 公开\n\n人人可读的通知。\n")
+    share.set_dacl(f"{root}/公开.md", allow(EVERYONE), allow(ADMINISTRATORS, FULL))
+    alias = f"rsvc-test-smbsharewatch-{uuid.uuid4().hex[:8]}"
+    environ = {
+        **os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none",
+        "RSVC_CASBIN_DB_URL": policy_db,
+        "RSVC_SMB_USER": f"{dc.env['SAMBA_AD_DOMAIN']}\\Administrator",
+        "RSVC_SMB_PASSWORD": dc.admin_password, "RSVC_SMB_AUTH": "ntlm",
+    }  # fmt: skip
+    argv = [f"smb://{dc.address}/{dc.share2}/{root}", "--knowledge-id", KB, "--rescan", "5",
+            "--health-port", "0", "--workers", "1"]  # fmt: skip
+    watcher = Watching(argv, environ, tmp_path / "watch.log")
+    narrowed_to = {role_of(ADMINISTRATORS), role_of(dc.sids["财务部"])}
+
+    def doc() -> dict[str, Any]:
+        es_sync.indices.refresh(index=f"{alias}.*", ignore_unavailable=True, allow_no_indices=True)
+        found = es_sync.options(ignore_status=404).search(
+            index=f"{alias}.*", query={"term": {"document_name": "公开.md"}}, size=1
+        )
+        hits = found.body.get("hits", {}).get("hits", [])
+        return dict(hits[0]["_source"]) if hits else {}
+
+    try:
+        opened = {role_of(EVERYONE), role_of(ADMINISTRATORS)}  # (the file's DACL alone)
+        until(lambda: set(doc().get("access_roles") or []) == opened, "never indexed", watcher)
+        first = doc()
+        share_acl(dc, dc.share2, ADMINS_FULL, f"{dc.sids['财务部']}:ALLOWED/0x0/READ")
+        assert smb_read(dc, "张三", f"{root}/公开.md", share=dc.share2) is None
+        until(
+            lambda: set(doc().get("access_roles") or []) == narrowed_to,
+            "the share ACL never reached the index",
+            watcher,
+            shows=doc,
+        )
+        after = doc()
+        assert after["content_hash"] == first["content_hash"]  # (re-stamped, not re-read)
+        assert after["metadata"]["access_roles_from"] == f"DACL of 公开.md, share {dc.share2}"
+    finally:
+        share_acl(dc, dc.share2)
+        assert watcher.stop() == 0, watcher.said()[-3000:]
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*")

@@ -235,5 +235,5 @@ def share_acl(dc: DomainController, share: str, *aces: str) -> None:
     command = ["sharesec", "-s", dc.smb_conf, share]
     command += ["--replace", ",".join(aces)] if aces else ["--delete"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    if done.returncode != 0:
+    if done.returncode != 0 and (aces or "NT_STATUS_NOT_FOUND" not in done.stdout + done.stderr):
         raise RuntimeError(f"sharesec {share} {aces}: {done.stdout}{done.stderr}")

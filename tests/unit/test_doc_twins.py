@@ -26,8 +26,9 @@ STRICT = [
     "docs/operations.md",
     "docs/configuration.md",
     "docs/performance.md",
+    "docs/permissions.md",
 ]
-FOLLOWED = [*STRICT, "docs/dify.md", "docs/permissions.md", "examples/dify/README.md"]
+FOLLOWED = [*STRICT, "docs/dify.md", "examples/dify/README.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
 # Blocks that show output or a picture in the reader's language, rather than commands.
 SHOWN = {"text", "mermaid"}

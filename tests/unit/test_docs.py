@@ -15,7 +15,14 @@ from retrieval_svc.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 TWIN = DOC.with_name("configuration.zh-CN.md")  # (the Chinese page: the same settings, defaults)
-SCRIPT_ONLY = {"RSVC_ES_VERSION", "RSVC_ES_PORT", "RSVC_ES_HEAP", "RSVC_ES_CACHE", "RSVC_KEEP_ES"}
+SCRIPT_ONLY = {
+    "RSVC_ES_VERSION",
+    "RSVC_ES_PORT",
+    "RSVC_ES_HEAP",
+    "RSVC_ES_CACHE",
+    "RSVC_KEEP_ES",
+    "RSVC_TEST_WORKERS",
+}
 
 
 def documented(doc: Path = DOC) -> dict[str, str]:

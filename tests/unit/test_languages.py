@@ -71,6 +71,13 @@ RAISED = [
     ("the identity token has expired", "token_expired"),
     ("the principal token was minted for another tenant", "token_tenant"),
     ("the principal token is invalid: Signature verification failed", "token_invalid"),
+    (
+        "the identity token's email is not verified (email_verified is not true): an "
+        "unverified address names no one",
+        "email_unverified",
+    ),
+    ("the identity token has no 'email' claim naming the user", "no_user_claim"),
+    ("the identity token's 'groups' claim is not a list of roles: a list of text", "roles_claim"),
     ("knowledge base 'nope' does not exist", "kb_missing"),
     ("the request did not finish within its deadline", "deadline"),
     ("filter.and[0].field: unknown field 'colour'; known fields: category, year", "unknown_field"),
@@ -192,3 +199,11 @@ def test_explain_s_reasons_in_chinese_its_codes_unchanged() -> None:
     assert out["acl"]["code"] == "intersection"
     assert out["knowledge_base"]["reason"] == "策略授权给 role:财务"
     assert not out["acl"]["set_by"].startswith("rule 1")
+
+
+def test_a_deny_no_sync_read_is_explained_in_chinese_naming_the_sid() -> None:
+    acl = {"code": "narrowed", "rule": "…", "unknown_sids": ["S-1-5-32-545"]}
+    answer = {"chunks": [{"acl": acl, "knowledge_base": {}}]}
+    out = explained(answer, "zh")["chunks"][0]["acl"]
+    assert out["code"] == "narrowed" and "S-1-5-32-545" in out["rule"]
+    assert out["rule"].startswith("收窄：其 DACL 的拒绝项")

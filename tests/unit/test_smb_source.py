@@ -187,6 +187,9 @@ def test_a_deny_no_sync_read_is_named_on_the_document_and_in_the_run() -> None:
     source = _source_failing_with(
         security_descriptor_bytes(SecurityDescriptor(None, None, (deny, allow)))
     )
+    source.directory = lambda: KnownSids(frozenset({LEGAL, INTERN}))
+    early = source._dacl("法务/合同.md")  # (before any listing: read at first use)
+    assert isinstance(early, FileAccess) and early.exact and early.deny == (INTERN,)
     source.directory = lambda: KnownSids(frozenset({LEGAL}))
     source.refresh_known()
     access = source._dacl("法务/合同.md")

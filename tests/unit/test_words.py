@@ -236,3 +236,33 @@ def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, 
         env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert setup.stdout.strip() == ("setup：x" if said == "用法：" else "setup: x")
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese"),
+    [
+        (
+            "uid=a,ou=people,dc=corp: user id 'user:a' begins with 'user:'; skipped",
+            "uid=a,ou=people,dc=corp：用户 ID 'user:a' 以 'user:' 开头；已跳过",
+        ),
+        ("group 'sales ' is empty", "组 'sales ' 为空"),
+        (
+            "uid=b,dc=corp: id 'x' is mapped on line 3 too",
+            "uid=b,dc=corp：ID 'x' 在第 3 行也有映射",
+        ),
+        ("map.csv line 4: user id is empty", "map.csv 第 4 行：用户 ID 为空"),
+        (
+            "foreign security principal S-1-5-21-1 (in cn=g): not in this directory; "
+            "nobody holds a group through it",
+            "外部安全主体 S-1-5-21-1（属于 cn=g）：不在本目录中；没有人经由它持有组",
+        ),
+        ("something no row says", "something no row says"),
+    ],
+)
+def test_why_a_sync_skipped_an_entry_is_said_again_in_chinese(english: str, chinese: str) -> None:
+    """The sync's ``skipped:`` detail and a refused name, made in English where decided, said
+    in Chinese where printed; a text of no known shape as it is."""
+    from retrieval_svc.words import problem
+
+    assert problem(english, "zh") == chinese
+    assert problem(english, "en") == english

@@ -17,6 +17,12 @@ lateness. ``check``, called before every write, renews when the lease is not sur
 another third of its time, so a writer that was stopped past its time finds out *before* it
 writes (``LeaseLost``), never after.
 
+**Enforced by Elasticsearch where a write can carry a version.** Each acquisition gets a
+number above the last (``next_number``); ``version`` makes each write's version from it and a
+count of writes, which chunk writes and deletions carry as ``external_gte``: an earlier
+holder's write that lands late, over a chunk a later holding wrote or deleted, is refused. A
+hold (a partial update, which takes no version) is not fenced so.
+
 **A dead holder's lease.** It lapses ``ttl_s`` after its last renewal (10 s by default) — and
 at once for its own successor: a holder records its name (``--lease-name``, by default the
 host's), role, host, boot and process (``indexer.holder``); a writer of the same name and
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import time
 import uuid
@@ -90,6 +97,19 @@ def overlap(one: str, other: str) -> bool:
     return n != m or i == j
 
 
+EPOCH = 1_577_836_800  # (2020-01-01: a holding's number is seconds since then, at least)
+
+
+def next_number(stored: object, now: float) -> int:
+    """The number of a new holding: one above the last (a number not believable — not an
+    integer, ahead of the clock by more than a day — is passed over), and never below the
+    seconds since ``EPOCH`` (a lease record lost starts again above every earlier one)."""
+    floor = int(now) - EPOCH
+    if isinstance(stored, bool) or not isinstance(stored, int) or stored > floor + 86_400:
+        return floor
+    return max(stored + 1, floor)
+
+
 def lease_id(knowledge_id: str, source: str) -> str:
     """The lease document of ``source`` (its recorded name) in ``knowledge_id``."""
     return f"{knowledge_id}@lease-{hashlib.sha256(source.encode()).hexdigest()[:24]}"
@@ -127,6 +147,8 @@ class Lease:
         self._since = 0.0
         self._until = 0.0  # (monotonic) surely ours until then
         self._lock = asyncio.Lock()
+        self.number = 0  # this holding's number (``version``), raised at every acquisition
+        self._writes = itertools.count(1)
 
     @property
     def fresh(self) -> bool:
@@ -241,11 +263,20 @@ class Lease:
         self._since = self._since or now
         slots[self.slot] = self._entry()
         sent = time.monotonic()
-        record = {"kind": LEASE, "knowledge_id": self.knowledge_id, "source": self.source}
+        number = next_number(body.get("number"), now)
+        record = {"kind": LEASE, "knowledge_id": self.knowledge_id, "source": self.source,
+                  "number": number}  # fmt: skip
         if not await self._write({**record, "slots": slots, "wanted": wanted}, seq):
             return False
         self._held, self._until = True, sent + self.ttl_s
+        self.number, self._writes = number, itertools.count(1)
         return True
+
+    def version(self) -> int:
+        """The version a write under this holding carries (``external_gte``): its number,
+        then a count of its writes — above every write of an earlier holding, so
+        Elasticsearch refuses an earlier holder's write that lands late."""
+        return (self.number << 32) | min(next(self._writes), (1 << 32) - 1)
 
     async def acquire(self, stop: asyncio.Event | None = None, wait_s: float | None = None) -> bool:
         """Take the lease, waiting while another writer holds it (False: ``stop`` was set,

@@ -62,6 +62,10 @@ class IndexOptions:
     # (``indexer.lease``), so nothing lands after another writer took over. None: nothing is
     # fenced (a library caller, a dry run).
     guard: Callable[[], Awaitable[None]] | None = field(default=None, compare=False, repr=False)
+    # The version each write carries (``Lease.version``: the lease's number, then a count of
+    # writes), so Elasticsearch refuses a write of an older holder over a newer one's. None:
+    # written without one (a library caller, a dry run).
+    stamp: Callable[[], int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.url_template is not None:

@@ -148,7 +148,7 @@ class _IndexRun:
         unlisted = await what_was_not_listed(es, source, options, report, has_chunks)
         if report.withdraw_ids and not options.dry_run:
             await guarded(options)
-            await withdraw(self.es, alias, tenant, kb, sorted(report.withdraw_ids))
+            await withdraw(self.es, alias, tenant, kb, sorted(report.withdraw_ids), options.stamp)
         report.documents_withdrawn = len(report.withdraw_ids)
         incomplete = any(f.scope == "rest" for f in source.failures)
         if incomplete and options.prune:
@@ -163,6 +163,7 @@ class _IndexRun:
                 self.seen | unlisted,
                 options.shard,
                 None if options.sole else (options.source_name, source.location),
+                options.stamp,
             )
         if not options.dry_run:
             await refresh(self.es, alias)
@@ -195,7 +196,9 @@ class _IndexRun:
         options = self.options
         if self.fence is None:
             await guarded(options)
-            await write_batch(self.es, options.alias, batch, options.dry_run, self.report)
+            await write_batch(
+                self.es, options.alias, batch, options.dry_run, self.report, options.stamp
+            )
             return
         # A few documents at a time, each under the lock (no narrowing lands between the check
         # and the write), so a narrowing waits for one small write, not a whole batch.
@@ -203,7 +206,9 @@ class _IndexRun:
             async with self.fence.lock:
                 part = self.fence.drop(part)
                 await guarded(options)
-                await write_batch(self.es, options.alias, part, options.dry_run, self.report)
+                await write_batch(
+                    self.es, options.alias, part, options.dry_run, self.report, options.stamp
+                )
 
     async def read(self, has_chunks: bool) -> None:
         """Stage 1: batches of changed documents, parsed, onto the next stage's queue."""

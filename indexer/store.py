@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,12 +118,26 @@ def _counts(bucket: dict[str, Any]) -> tuple[int, int] | None:
     return None if low is None or high is None else (int(low), int(high))
 
 
-async def delete_matching(es: AsyncElasticsearch, alias: str, query: dict[str, Any]) -> int:
+def versioned(stamp: Callable[[], int] | None) -> dict[str, Any]:
+    """What a bulk action carries so that Elasticsearch refuses it over a newer holder's
+    write of the same chunk (``IndexOptions.stamp``); nothing without a stamp."""
+    if stamp is None:
+        return {}
+    return {"version": stamp(), "version_type": "external_gte"}
+
+
+async def delete_matching(
+    es: AsyncElasticsearch,
+    alias: str,
+    query: dict[str, Any],
+    stamp: Callable[[], int] | None = None,
+) -> int:
     """Delete every chunk matching ``query`` (scan + bulk: no optional ES module needed)."""
     deleted = 0
     batch: list[dict[str, Any]] = []
+    fence = versioned(stamp)
     async for hit in async_scan(es, index=alias, query={"query": query}, _source=False, size=1000):
-        batch.append({"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]})
+        batch.append({"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"], **fence})
         if len(batch) >= 1000:
             deleted += (await async_bulk(es, batch, raise_on_error=False))[0]
             batch = []
@@ -131,12 +146,17 @@ async def delete_matching(es: AsyncElasticsearch, alias: str, query: dict[str, A
     return deleted
 
 
-async def delete_ids(es: AsyncElasticsearch, alias: str, ids: list[str]) -> int:
+async def delete_ids(
+    es: AsyncElasticsearch, alias: str, ids: list[str], stamp: Callable[[], int] | None = None
+) -> int:
     """Delete the chunks ``ids`` (those that exist); how many went. By id, so no refresh
     and no search is needed first."""
     deleted = 0
+    fence = versioned(stamp)
     for i in range(0, len(ids), 1000):
-        actions = [{"_op_type": "delete", "_index": alias, "_id": d} for d in ids[i : i + 1000]]
+        actions = [
+            {"_op_type": "delete", "_index": alias, "_id": d, **fence} for d in ids[i : i + 1000]
+        ]
         deleted += (await async_bulk(es, actions, raise_on_error=False))[0]
     return deleted
 
@@ -160,14 +180,19 @@ async def refresh(es: AsyncElasticsearch, index: str, attempts: int = 20) -> Non
 
 
 async def withdraw(
-    es: AsyncElasticsearch, alias: str, tenant: str, knowledge_id: str, document_ids: list[str]
+    es: AsyncElasticsearch,
+    alias: str,
+    tenant: str,
+    knowledge_id: str,
+    document_ids: list[str],
+    stamp: Callable[[], int] | None = None,
 ) -> None:
     """Delete every chunk of ``document_ids`` (failed documents whose older chunks may be
     wider than their source now says)."""
     for i in range(0, len(document_ids), 500):
         part = document_ids[i : i + 500]
         await delete_matching(
-            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}})
+            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}}), stamp
         )
 
 
@@ -242,6 +267,7 @@ async def prune(
     keep: set[str],
     shard: Shard | None = None,
     source: tuple[str, str] | None = None,
+    stamp: Callable[[], int] | None = None,
 ) -> int:
     """Delete the documents of ``tenant``'s ``knowledge_id`` not in ``keep`` (of ``shard``
     only: a shard never prunes another's documents; of ``source`` — its name and location —
@@ -274,6 +300,6 @@ async def prune(
     for i in range(0, len(gone), 500):
         part = gone[i : i + 500]
         await delete_matching(
-            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}})
+            es, alias, kb_query(tenant, knowledge_id, {"terms": {"document_id": part}}), stamp
         )
     return len(gone)

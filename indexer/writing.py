@@ -16,7 +16,7 @@ from elasticsearch.helpers import async_streaming_bulk
 
 from indexer.documents import chunk_id
 from indexer.report import Report
-from indexer.store import delete_ids
+from indexer.store import delete_ids, versioned
 from retrieval_svc.embedding import Embedder
 
 # A bulk request's most bytes: under 1 MiB, past which aiohttp sends a body in one blocking
@@ -31,15 +31,21 @@ EMBED_SLICE = 64  # chunks per embedding call: progress granularity, and bounded
 
 
 async def _bulk(
-    es: AsyncElasticsearch, alias: str, docs: dict[str, list[dict[str, Any]]], report: Report
+    es: AsyncElasticsearch,
+    alias: str,
+    docs: dict[str, list[dict[str, Any]]],
+    report: Report,
+    stamp: Callable[[], int] | None = None,
 ) -> set[str]:
-    """Write the chunks; the ids of documents with a failed chunk."""
+    """Write the chunks (``stamp``: each carries the writer's version, refused over a newer
+    holder's write); the ids of documents with a failed chunk."""
     owner = {chunk["chunk_id"]: doc_id for doc_id, chunks in docs.items() for chunk in chunks}
+    fence = versioned(stamp)
 
     async def actions() -> AsyncIterator[dict[str, Any]]:
         for chunks in docs.values():
             for chunk in chunks:
-                yield {"_index": alias, "_id": chunk["chunk_id"], "_source": chunk}
+                yield {"_index": alias, "_id": chunk["chunk_id"], "_source": chunk, **fence}
 
     failed: set[str] = set()
     async for ok, item in async_streaming_bulk(
@@ -163,7 +169,12 @@ async def embed_batch(
 
 
 async def retag_batch(
-    es: AsyncElasticsearch, alias: str, batch: Batch, dry_run: bool, report: Report
+    es: AsyncElasticsearch,
+    alias: str,
+    batch: Batch,
+    dry_run: bool,
+    report: Report,
+    stamp: Callable[[], int] | None = None,
 ) -> None:
     """Re-write re-tagged documents' chunks with their new roles and metadata and the vectors
     they already have (no re-embedding). A chunk whose stored text differs from the one re-read
@@ -197,7 +208,7 @@ async def retag_batch(
         ready[doc_id] = chunks
     ready.update(batch.restamped)
     indexed = report.chunks_indexed
-    failed = await _bulk(es, alias, ready, report)
+    failed = await _bulk(es, alias, ready, report, stamp)
     report.chunks_indexed = indexed  # (re-tagged chunks are counted as such, not as indexed)
     for doc_id in failed:  # (some chunks new roles, some old: none may stay)
         report.withdraw(batch.names.get(doc_id, doc_id), doc_id, "some chunks were not re-tagged")
@@ -206,16 +217,21 @@ async def retag_batch(
 
 
 async def write_batch(
-    es: AsyncElasticsearch, alias: str, batch: Batch, dry_run: bool, report: Report
+    es: AsyncElasticsearch,
+    alias: str,
+    batch: Batch,
+    dry_run: bool,
+    report: Report,
+    stamp: Callable[[], int] | None = None,
 ) -> None:
     """Write a batch's chunks, then remove what the previous versions left behind; re-tag
     what only changed its roles."""
-    await retag_batch(es, alias, batch, dry_run, report)
+    await retag_batch(es, alias, batch, dry_run, report, stamp)
     if dry_run:
         report.documents_indexed += len(batch.docs)
         report.chunks_indexed += sum(len(c) for c in batch.docs.values())
         return
-    failed = await _bulk(es, alias, batch.docs, report) if batch.docs else set()
+    failed = await _bulk(es, alias, batch.docs, report, stamp) if batch.docs else set()
     for doc_id in failed:
         report.fail(batch.names.get(doc_id, doc_id), "some chunks were not written (see log)")
     written = [
@@ -232,4 +248,4 @@ async def write_batch(
         for position in range(count + 1, batch.existed.get(doc_id, 0) + 1)
     ]
     if stale:
-        report.stale_chunks_deleted += await delete_ids(es, alias, stale)
+        report.stale_chunks_deleted += await delete_ids(es, alias, stale, stamp)

@@ -5,16 +5,17 @@ their own SID, Domain Users and every group they are in, transitively), then ``P
 /retrieval`` p50 with a directory user as the principal, against a small domain's.
 
     python -m bench.permissions.directory_ad [--users 5000] [--groups 500] [--per-user 30]
-        [--moves 10] [--requests 500] [--out DIR]
+        [--moves 10] [--requests 500] [--large-ou large] [--dc-env DC.ENV] [--out DIR]
 
 Every user is in ``--per-user`` random groups; one group in ten is nested in an earlier one.
-One group is mapped to a named role; everything else a person holds is SIDs — where they
-live is the policy database, one grant per person and SID (bench.permissions.directory
-measures the same for OpenLDAP's named roles). Measured: loading the domain (offline, with
-``ldbadd``); the first sync and an unchanged one (seconds, peak resident memory of the
-command); the grants and the policy's size; a reload; what ``--every`` reads after
-``--moves`` people joined a group (by ``uSNChanged``) against a whole read; and the request's
-p50 with each policy (two services asked in alternation). Target: p50 large ≤ 1.2 × small.
+One group is mapped to a named role; everything else a person holds is SIDs — kept one row a
+person (``directory_sid``; before, one policy line per person and SID), counted here as
+``sid_rows`` (bench.permissions.directory measures the same for OpenLDAP's named roles).
+Measured: loading the domain (offline, with ``ldbadd``); the first sync and an unchanged one
+(seconds, peak resident memory of the command); the grants, the SID rows and the policy's
+size; a reload; what ``--every`` reads after ``--moves`` people joined a group (by
+``uSNChanged``) against a whole read; and the request's p50 with each policy (two services
+asked in alternation). Target: p50 large <= 1.2 x small.
 """
 
 from __future__ import annotations
@@ -75,6 +76,27 @@ def write_ldif(path: Path, ou: str, base: str, users: int, groups: int, per_user
             out.write("\n")
 
 
+def load(
+    dc: dict[str, str], ou: str, users: int, groups: int, per_user: int, work: Path
+) -> float | None:
+    """Load ``OU=<ou>`` into the DC's database (ldbadd, without fsync); None when it is there
+    already (a DC kept from an earlier run: ``--dc-env``), else the seconds it took."""
+    sam = f"{dc['SAMBA_AD_DIR']}/private/sam.ldb"
+    where = f"OU={ou},{dc['SAMBA_AD_BASE_DN']}"
+    there = subprocess.run(["ldbsearch", "-H", sam, "-b", where, "-s", "base", "dn"],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    if there.returncode == 0 and "returned 1 records" in there.stdout:
+        return None
+    ldif = work / f"{ou}.ldif"
+    write_ldif(ldif, ou, dc["SAMBA_AD_BASE_DN"], users, groups, per_user)
+    started = time.perf_counter()
+    loaded = subprocess.run(["ldbadd", "--nosync", "-H", sam, str(ldif)], capture_output=True,
+                            text=True, check=False, timeout=14400)  # fmt: skip
+    if loaded.returncode != 0:
+        raise RuntimeError(loaded.stderr[-2000:])
+    return time.perf_counter() - started
+
+
 def sync_file(path: Path, dc: dict[str, str], ou: str) -> None:
     where = f"OU={ou},{dc['SAMBA_AD_BASE_DN']}"
     body = {
@@ -113,15 +135,7 @@ def domain(
     dc: dict[str, str], ou: str, users: int, groups: int, per_user: int, work: Path, moves: int
 ) -> dict[str, Any]:
     """Load one part of the domain, sync it twice into a fresh database; the figures."""
-    ldif = work / f"{ou}.ldif"
-    write_ldif(ldif, ou, dc["SAMBA_AD_BASE_DN"], users, groups, per_user)
-    started = time.perf_counter()
-    sam = f"{dc['SAMBA_AD_DIR']}/private/sam.ldb"
-    loaded = subprocess.run(["ldbadd", "-H", sam, str(ldif)], capture_output=True, text=True,
-                            check=False, timeout=7200)  # fmt: skip
-    if loaded.returncode != 0:
-        raise RuntimeError(loaded.stderr[-2000:])
-    load_s = time.perf_counter() - started
+    load_s = load(dc, ou, users, groups, per_user, work)
     db_path = work / f"{ou}.db"
     db = f"sqlite:///{db_path}"
     subprocess.run([*SVC, "policy", "--db", db, "allow", "anyone", "*"], check=True,
@@ -149,20 +163,41 @@ def domain(
         "users": users,
         "groups": groups,
         "per_user": per_user,
-        "domain_load_s": round(load_s, 1),
+        "domain_load_s": None if load_s is None else round(load_s, 1),
         "first_sync": first,
         "unchanged_sync": again,
         "every_after_moves": delta,
         "grants": len(store.rules().grouping),
+        "sid_rows": sid_rows(store),
         "policy_db_mb": round(db_path.stat().st_size / 2**20, 1),
         "reload_s": round(reload_s, 2),
         "roles_of_one_user": len(acl.person_roles(f"{ou}-u0", DEFAULT_TENANT)),
     }
 
 
+def sid_rows(store: PolicyDatabase) -> dict[str, int]:
+    """How many rows keep people's SIDs (one a person, ``directory_sids``), and their bytes."""
+    import sqlalchemy as sa
+
+    with store.engine().connect() as conn:
+        if not sa.inspect(conn).has_table("directory_sid"):
+            return {"rows": 0, "bytes": 0}
+        rows, size = conn.execute(
+            sa.text("SELECT COUNT(*), COALESCE(SUM(LENGTH(sids)), 0) FROM directory_sid")
+        ).one()
+    return {"rows": int(rows), "bytes": int(size)}
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="rsvc-directory-ad-"))
-    dc = start_dc()
+    kept = args.dc_env is not None
+    dc = (
+        dict(
+            line.split("=", 1) for line in Path(args.dc_env).read_text().splitlines() if "=" in line
+        )
+        if kept
+        else start_dc()
+    )
     os.environ["BENCH_AD_PASSWORD"] = dc["SAMBA_AD_ADMIN_PASSWORD"]
     es = AsyncElasticsearch(args.es_url)
     try:
@@ -171,16 +206,19 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         small_per = min(args.per_user, 10)
         small = domain(dc, "small", 500, 50, small_per, work, args.moves)
         print(f"small domain: {small}", file=sys.stderr)
-        large = domain(dc, "large", args.users, args.groups, args.per_user, work, args.moves)
+        large = domain(dc, args.large_ou, args.users, args.groups, args.per_user, work, args.moves)
         print(f"large domain: {large}", file=sys.stderr)
-        both = await served(("small", 500), ("large", args.users), args.requests, args.es_url, work)
+        both = await served(
+            ("small", 500), (args.large_ou, args.users), args.requests, args.es_url, work
+        )
     finally:
-        subprocess.run([str(SCRIPT), "stop", dc["SAMBA_AD_ADDRESS"]], capture_output=True,
-                       check=False)  # fmt: skip
+        if not kept:
+            subprocess.run([str(SCRIPT), "stop", dc["SAMBA_AD_ADDRESS"]], capture_output=True,
+                           check=False)  # fmt: skip
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
         await es.options(ignore_status=404).indices.delete_index_template(name=template_name(ALIAS))
         await es.close()
-    ratio = round(both["large"]["p50_ms"] / both["small"]["p50_ms"], 2)
+    ratio = round(both[args.large_ou]["p50_ms"] / both["small"]["p50_ms"], 2)
     return {
         "machine": machine(),
         "dc_provision_s": float(dc.get("SAMBA_AD_PROVISION_SECONDS", "0")),
@@ -188,7 +226,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "small": small,
         "large": large,
         "retrieval_small": both["small"],
-        "retrieval_large": both["large"],
+        "retrieval_large": both[args.large_ou],
         "p50_ratio": ratio,
         "target": f"/retrieval p50 with the large policy <= {TARGET_RATIO} x with the small one",
         "met": ratio <= TARGET_RATIO,
@@ -202,6 +240,13 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--per-user", type=int, default=30)
     p.add_argument("--moves", type=int, default=10)
     p.add_argument("--requests", type=int, default=500)
+    p.add_argument("--large-ou", default="large", help="the large domain's OU (one per size)")
+    p.add_argument(
+        "--dc-env",
+        default=None,
+        help="a running DC's dc.env (scripts/samba-ad.sh start): used and left running; an OU "
+        "already loaded is not loaded again",
+    )
     args = p.parse_args(argv)
     return finish(asyncio.run(main(args)), args.out)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import typer
 from elasticsearch import AsyncElasticsearch
@@ -43,9 +43,9 @@ async def holding(
     src: Source,
     ttl_s: float,
     wait_s: float,
-) -> AsyncIterator[Callable[[], Awaitable[None]] | None]:
-    """Hold the source's lease for the body (a dry run writes nothing: none); the check each
-    write awaits."""
+) -> AsyncIterator[Lease | None]:
+    """Hold the source's lease for the body (a dry run writes nothing: none): its check each
+    write awaits, its version each write carries."""
     if options.dry_run:
         yield None
         return
@@ -64,7 +64,7 @@ async def holding(
         raise typer.Exit(EXIT_LEASE)
     renewing = asyncio.create_task(_renewing(lease))
     try:
-        yield lease.check
+        yield lease
     except LeaseLost as lost:
         typer.echo(say("lease_lost_run", why=str(lost)), err=True)
         raise typer.Exit(EXIT_LEASE) from None

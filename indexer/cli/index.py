@@ -295,11 +295,12 @@ def index(
                 )
                 last = (await last_runs(es, settings.index_alias, tenant, [run_id])).get(run_id, {})
                 decided, note = prune_decision(options, src, prune)
-                async with holding(es, settings, options, src, lease_ttl, lease_wait) as guard:
+                async with holding(es, settings, options, src, lease_ttl, lease_wait) as lease:
+                    guard, stamp = (lease.check, lease.version) if lease else (None, None)
                     report = await index_source(
                         es,
                         src,
-                        replace(options, prune=decided, guard=guard),
+                        replace(options, prune=decided, guard=guard, stamp=stamp),
                         progress=lambda _name: bar.advance(task),
                         embedder=None if dry_run else embedder,
                         embed_progress=(lambda n: bar.advance(embedding, n)) if embedding else None,
@@ -319,5 +320,5 @@ def index(
         try:
             export_metrics(report, textfile=metrics_textfile, pushgateway=pushgateway, shard=part)
         except OSError as exc:
-            typer.echo(f"warning: could not export metrics: {exc}", err=True)
+            typer.echo(say("metrics_not_exported", why=exc), err=True)
     raise typer.Exit(0 if report.ok else 1)

@@ -72,12 +72,12 @@ def delete(
 
     matching, deleted = run(work)
     if not matching:
-        typer.echo(f"no chunks of {tenant}/{knowledge_id} match; nothing to delete")
+        typer.echo(say("nothing_to_delete", tenant=tenant, kb=knowledge_id))
         return
     if not yes:
-        typer.echo(f"{matching} chunks match; nothing deleted (pass --yes to delete them)")
+        typer.echo(say("nothing_deleted", n=matching))
         return
-    typer.echo(f"deleted {deleted} chunks")
+    typer.echo(say("deleted_chunks", n=deleted))
 
 
 @app.command()
@@ -196,7 +196,10 @@ def show(
         return
     if document is not None:
         if not out["chunks"]:
-            typer.echo(f"no document {document!r} in {tenant}/{knowledge_id}", err=True)
+            typer.echo(
+                say("no_document", document=repr(document), tenant=tenant, kb=knowledge_id),
+                err=True,
+            )
             raise typer.Exit(1)
         for chunk in out["chunks"]:
             marks = [" > ".join(chunk["headings"])] if chunk["headings"] else []

@@ -50,7 +50,7 @@ async def hold_keys(
     if hold and not options.dry_run:
         async with fencing(fences, hold):
             await guarded(options)
-            await hold_documents(es, options.alias, list(hold))
+            await hold_documents(es, options.alias, list(hold), options.stamp)
             await refresh(es, options.alias)
     done.looked, done.held, done.narrowed_at = len(found), len(hold), time.time()
     return done
@@ -96,7 +96,7 @@ async def narrow_rules(
     if hold and not after.dry_run:
         async with fencing(fences, {doc_id: stored[doc_id] for doc_id in hold}):
             await guarded(after)
-            await hold_documents(es, after.alias, hold)
+            await hold_documents(es, after.alias, hold, after.stamp)
             await refresh(es, after.alias)
     done.held = len(hold)
     done.narrowed_at = time.time()

@@ -159,7 +159,7 @@ class Keeping:
             return
         before = self.options
         try:  # (the lease's check stays on every write)
-            self.options = replace(self.reload(), guard=before.guard)
+            self.options = replace(self.reload(), guard=before.guard, stamp=before.stamp)
         except Exception as exc:  # (a rules file being written, or wrong: the old one stays)
             self.status.last_error = f"rules or manifest not reloaded: {exc}"
             self.metrics.errors.labels(**self.metrics.labels).inc()

@@ -20,7 +20,7 @@ does.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -126,8 +126,18 @@ def _under(source: Source, key: str) -> list[ObjectRef]:
     return list(source.under(key))
 
 
-async def hold_documents(es: AsyncElasticsearch, alias: str, doc_ids: list[str]) -> int:
-    """Make every chunk of ``doc_ids`` answer no one (``HELD_ROLE``); how many chunks."""
+async def hold_documents(
+    es: AsyncElasticsearch,
+    alias: str,
+    doc_ids: list[str],
+    stamp: Callable[[], int] | None = None,
+) -> int:
+    """Make every chunk of ``doc_ids`` answer no one (``HELD_ROLE``); how many chunks.
+    A partial update takes no version of its own (Elasticsearch adds one to the chunk's): the
+    writer's count is moved on past it (``stamp``), so its own next write of these chunks
+    still carries a version at least theirs."""
+    if stamp is not None:
+        stamp()
     actions: list[dict[str, Any]] = []
     for i in range(0, len(doc_ids), 500):
         query = {"terms": {"document_id": doc_ids[i : i + 500]}}
@@ -312,9 +322,9 @@ async def narrow(
         async with fencing(fences, {i: names_of[i] for i in fenced}):
             await guarded(options)
             if gone or withdraw_below:
-                await withdraw(es, alias, tenant, kb, gone + withdraw_below)
+                await withdraw(es, alias, tenant, kb, gone + withdraw_below, options.stamp)
             if hold:
-                await hold_documents(es, alias, hold)
+                await hold_documents(es, alias, hold, options.stamp)
             if gone or withdraw_below or hold:
                 await refresh(es, alias)
     done.deleted, done.held = len(gone) + len(withdraw_below), len(hold)

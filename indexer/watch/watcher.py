@@ -134,7 +134,8 @@ class Watcher(Keeping):
         self.status.state = "waiting for the lease"
         if not await lease.acquire(stop):
             return
-        self.options = replace(self.options, guard=lease.check)  # (every write checks it)
+        # (every write checks it, and carries its version)
+        self.options = replace(self.options, guard=lease.check, stamp=lease.version)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 options = self.options

@@ -5,11 +5,11 @@ actor in the same transaction (``retrieval_svc.acl.history``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval_svc.acl import grant_sources, history, identities, owned, tables
+from retrieval_svc.acl import directory_sids, grant_sources, history, identities, owned, tables
 from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.history import Actor
 from retrieval_svc.acl.id_forms import MAX_COMPARED, compared
@@ -164,11 +164,15 @@ class PolicyAdmin:
         detail: str,
         people: Iterable[Alias] = (),
         renamed_from: Iterable[str] = (),
+        sids: Mapping[str, Iterable[str]] | None = None,
+        known_sids: Iterable[str] = (),
     ) -> tuple[int, int]:
         """Apply a directory sync's ``changes``, record that ``owner`` now owns ``owns`` in
         ``tenant``, and make the people it read (by each of their ids) the ones it knows, in
         one transaction — first taking over what the sync gave and owned under each name it
-        was ``renamed_from``. The aliases added and removed."""
+        was ``renamed_from``; with ``sids`` (subject → SIDs), each person's SIDs and every SID
+        it read (``known_sids``) are the sync's rows of ``directory_sids``. The aliases added
+        and removed."""
         roles, known, old = list(owns), list(people), list(renamed_from)
         counts = [(0, 0)]
 
@@ -177,11 +181,14 @@ class PolicyAdmin:
                 grant_sources.rename_in(conn, tenant, f"ldap:{name}", f"ldap:{owner}")
                 owned.rename_in(conn, tenant, name, owner)
                 identities.replace_in(conn, tenant, f"ldap:{name}", [])
+                directory_sids.rename_in(conn, tenant, f"ldap:{name}", f"ldap:{owner}")
 
         def also(conn: Connection) -> None:
             owned.replace_in(conn, tenant, owner, roles)
             owned.ran_in(conn, tenant, owner, old)
             counts[0] = identities.replace_in(conn, tenant, f"ldap:{owner}", known)
+            if sids is not None:
+                directory_sids.replace_in(conn, tenant, f"ldap:{owner}", sids, known_sids)
 
         self.apply(action, changes, detail, also=also, first=first)
         return counts[0]

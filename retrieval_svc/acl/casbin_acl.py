@@ -264,14 +264,20 @@ class AccessControl:
         granted = False
         if user_id is not None:  # (only the key's tenant's policy makes an id known)
             subject = user_subject(user_id)
-            granted = subject in loaded.parents.get(tenant, {}) or any(
-                dom in (tenant, EVERY_TENANT) for dom, _, _ in loaded.grants.get(subject, ())
+            granted = (
+                subject in loaded.parents.get(tenant, {})
+                or subject in loaded.sids.get(tenant, {})
+                or any(
+                    dom in (tenant, EVERY_TENANT) for dom, _, _ in loaded.grants.get(subject, ())
+                )
             )
         return loaded.directory.resolve(user_id, tenant, granted=granted)
 
     def user_roles(self, user_id: str, tenant: str) -> frozenset[str]:
-        """Every role a user holds in ``tenant``, inherited ones included."""
-        return self._loaded.implicit(user_subject(user_id), tenant)
+        """Every role a user holds in ``tenant``, inherited ones included, and the SIDs a
+        directory sync gives them (``retrieval_svc.acl.directory_sids``)."""
+        loaded, subject = self._loaded, user_subject(user_id)
+        return loaded.implicit(subject, tenant) | loaded.sid_roles(subject, tenant)
 
     def person_roles(self, user_id: str, tenant: str) -> frozenset[str]:
         """The roles a principal who is this person holds: ``user_roles``, and the SIDs

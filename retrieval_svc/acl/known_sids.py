@@ -10,15 +10,16 @@ therefore asks ``known_sids`` which SIDs the sync read, and a deny naming any ot
 every person (``indexer.permissions.dacl``).
 
 Known means: the SID of every user and group a directory sync of the tenant read at its last
-run (disabled and expired accounts included: their holders are known — nobody), recorded as
-the sync's owned ``sid:`` roles (``retrieval_svc.acl.owned``) — except a group whose members
-the sync could not all read (its member list names an entry outside the sync's searches, or a
-group that does: who holds it through that entry cannot be told), recorded beside them as an
-owned ``PARTIAL`` marker; the well-known SIDs every
+run (disabled and expired accounts included: their holders are known — nobody) — except a
+group whose members the sync could not all read (its member list names an entry outside the
+sync's searches, or a group that does: who holds it through that entry cannot be told) —
+recorded in the sync's row of every SID it read (``directory_sids.known_in``; a policy an
+earlier version synced kept them, until its next sync, as owned ``sid:`` roles with owned
+``PARTIAL`` markers: ``retrieval_svc.acl.owned``, read too); the well-known SIDs every
 person's SMB session holds (Everyone, Authenticated Users, NETWORK, This Organization: folded
-into Everyone by the DACL reader); and the logon and service SIDs no person's SMB session ever
-holds (``NEVER_A_PERSON``). Nothing else, so with no sync (or no policy database) every deny
-naming another SID refuses every person.
+into Everyone by the DACL reader); and the logon and service SIDs no person's SMB session
+ever holds (``NEVER_A_PERSON``). Nothing else, so with no sync (or no policy database) every
+deny naming another SID refuses every person.
 
 This module is the one place that says where the set comes from: where the sync keeps its SIDs
 may change; callers only ask ``known_sids``.
@@ -82,11 +83,13 @@ def known_sids(db_url: str | None, tenant: str) -> KnownSids:
     (the caller must not take that for "none known" silently: it narrows, and says so)."""
     if db_url is None:
         return NONE_KNOWN
+    from retrieval_svc.acl.directory_sids import known_in
     from retrieval_svc.acl.owned import owned_roles
     from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
 
     try:
-        roles = owned_roles(PolicyDatabase(DEFAULT_MODEL, db_url).engine(), tenant)
+        engine = PolicyDatabase(DEFAULT_MODEL, db_url).engine()
+        synced = known_in(engine, tenant) | synced_sids(owned_roles(engine, tenant))
     except Exception as exc:  # (SQLAlchemy's errors: the database is unreachable or unreadable)
         raise PolicyError(f"the directory's SIDs cannot be read: {type(exc).__name__}") from exc
-    return KnownSids(synced_sids(roles), "the policy database")
+    return KnownSids(synced, "the policy database")

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 
 from casbin.util import key_match
 
+from retrieval_svc.acl.directory_sids import decode
 from retrieval_svc.acl.identities import Alias, Directory
 from retrieval_svc.acl.policy_store import READ, PolicySource, Rule, Skipped
+from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.tenancy import EVERY_TENANT
 
 PIECE_SIZE = 2000  # index entries per pickled piece handed back by the compiling child
@@ -41,6 +43,10 @@ class PolicyIndex:
     expansions: dict[tuple[str, str], frozenset[str]]
     skipped: tuple[Skipped, ...] = ()  # stored lines not read into the policy
     directory: Directory = field(default_factory=lambda: Directory({}, {}))  # who is who
+    # Each person's SIDs as a directory sync stored them (``directory_sids``): tenant →
+    # subject → encoded text, decoded for a caller when asked (``sid_roles``) and cached.
+    sids: dict[str, dict[str, str]] = field(default_factory=dict)
+    sid_cache: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -49,6 +55,7 @@ class PolicyIndex:
         grouping: Iterable[Rule],
         skipped: Iterable[Skipped] = (),
         aliases: Iterable[Alias] = (),
+        sids: Iterable[tuple[str, str, str]] = (),
     ) -> PolicyIndex:
         parents: dict[str, dict[str, list[str]]] = {}
         for child, parent, tenant, *_ in grouping:
@@ -56,12 +63,18 @@ class PolicyIndex:
         grants: dict[str, list[tuple[str, str, str]]] = {}
         for subject, dom, obj, act, *_ in policy:
             grants.setdefault(subject, []).append((dom, obj, act))
+        held: dict[str, dict[str, str]] = {}
+        for tenant, subject, text in sids:
+            mine = held.setdefault(tenant, {})
+            # (two syncs giving one person SIDs: the texts joined decode to their union)
+            mine[subject] = f"{mine[subject]};{text}" if subject in mine else text
         return cls(
             {t: {c: tuple(ps) for c, ps in names.items()} for t, names in parents.items()},
             {s: tuple(g) for s, g in grants.items()},
             {},
             tuple(skipped),
             Directory.of(aliases),
+            held,
         )
 
     def pieces(self, size: int = PIECE_SIZE) -> list[bytes]:
@@ -82,6 +95,10 @@ class PolicyIndex:
             items = list(names.items())
             for i in range(0, len(items), size):
                 out.append(pickle.dumps((("tenant", tenant), items[i : i + size])))
+        for tenant, people in self.sids.items():
+            rows = list(people.items())
+            for i in range(0, len(rows), size):
+                out.append(pickle.dumps((("sids", tenant), rows[i : i + size])))
         return out
 
     @classmethod
@@ -91,6 +108,7 @@ class PolicyIndex:
         grants: dict[str, tuple[tuple[str, str, str], ...]] = {}
         skipped: list[Skipped] = []
         directory = Directory({}, {})
+        sids: dict[str, dict[str, str]] = {}
         for piece in pieces:
             kind, items = pickle.loads(piece)
             if kind == "grants":
@@ -101,10 +119,27 @@ class PolicyIndex:
                 directory.people.update(items)
             elif kind[0] == "aliases":
                 directory.aliases.setdefault(kind[1], {}).update(items)
+            elif kind[0] == "sids":
+                sids.setdefault(kind[1], {}).update(items)
             else:
                 parents.setdefault(kind[1], {}).update(items)
             await asyncio.sleep(0)
-        return cls(parents, grants, {}, tuple(skipped), directory)
+        return cls(parents, grants, {}, tuple(skipped), directory, sids)
+
+    def sid_roles(self, subject: str, tenant: str) -> frozenset[str]:
+        """The ``sid:`` roles a directory sync gives ``subject`` in ``tenant`` (cached for this
+        policy's lifetime: a sync's write is a new policy, and a new cache)."""
+        text = self.sids.get(tenant, {}).get(subject)
+        if text is None:
+            return frozenset()
+        key = (subject, tenant)
+        found = self.sid_cache.get(key)
+        if found is None:
+            found = frozenset(SID_PREFIX + sid for sid in decode(text))
+            if len(self.sid_cache) >= 20_000:
+                self.sid_cache.clear()
+            self.sid_cache[key] = found
+        return found
 
     def implicit(self, name: str, tenant: str) -> frozenset[str]:
         """``name``'s inherited roles in ``tenant`` (cached for this policy's lifetime)."""
@@ -143,4 +178,4 @@ def compile_pieces(source: PolicySource) -> list[bytes]:
 def index_of(source: PolicySource) -> PolicyIndex:
     """``source`` read and indexed; raises PolicyError when it cannot be read at all."""
     read = source.rules()
-    return PolicyIndex.of(read.policy, read.grouping, read.skipped, read.aliases)
+    return PolicyIndex.of(read.policy, read.grouping, read.skipped, read.aliases, read.sids)

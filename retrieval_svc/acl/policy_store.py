@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrieval_svc.acl import history, identities, tables
+from retrieval_svc.acl import directory_sids, history, identities, tables
 from retrieval_svc.acl.errors import PolicyError
 from retrieval_svc.acl.identities import Alias
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
@@ -151,6 +151,8 @@ class PolicyRead:
     grouping: list[Rule] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     aliases: list[Alias] = field(default_factory=list)  # every id each person is known by
+    # Each person's SIDs from a directory sync (tenant, subject, ``directory_sids.encode``)
+    sids: list[tuple[str, str, str]] = field(default_factory=list)
 
     def skipped_in(self, tenant: str) -> list[Skipped]:
         """The skipped lines that name ``tenant`` (where its tenant would be, or anywhere)."""
@@ -297,10 +299,11 @@ class PolicyDatabase:
             with _engine(self.url).connect() as conn:
                 row = conn.execute(query).one()
                 aliases = identities.stamp_in(conn)
+                sids = directory_sids.stamp_in(conn)
         except Exception as exc:
             raise self._failure(exc) from exc
         model = self.model.stat()
-        return (model.st_mtime_ns, *row, *aliases)
+        return (model.st_mtime_ns, *row, *aliases, *sids)
 
     def rules(self) -> PolicyRead:
         """The policy's rows, read field by field and each checked on its own; raises
@@ -315,6 +318,7 @@ class PolicyDatabase:
             read.add(f"row {row_id}", ptype, values, row_id)
         try:
             read.aliases = identities.read_rows(_engine(self.url))
+            read.sids = directory_sids.read_rows(_engine(self.url))
         except Exception as exc:
             raise self._failure(exc) from exc
         return read

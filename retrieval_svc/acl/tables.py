@@ -60,13 +60,14 @@ def ensure_tables(engine: Engine, rule_table: str) -> None:
     lines never reads them all."""
     import sqlalchemy as sa
 
-    from retrieval_svc.acl import grant_sources, owned
+    from retrieval_svc.acl import directory_sids, grant_sources, owned
 
     meta, rules, events, changes = tables(rule_table)
     existed = sa.inspect(engine).has_table(rule_table)
     meta.create_all(engine, tables=[rules, events, changes])  # (a new table with its index)
     grant_sources.ensure_table(engine)
     owned.ensure_table(engine)
+    directory_sids.ensure_table(engine)
     if existed:  # (made by pycasbin's adapter, without the index)
         for index in rules.indexes:
             index.create(engine, checkfirst=True)

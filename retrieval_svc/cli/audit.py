@@ -165,10 +165,7 @@ def policy_history(
     console, ldap, scim), tenant, action, counts and the lines added (+) and removed (-).
     Read from the policy database, where each change is recorded in its own transaction."""
     if not db:
-        typer.echo(
-            "error: the history is in the policy database: set RSVC_CASBIN_DB_URL or --db",
-            err=True,
-        )
+        typer.echo(say("history_no_db"), err=True)
         raise typer.Exit(2)
     _checked(tenant)
     moment = since_time(since)

@@ -13,6 +13,7 @@ import typer
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import PolicyError, csv_line
 from retrieval_svc.cli.policy import _admin, policy_app
+from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.words import problem as said_again
 from retrieval_svc.words import say
 
@@ -267,11 +268,14 @@ def _sync_once(
             detail=detail,
             people=changes.identities,
             renamed_from=sync.renamed_from,
+            sids=changes.sids,
+            known_sids=changes.known_sids,
         )
     except PolicyError as exc:
         typer.echo(say("error_nothing_changed", what=said_again(exc)), err=True)
         return 2, last.next(ok=False, failure="invalid")
-    gone = sorted(set(before) - changes.owned)
+    # (``sid:`` roles an earlier version kept as policy lines are now each person's row)
+    gone = sorted(r for r in set(before) - changes.owned if not r.startswith(SID_PREFIX))
     for old in _unclaimed(admin, sync.tenant, sync.name, set(before) | changes.owned):
         typer.echo(say("unclaimed_sync", old=old), err=True)
     typer.echo(
@@ -280,6 +284,8 @@ def _sync_once(
         + (say("no_longer_given", roles=", ".join(gone)) if gone else "")
         + (say("entries_skipped", n=len(changes.skipped)) if changes.skipped else "")
         + (say("ids_known", added=added, removed=removed) if added or removed else "")
+        + (say("sids_held", people=len(changes.sids), sids=len(changes.known_sids))
+           if changes.known_sids else "")
     )  # fmt: skip
     outcome = last.next(ok=True)
     outcome.added, outcome.removed, outcome.skipped = (

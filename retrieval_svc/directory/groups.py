@@ -29,7 +29,6 @@ from retrieval_svc.acl.admin import checked_role
 from retrieval_svc.acl.changes import Change
 from retrieval_svc.acl.id_forms import Kind, compared
 from retrieval_svc.acl.identities import DISABLED, PERSON, Alias, entries_of
-from retrieval_svc.acl.known_sids import PARTIAL
 from retrieval_svc.acl.policy_store import PolicyError, user_subject
 from retrieval_svc.key_entry import SID_PREFIX
 from retrieval_svc.names import name_problem
@@ -137,7 +136,8 @@ class RoleMapping:
 
     def owned(self, directory: Directory) -> set[str]:
         """The roles the directory decides (every role a mapped group can give; a group's
-        own name only where it can be a role; the SID role of every user and group read)."""
+        own name only where it can be a role). SIDs are not roles of the policy: they are
+        kept per person (``wanted_sids``), and no other source may give one (``sids``)."""
         roles = {role for given in self.by_group.values() for role in given}
         if self.all_groups:
             roles |= {
@@ -145,9 +145,7 @@ class RoleMapping:
                 for dn, n in directory.groups.items()
                 if dn not in directory.sid_only and _role_problem(n) is None
             }
-        sids = {*directory.sids.values(), *directory.unheld_sids}
-        partial = {PARTIAL + sid for sid in directory.partial_sids}
-        return roles | {SID_PREFIX + sid for sid in sids} | partial
+        return roles
 
 
 def _role_problem(name: str) -> str | None:
@@ -235,17 +233,31 @@ def wanted_grants(
     if given is None:
         given, _ = checked_groups(directory, roles)
     grants: set[tuple[str, ...]] = set()
-    sids = directory.sids
     for dn, user in (directory.users if users is None else users).items():
         subject = user_subject(user)
         for group in directory.groups_of(dn):
             for role in given.get(group, ()):
                 grants.add((subject, role, tenant))
-            if group in sids:
-                grants.add((subject, SID_PREFIX + sids[group], tenant))
-        if dn in sids:
-            grants.add((subject, SID_PREFIX + sids[dn], tenant))
     return grants
+
+
+def wanted_sids(
+    directory: Directory, users: dict[str, str] | None = None
+) -> dict[str, frozenset[str]]:
+    """Each person's SIDs (subject → ``S-1-…``): their own, and every group's they are in,
+    transitively (Active Directory; empty for a directory without SIDs). Kept one row a
+    person (``retrieval_svc.acl.directory_sids``), never as policy lines."""
+    sids = directory.sids
+    if not sids:
+        return {}
+    held: dict[str, frozenset[str]] = {}
+    for dn, user in (directory.users if users is None else users).items():
+        mine = {sids[g] for g in directory.groups_of(dn) if g in sids}
+        if dn in sids:
+            mine.add(sids[dn])
+        if mine:
+            held[user_subject(user)] = frozenset(mine)
+    return held
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +271,8 @@ class Plan:
     owned: frozenset[str] = frozenset()  # the roles the directory gives today
     skipped: tuple[str, ...] = ()  # entries that give no grant, and why
     identities: frozenset[Alias] = frozenset()  # every person read, by each id they have
+    sids: dict[str, frozenset[str]] = field(default_factory=dict)  # subject → their SIDs
+    known_sids: frozenset[str] = frozenset()  # every SID read (people's and groups')
 
     @property
     def added(self) -> int:
@@ -279,6 +293,7 @@ def plan(
     limits: Limits | None = None,
     source: str = "ldap",
     held: Iterable[tuple[str, ...]] = (),
+    sids_before: Iterable[str] = (),
 ) -> Plan:
     """The difference between the grants this sync decides — ``held``, the grants it gave
     before (``grant_sources``), and those of ``current`` of the roles the directory owns,
@@ -286,7 +301,9 @@ def plan(
     directory's grants out of ``current``: two syncs mapping one role each keep their own
     members; a role that inherits an owned role stops inheriting it. Raises ``RemovalLimit``
     past ``limits``: a directory that answered with half its people is more likely broken
-    than emptied."""
+    than emptied. A person's SIDs count as one grant there (``sids_before``: the people the
+    sync gave SIDs before); a ``sid:`` policy line of before SIDs were kept per person is
+    removed without counting (it moves, it is not taken away)."""
     limits = limits or Limits()
     current = [tuple(g) for g in current]  # (read twice)
     given, refused = checked_groups(directory, roles)
@@ -295,8 +312,11 @@ def plan(
     now = {
         tuple(g)
         for g in current
-        if len(g) == 3 and g[2] == tenant and g[0].startswith("user:") and g[1] in owned
-    }
+        if len(g) == 3
+        and g[2] == tenant
+        and g[0].startswith("user:")
+        and (g[1] in owned or g[1].startswith(SID_PREFIX))
+    }  # (a ``sid:`` line is an earlier version's way of keeping SIDs: only a sync gave one)
     mine = {tuple(g) for g in held if len(g) == 3 and g[2] == tenant}
     now |= mine
     users, skipped = checked_users(directory)
@@ -307,9 +327,14 @@ def plan(
         for sid, held in sorted(directory.foreign.items())
     ]
     wanted = wanted_grants(directory, roles, tenant, users, given)
+    sids = wanted_sids(directory, users)
     removed = sorted(now - wanted)
-    if removed and not limits.force:
-        _check_limits(len(removed), len(now), len(directory.users), limits)
+    counted = sum(not g[1].startswith(SID_PREFIX) for g in removed)
+    had = set(sids_before)
+    counted += len(had - sids.keys())  # (people who held SIDs and hold none now)
+    if counted and not limits.force:
+        named = sum(not g[1].startswith(SID_PREFIX) for g in now)
+        _check_limits(counted, named + len(had), len(directory.users), limits)
     changes = [Change("remove", "g", g) for g in removed]
     # (a line it wants that a hand or SCIM gave before the sync owned its role is recorded as
     # the sync's too: another directory sharing the role would otherwise take it back)
@@ -336,6 +361,9 @@ def plan(
         frozenset(today),
         tuple(skipped),
         frozenset(known),
+        sids,
+        # (a group whose members were not all read is not known: acl.known_sids)
+        frozenset({*directory.sids.values(), *directory.unheld_sids} - directory.partial_sids),
     )
 
 

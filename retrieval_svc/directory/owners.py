@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from retrieval_svc.acl import grant_sources, owned
+from retrieval_svc.acl import directory_sids, grant_sources, owned
 from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.grant_sources import directory as directory_source
 from retrieval_svc.directory.groups import Directory, Limits, Plan, RoleMapping, plan
@@ -34,7 +34,14 @@ def planned(
         if not any(directory_source(s) and s not in mine for s in sourced.get(tuple(g), ()))
     ]
     before = {r: o for n in names for r, o in admin.owned_roles(tenant, n).items()}
-    changes = plan(directory, roles, tenant, others, owned_before=before, limits=limits, held=held)
+    try:
+        with admin.store.engine().connect() as conn:
+            had = {s for n in mine for s in directory_sids.rows_in(conn, tenant, n)}
+    except Exception as exc:
+        raise admin.store._failure(exc) from exc
+    had.discard(directory_sids.KNOWN)
+    changes = plan(directory, roles, tenant, others, owned_before=before, limits=limits,
+                   held=held, sids_before=had)  # fmt: skip
     return changes, before
 
 

@@ -225,3 +225,63 @@ def test_every_reads_what_changed_and_reads_whole_when_it_cannot_prove_it(
     assert replica.changed is None and "deleted" in replica.reason
     assert name not in gone.users.values()
     samba_ad.samba_tool("group", "delete", group)
+
+
+def test_sids_are_one_row_a_person_and_a_sync_changing_them_reloads(
+    samba_ad: DomainController, db: str, tmp_path: Path
+) -> None:
+    """Where SIDs live: one ``directory_sid`` row a person (and one of every SID the sync read),
+    never a policy line a SID — a 50,000-person domain would be millions of lines to reload.
+    A principal holds the same roles as when they were lines; a sync that changes only SIDs
+    changes the stamp, so the service reloads; an old policy's ``sid:`` lines are moved, not
+    refused as a mass removal."""
+    import sqlalchemy as sa
+
+    sync = sync_file(samba_ad, tmp_path)
+    store = PolicyDatabase(DEFAULT_MODEL, db)
+    # A policy from before: a sid: line per person and SID, given by this sync, owning them.
+    cli(samba_ad, db, "allow", "anyone", "*")
+    old_lines = [("user:张三", f"sid:{samba_ad.sids['法务部']}"),
+                 ("user:赵六", f"sid:{samba_ad.domain_sid}-513")]  # fmt: skip
+    with store.engine().begin() as conn:
+        for user, role in old_lines:
+            conn.execute(sa.text("INSERT INTO casbin_rule (ptype, v0, v1, v2) VALUES "
+                                 "('g', :u, :r, 'acme')"), {"u": user, "r": role})  # fmt: skip
+    synced = cli(samba_ad, db, "sync-ldap", str(sync))
+    assert synced.exit_code == 0, synced.output
+    assert not any(g[1].startswith("sid:") for g in store.rules().grouping)
+    from retrieval_svc.acl import directory_sids  # (after: on old code, the line above fails)
+    from retrieval_svc.acl.known_sids import known_sids
+
+    with store.engine().connect() as conn:
+        rows = conn.execute(sa.text("SELECT subject, COUNT(*) FROM directory_sid "
+                                    "WHERE tenant = 'acme' GROUP BY subject")).all()  # fmt: skip
+    subjects = dict(rows)
+    assert set(subjects.values()) == {1}  # one row a person, however many SIDs they hold
+    people = {"user:张三", "user:李四", "user:王五", "user:赵六", "user:孙八"}
+    assert people <= subjects.keys() and "user:钱七" not in subjects
+    assert directory_sids.KNOWN in subjects
+    roles = held(db)
+    sid = {name: f"sid:{s}" for name, s in samba_ad.sids.items()}
+    builtin = {r for r in roles["赵六"] if r.startswith("sid:S-1-5-32-")}  # (CN=Builtin's)
+    assert roles["赵六"] - builtin == {"全体员工", f"sid:{samba_ad.domain_sid}-513", sid["赵六"],
+                                      sid["公告读者"]}  # fmt: skip
+    assert {sid["上海办公室"], sid["华东区"], sid["集团全员"], "集团"} <= roles["王五"]
+    assert roles["钱七"] == set()
+    # Every SID the sync read is known in the tenant — a group's with no member listed too —
+    # and nothing of another tenant's.
+    known = known_sids(db, "acme").synced
+    assert {samba_ad.sids[n] for n in ("法务部", "财务部", "华东区", "赵六")} <= known
+    assert samba_ad.sids["钱七"] in known  # (a disabled account: read, so known; held by no one)
+    assert known_sids(db, "other").synced == frozenset()
+    # A change of SIDs alone: the stamp moves, a reload gives the new SID.
+    acl = AccessControl(source=store)
+    group = f"新组{uuid.uuid4().hex[:4]}"
+    samba_ad.seed({"groups": [{"name": group, "members": ["赵六"]}], "users": []})
+    again = cli(samba_ad, db, "sync-ldap", str(sync))
+    assert again.exit_code == 0, again.output
+    assert acl.reload_if_changed()
+    (new_sid,) = acl.user_roles("赵六", "acme") - roles["赵六"]
+    assert new_sid.startswith(f"sid:{samba_ad.domain_sid}-")
+    assert new_sid.removeprefix("sid:") in known_sids(db, "acme").synced
+    samba_ad.samba_tool("group", "delete", group)

@@ -9,10 +9,15 @@ from typing import Any
 import pytest
 
 from retrieval_svc.acl.identities import Directory as Aliases
-from retrieval_svc.acl.known_sids import synced_sids
 from retrieval_svc.directory import ad
 from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
-from retrieval_svc.directory.groups import DirectoryError, mapping, plan, wanted_grants
+from retrieval_svc.directory.groups import (
+    DirectoryError,
+    mapping,
+    plan,
+    wanted_grants,
+    wanted_sids,
+)
 
 DOMAIN = "S-1-5-21-1965625592-1857721792-3928199354"
 
@@ -114,10 +119,12 @@ def _domain() -> tuple[list[AdGroup], list[AdUser]]:
 
 def test_a_person_holds_their_primary_groups_nested_groups_and_own_sid() -> None:
     directory = build(*_domain())
-    grants = wanted_grants(directory, mapping({"Domain Users": ["全体员工"]}), "acme")
+    roles = mapping({"Domain Users": ["全体员工"]})
     held: dict[str, set[str]] = {}
-    for user, role, _ in grants:
+    for user, role, _ in wanted_grants(directory, roles, "acme"):
         held.setdefault(user, set()).add(role)
+    for user, sids in wanted_sids(directory).items():
+        held.setdefault(user, set()).update(f"sid:{s}" for s in sids)
     sid = f"sid:{DOMAIN}-"
     # 赵六 is only in Domain Users, through primaryGroupID: the mapped role reaches him.
     assert held["user:赵六"] == {"全体员工", sid + "513", sid + "1111", sid + "1107"}
@@ -133,15 +140,22 @@ def test_a_person_holds_their_primary_groups_nested_groups_and_own_sid() -> None
     assert directory.foreign == {"S-1-5-21-1000-2000-3000-1104": ["法务部"]}
 
 
-def test_every_sid_the_directory_read_is_its_own_role() -> None:
+def test_sids_are_kept_per_person_not_as_policy_lines() -> None:
+    """A person's SIDs are one row of theirs (``directory_sids``), not a ``g`` line per SID:
+    no grant and no owned role names a SID; every SID read is known, a disabled account's
+    not."""
     directory = build(*_domain())
-    owned = mapping({}, all_groups=False).owned(directory)
-    assert {f"sid:{DOMAIN}-513", f"sid:{DOMAIN}-1111"} <= owned
+    roles = mapping({"Domain Users": ["全体员工"]})
+    assert not any(r.startswith("sid:") for _, r, _ in wanted_grants(directory, roles, "acme"))
+    assert roles.owned(directory) == {"全体员工"}
+    made = plan(directory, roles, "acme", [])
+    assert not any(c.values[1].startswith("sid:") for c in made.changes)
+    assert set(made.sids) == {"user:王五", "user:赵六", "user:孙八"}
+    assert {f"{DOMAIN}-513", f"{DOMAIN}-1111", f"{DOMAIN}-1102"} <= made.known_sids
     # A disabled account's SID is read, so known (a share's deny naming it refuses exactly
-    # its holders: no one), and nobody's: no grant gives it.
-    assert f"sid:{DOMAIN}-1112" in owned
-    grants = wanted_grants(directory, mapping({}, all_groups=False), "acme")
-    assert not any(g[1] == f"sid:{DOMAIN}-1112" for g in grants)
+    # its holders: no one), and nobody's: no one holds it.
+    assert f"{DOMAIN}-1112" in made.known_sids
+    assert not any(f"{DOMAIN}-1112" in held for held in made.sids.values())
 
 
 def test_a_group_whose_members_were_not_all_read_is_not_known() -> None:
@@ -157,11 +171,9 @@ def test_a_group_whose_members_were_not_all_read_is_not_known() -> None:
     directory = build(groups, users)
     nested = {f"{DOMAIN}-1106", f"{DOMAIN}-1105", f"{DOMAIN}-1104"}
     assert directory.partial_sids == nested
-    owned = mapping({}, all_groups=False).owned(directory)
-    known = synced_sids(owned)
+    known = plan(directory, mapping({}, all_groups=False), "acme", []).known_sids
     assert not nested & known and {f"{DOMAIN}-513", f"{DOMAIN}-1110"} <= known
-    grants = wanted_grants(directory, mapping({}, all_groups=False), "acme")
-    assert ("user:王五", f"sid:{DOMAIN}-1104", "acme") in grants
+    assert f"{DOMAIN}-1104" in wanted_sids(directory)["user:王五"]
     assert build(*_domain()).partial_sids == set()  # (a foreign principal is not a read gap)
 
 

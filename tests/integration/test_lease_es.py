@@ -54,14 +54,16 @@ async def test_a_late_renewal_keeps_the_lease_and_a_taken_one_is_lost(
 async def test_a_waiting_run_makes_the_watcher_step_aside_and_goes_first(
     es: AsyncElasticsearch, alias: str
 ) -> None:
-    watcher = lease(es, alias + "-want")
+    # (a long lease: a run's want lasts one TTL, and on a loaded machine 3 s can pass between
+    # the run's asking and the watcher's renewal — the test is about order, not expiry)
+    watcher = lease(es, alias + "-want", ttl_s=60.0)
     assert await watcher.acquire(wait_s=30)
-    run = lease(es, alias + "-want", role="index")
+    run = lease(es, alias + "-want", ttl_s=60.0, role="index")
     assert not await run.acquire(wait_s=2)  # (its want is written)
     await watcher.renew()
     assert watcher.wanted
     await watcher.release()
-    standby = lease(es, alias + "-want")
+    standby = lease(es, alias + "-want", ttl_s=60.0)
     assert not await standby.acquire(wait_s=0)  # (the run waiting goes first)
     assert await run.acquire(wait_s=30)
 

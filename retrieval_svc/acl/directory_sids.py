@@ -14,8 +14,9 @@ a person holds the SIDs any sync gives them. One row per sync and tenant, of sub
 ``KNOWN``, lists every SID that sync read (groups with no member included, disabled accounts'
 too): ``known_in`` — the one query behind "which SIDs does this tenant's directory know"
 (``retrieval_svc.acl.known_sids``, which the indexer asks). Every write gives its rows a
-generation above every earlier one, so ``stamp_in`` (row count, highest generation) changes
-with any write and the policy watcher reloads.
+generation above every row there was before it (read before anything is deleted; the sync's
+``KNOWN`` row rewritten with it), so the highest generation only grows and ``stamp_in`` (row
+count, highest generation) changes with any write: the policy watcher reloads.
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def replace_in(
     before = rows_in(conn, tenant, source)
     gone = [s for s in before if s not in wanted]
     written = [s for s, text in wanted.items() if before.get(s) != text]
+    if (written or gone) and KNOWN in wanted and KNOWN not in written:
+        written.append(KNOWN)  # (rewritten at every change: it carries the new generation)
+    # Read before any row is deleted: a row rewritten (a person out of a group and back in)
+    # must get a generation above its own old one, else the stamp comes back unchanged.
+    top = conn.execute(sa.select(sa.func.max(table.c.generation))).scalar() or 0
     mine = sa.and_(table.c.tenant == tenant, table.c.source == source)
     for i in range(0, len(gone), 500):
         conn.execute(sa.delete(table).where(mine, table.c.subject.in_(gone[i : i + 500])))
@@ -120,7 +126,6 @@ def replace_in(
     for i in range(0, len(changed), 500):
         conn.execute(sa.delete(table).where(mine, table.c.subject.in_(changed[i : i + 500])))
     if written:
-        top = conn.execute(sa.select(sa.func.max(table.c.generation))).scalar() or 0
         rows = [
             {"tenant": tenant, "source": source, "subject": s, "generation": top + 1,
              "sids": wanted[s]}
@@ -140,8 +145,8 @@ def rename_in(conn: Connection, tenant: str, old: str, new: str) -> None:
     _, table = _table()
     theirs = rows_in(conn, tenant, old)
     mine = rows_in(conn, tenant, new)
+    top = conn.execute(sa.select(sa.func.max(table.c.generation))).scalar() or 0  # (first)
     conn.execute(sa.delete(table).where(table.c.tenant == tenant, table.c.source == old))
-    top = conn.execute(sa.select(sa.func.max(table.c.generation))).scalar() or 0
     rows = [
         {"tenant": tenant, "source": new, "subject": s, "generation": top + 1, "sids": text}
         for s, text in theirs.items()

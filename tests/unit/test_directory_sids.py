@@ -76,6 +76,34 @@ def test_one_row_a_person_read_into_the_policy_and_a_change_moves_the_stamp(
     assert acl.user_roles("u7", "acme") == {f"sid:{DOMAIN}-513"}
 
 
+def test_a_person_out_of_a_group_and_back_in_moves_the_stamp_each_time(
+    store: PolicyDatabase,
+) -> None:
+    """The row rewritten in each sync: removed from a group, then added back — the second
+    write must not reuse the generation the first one's row had (the stamp would come back
+    unchanged and the service keep the narrowed SIDs), nor may a person gone and back."""
+    group, known = f"{DOMAIN}-1114", {f"{DOMAIN}-513", f"{DOMAIN}-1114", f"{DOMAIN}-1107"}
+    ann, bob = {f"{DOMAIN}-513", group}, {f"{DOMAIN}-513", f"{DOMAIN}-1107"}
+    acl = AccessControl(source=store)
+    stamps = []
+    for people in (
+        {"user:ann": ann, "user:bob": bob},
+        {"user:ann": ann - {group}, "user:bob": bob},  # (ann out of the group)
+        {"user:ann": ann, "user:bob": bob},  # (and back in)
+        {"user:ann": ann},  # (bob gone)
+        {"user:ann": ann, "user:bob": bob | {group}},  # (and back, in one more group)
+    ):
+        _replace(store, "ldap:hq", people, known)
+        stamps.append(store.stamp())
+        assert acl.reload_if_changed() or len(stamps) == 1
+        for subject, held in people.items():
+            assert acl.user_roles(subject[5:], "acme") == {f"sid:{s}" for s in held}
+    assert len(set(stamps)) == len(stamps), stamps
+    with store.engine().begin() as conn:  # (a rename that moves rows moves the stamp too)
+        directory_sids.rename_in(conn, "acme", "ldap:hq", "ldap:east")
+    assert store.stamp() not in stamps
+
+
 def test_a_sync_replaces_only_its_own_rows_and_a_person_holds_both(
     store: PolicyDatabase,
 ) -> None:

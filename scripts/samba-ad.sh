@@ -11,7 +11,8 @@
 #                            that address alone. One share, 部门资料, on a folder in its tree,
 #                            with NT ACLs kept in xattrs and enforced (acl_xattr), and a second,
 #                            财务共享, alike, for tests that set a share ACL (`sharesec`) without
-#                            narrowing the first for everyone else. Prints what
+#                            narrowing the first for everyone else, and a third, DFS根, a DFS
+#                            root (`msdfs root = yes`) where a test makes DFS links. Prints what
 #                            tests need as KEY=value lines (also in its folder: dc.env)
 #   scripts/samba-ad.sh stop ADDRESS   stop it, remove its address from `lo`, delete its folder
 #   scripts/samba-ad.sh halt ADDRESS   stop its daemons only (its address, folder and domain
@@ -46,6 +47,7 @@ BASE_DN="DC=corp,DC=example,DC=org"
 ADMIN_PASSWORD='Adm1n-Passw0rd-test'
 SHARE=部门资料
 SHARE2=财务共享
+SHARE3=DFS根
 log() { echo "samba-ad: $*" >&2; }
 
 ensure_samba() {
@@ -188,6 +190,15 @@ write_conf() {  # dir address winbindd_socket_dir
 	vfs objects = dfs_samba4 acl_xattr
 	acl_xattr:ignore system acls = yes
 	nt acl support = yes
+
+[$SHARE3]
+	path = $d/share3
+	read only = no
+	# A DFS root: a symbolic link whose target is `msdfs:server\\share` is a DFS link.
+	msdfs root = yes
+	vfs objects = acl_xattr
+	acl_xattr:ignore system acls = yes
+	nt acl support = yes
 CONF
 }
 
@@ -242,7 +253,7 @@ case "$cmd" in
     done_ok=0
     trap '[ "$done_ok" = 1 ] || { log "start failed: removing $address and $dir"; forget "$dir" "$address"; }' EXIT
     rm -rf "$dir"
-    mkdir -p "$dir"/{etc,private,bind-dns,lock,state,cache,pid,run,log,share,share2,run-samba}
+    mkdir -p "$dir"/{etc,private,bind-dns,lock,state,cache,pid,run,log,share,share2,share3,run-samba}
     chmod 755 "$dir"
     # A mount namespace of its own where /run/samba is run-samba/, so smbd finds this
     # instance's winbindd; else the machine's, which only one DC may hold.
@@ -287,7 +298,7 @@ case "$cmd" in
 	.${REALM,,} = $REALM
 	${REALM,,} = $REALM
 KRB
-    chmod 777 "$dir/share" "$dir/share2"
+    chmod 777 "$dir/share" "$dir/share2" "$dir/share3"
     run_samba "$dir" "$private_run"
     wait_ready "$dir" "$address"
     # The share's root as a file server's: administrators and the system full control,
@@ -296,6 +307,9 @@ KRB
       --set "ACL:BUILTIN\\Administrators:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\SYSTEM:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\Authenticated Users:ALLOWED/OI|CI/READ" \
       >/dev/null
     smbcacls -s "$dir/etc/smb.conf" "//$address/$SHARE2" "" -U "Administrator%$ADMIN_PASSWORD" \
+      --set "ACL:BUILTIN\\Administrators:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\SYSTEM:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\Authenticated Users:ALLOWED/OI|CI/READ" \
+      >/dev/null
+    smbcacls -s "$dir/etc/smb.conf" "//$address/$SHARE3" "" -U "Administrator%$ADMIN_PASSWORD" \
       --set "ACL:BUILTIN\\Administrators:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\SYSTEM:ALLOWED/OI|CI/FULL,ACL:NT AUTHORITY\\Authenticated Users:ALLOWED/OI|CI/READ" \
       >/dev/null
     ready=$(date +%s.%N)
@@ -317,6 +331,8 @@ SAMBA_AD_ADMIN_PASSWORD=$ADMIN_PASSWORD
 SAMBA_AD_SHARE=$SHARE
 SAMBA_AD_SHARE_PATH=$dir/share
 SAMBA_AD_SHARE2=$SHARE2
+SAMBA_AD_SHARE3=$SHARE3
+SAMBA_AD_SHARE3_PATH=$dir/share3
 SAMBA_AD_SMB_CONF=$dir/etc/smb.conf
 SAMBA_AD_KRB5_CONFIG=$dir/krb5.conf
 SAMBA_AD_PRIVATE_RUN=$private_run

@@ -21,7 +21,7 @@ from indexer.permissions.dacl import role_of
 from indexer.pipeline import IndexOptions, index_source
 from indexer.report import NOT_PRUNED, Report
 from indexer.sources import ObjectRef
-from indexer.sources.smb import SmbCredentials, SmbSource
+from indexer.sources.smb import REPARSE_REASON, SmbCredentials, SmbSource
 from tests.support import ES_URL
 from tests.support.corpus import TENANT, own
 from tests.support.samba_ad import PASSWORD, DomainController, smb_acl
@@ -254,7 +254,7 @@ def test_a_link_on_the_server_out_of_the_share_is_never_read(
     leaving the share, ``wide links = no``, and serves one inside as the file it names, so
     there is no reparse point to name. A server that shows one — Windows, a DFS link under
     ``msdfs root`` — marks it FILE_ATTRIBUTE_REPARSE_POINT, which the listing passes over
-    and names; the suite's share is no DFS root, so that path is not run here.)"""
+    and names: ``test_a_dfs_link_is_passed_over_and_named_never_followed``.)"""
     dc, kb = samba_ad, f"链接-{uuid.uuid4().hex[:6]}"
     put(Share(dc), f"{root}/链接/真.md", "# 真\n\n共享里的文件。\n")
     secret = tmp_path / "外面"
@@ -269,3 +269,27 @@ def test_a_link_on_the_server_out_of_the_share_is_never_read(
     docs = stored(es_sync, into, kb)
     assert sorted(docs) == ["链接/真.md"]
     assert not any("共享之外" in doc["content"] for doc in docs.values())
+
+
+def test_a_dfs_link_is_passed_over_and_named_never_followed(
+    samba_ad: DomainController, es_sync: Elasticsearch, into: str
+) -> None:
+    """On a DFS root (the DC's third share, ``msdfs root = yes``) a DFS link — on the server a
+    symbolic link whose target is ``msdfs:server\\share\\folder`` — is what Samba shows an SMB
+    2/3 client as a reparse point (a folder with FILE_ATTRIBUTE_REPARSE_POINT): the listing
+    passes over it and names it in the run's summary; nothing behind it, in the share it
+    names, is listed or read."""
+    dc, tag = samba_ad, uuid.uuid4().hex[:6]
+    kb, folder, behind = f"DFS-{tag}", f"分布-{tag}", f"远处-{tag}"
+    put(Share(dc, dc.dfs_share), f"{folder}/真.md", "# 真\n\nDFS 根里的文件。\n")
+    put(Share(dc), f"{behind}/远处.md", "# 远处\n\nDFS 链接之后的内容。\n")
+    link = Path(dc.env["SAMBA_AD_SHARE3_PATH"]) / folder / "链接"
+    link.symlink_to(f"msdfs:{dc.address}\\{dc.share}\\{behind}")
+    source = SmbSource(f"smb://{dc.address}/{dc.dfs_share}/{folder}", credentials(dc))
+    report = run(source, into, kb)
+    assert report.ok, report.failures
+    docs = stored(es_sync, into, kb)
+    assert sorted(docs) == ["真.md"]
+    assert not any("链接之后" in doc["content"] for doc in docs.values())
+    assert report.passed_over == {REPARSE_REASON: 1}
+    assert report.passed_over_examples == {REPARSE_REASON: ["链接"]}

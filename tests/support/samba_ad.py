@@ -110,6 +110,11 @@ class DomainController:
         return self.env["SAMBA_AD_SHARE2"]
 
     @property
+    def dfs_share(self) -> str:
+        """A third share, a DFS root (``msdfs root = yes``), for tests that make DFS links."""
+        return self.env["SAMBA_AD_SHARE3"]
+
+    @property
     def smb_conf(self) -> str:
         return self.env["SAMBA_AD_SMB_CONF"]
 

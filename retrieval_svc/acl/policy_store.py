@@ -286,18 +286,24 @@ class PolicyDatabase:
             raise self._failure(exc) from exc
 
     def stamp(self) -> tuple[Any, ...]:
-        """Cheap change detection in one query: row count, highest id and total length of
-        the rules (an added, removed or edited rule changes at least one). Raises
-        PolicyError when the database cannot be reached."""
+        """Cheap change detection: row count, highest id and total length of the rules (an
+        added, removed or edited rule changes at least one, also when edited with SQL), and
+        the newest recorded change — every write through this project records one, and a
+        role moved from one person to another of a name as long (the newest row revoked, a
+        row added: SQLite gives it the same id) changes nothing else. Raises PolicyError when
+        the database cannot be reached."""
         import sqlalchemy
 
         lengths = " + ".join(
             f"LENGTH(COALESCE({c}, ''))" for c in ("ptype", "v0", "v1", "v2", "v3", "v4", "v5")
         )
         query = sqlalchemy.text(f"SELECT COUNT(*), MAX(id), SUM({lengths}) FROM {TABLE}")
+        events = tables.tables(TABLE)[2]
+        newest = sqlalchemy.select(sqlalchemy.func.max(events.c.id))
         try:
             with _engine(self.url).connect() as conn:
-                row = conn.execute(query).one()
+                recorded = sqlalchemy.inspect(conn).has_table(events.name)
+                row = (*conn.execute(query).one(), conn.execute(newest).scalar() if recorded else 0)
                 aliases = identities.stamp_in(conn)
                 sids = directory_sids.stamp_in(conn)
         except Exception as exc:

@@ -138,6 +138,27 @@ async def test_the_watcher_reloads_database_changes(policy_db_url: str) -> None:
         compiler.close()
 
 
+@pytest.mark.anyio
+async def test_a_role_moved_from_one_person_to_another_is_noticed(policy_db_url: str) -> None:
+    # Revoking the newest grant and giving the same role to a name of the same length leaves
+    # the row count, the highest id (SQLite reuses a deleted highest rowid) and the total
+    # length as they were: the stamp must still move, or the first keeps the role.
+    policy(policy_db_url, "allow", "anyone", "*", "--tenant", "acme")
+    policy(policy_db_url, "grant-role", "zhao", "财务", "--tenant", "acme")
+    acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, policy_db_url))
+    compiler = _Compiler()
+    try:
+        assert not await acl.refresh(compiler)
+        assert acl.user_roles("zhao", "acme") == {"财务"}
+        policy(policy_db_url, "revoke-role", "zhao", "财务", "--tenant", "acme")
+        policy(policy_db_url, "grant-role", "qian", "财务", "--tenant", "acme")
+        assert await acl.refresh(compiler)
+        assert acl.user_roles("zhao", "acme") == set()
+        assert acl.user_roles("qian", "acme") == {"财务"}
+    finally:
+        compiler.close()
+
+
 def test_an_unreachable_database_is_a_clear_error_without_the_password() -> None:
     url = "postgresql+psycopg://rsvc:s3cret-pass@127.0.0.1:1/policy"
     with pytest.raises(PolicyError) as caught:

@@ -18,9 +18,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval_svc.acl.known_sids import EVERY_PERSON, NEVER_A_PERSON
 from retrieval_svc.acl.sids import (
-    AUTHENTICATED_USERS,
-    EVERYONE,
     domain_part,
     parse_sid,
     sid_from_bytes,
@@ -38,8 +37,14 @@ ACCOUNT_DISABLE = 0x2
 # ``accountExpires``: 100-ns intervals since 1601-01-01 UTC; 0 and 2^63-1 mean never.
 _NEVER_EXPIRES = (0, 0x7FFFFFFFFFFFFFFF)
 _FILETIME_UNIX_S = 11_644_473_600
-# Every person Windows authenticates holds these; a group holding one holds them all.
-_EVERY_PERSON = frozenset({EVERYONE, AUTHENTICATED_USERS})
+# Every person's SMB session holds these (Everyone, Authenticated Users, NETWORK, This
+# Organization); a group holding one is held by every person.
+_EVERY_PERSON = EVERY_PERSON
+# No person's SMB session holds these (INTERACTIVE, BATCH, SERVICE…, ANONYMOUS LOGON): a group
+# holds nobody more through one. Any other principal this read cannot resolve (another
+# domain's person or group, a well-known SID not named here) may be in a token that holds the
+# group: who holds the group cannot be told, so its SID is not known (``_partial``).
+_NO_PERSON = NEVER_A_PERSON | {"S-1-5-7"}
 # A delta older than this reads whole: deleted objects outlive it on every domain
 # (tombstoneLifetime is at least two days), so a deletion is never missed.
 MAX_DELTA_AGE_S = 86_400.0
@@ -247,6 +252,7 @@ def build(
             )
             if primary:  # (no group's member attribute lists it)
                 directory.add_member(dn, primary)
+    unresolved: set[str] = set()
     for member in [m for m in directory.parents if _foreign(m)]:
         sid = parse_sid(member.split(",", 1)[0].split("=", 1)[1])
         held = directory.parents.pop(member)
@@ -255,19 +261,22 @@ def build(
                 directory.parents.setdefault(person, set()).update(held)
         elif sid is not None and (known := by_sid.get(sid)) is not None:
             directory.parents.setdefault(known, set()).update(held)
-        else:
+        elif sid not in _NO_PERSON:
             names = sorted(directory.groups.get(g, g) for g in held)
             directory.foreign[sid or member] = names
-    directory.partial_sids = _partial(directory)
+            unresolved |= held
+    directory.partial_sids = _partial(directory, unresolved)
     return directory
 
 
-def _partial(directory: Directory) -> set[str]:
+def _partial(directory: Directory, unresolved: Iterable[str] = ()) -> set[str]:
     """The SIDs of groups whose member list names an entry this read does not hold (a group
-    or a person outside the searches), and of every group holding one of them: who is in
-    them through that entry cannot be told."""
+    or a person outside the searches, or a foreign principal it cannot resolve: ``unresolved``
+    holds those groups), and of every group holding one of them: who is in them through that
+    entry cannot be told."""
     read = directory.users.keys() | directory.groups.keys() | directory.refused.keys()
     partial = {g for member, held in directory.parents.items() if member not in read for g in held}
+    partial |= set(unresolved)
     todo = list(partial)
     while todo:
         for parent in directory.parents.get(todo.pop(), ()):

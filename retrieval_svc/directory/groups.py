@@ -323,7 +323,8 @@ def plan(
     skipped += refused
     skipped += [
         f"foreign security principal {sid} (in {', '.join(held[:4])}): not in this directory; "
-        "nobody holds a group through it"
+        "nobody holds a group through it, and who holds those groups cannot be told (a share's "
+        "deny naming one refuses every person)"
         for sid, held in sorted(directory.foreign.items())
     ]
     wanted = wanted_grants(directory, roles, tenant, users, given)

@@ -151,7 +151,7 @@ def test_sids_are_kept_per_person_not_as_policy_lines() -> None:
     made = plan(directory, roles, "acme", [])
     assert not any(c.values[1].startswith("sid:") for c in made.changes)
     assert set(made.sids) == {"user:王五", "user:赵六", "user:孙八"}
-    assert {f"{DOMAIN}-513", f"{DOMAIN}-1111", f"{DOMAIN}-1102"} <= made.known_sids
+    assert {f"{DOMAIN}-513", f"{DOMAIN}-1111", f"{DOMAIN}-1103"} <= made.known_sids
     # A disabled account's SID is read, so known (a share's deny naming it refuses exactly
     # its holders: no one), and nobody's: no one holds it.
     assert f"{DOMAIN}-1112" in made.known_sids
@@ -170,11 +170,51 @@ def test_a_group_whose_members_were_not_all_read_is_not_known() -> None:
     ]
     directory = build(groups, users)
     nested = {f"{DOMAIN}-1106", f"{DOMAIN}-1105", f"{DOMAIN}-1104"}
-    assert directory.partial_sids == nested
+    assert directory.partial_sids == nested | {f"{DOMAIN}-1102"}  # (法务部: a foreign principal)
     known = plan(directory, mapping({}, all_groups=False), "acme", []).known_sids
     assert not nested & known and {f"{DOMAIN}-513", f"{DOMAIN}-1110"} <= known
     assert f"{DOMAIN}-1104" in wanted_sids(directory)["user:王五"]
-    assert build(*_domain()).partial_sids == set()  # (a foreign principal is not a read gap)
+    assert build(*_domain()).partial_sids == {f"{DOMAIN}-1102"}  # (only 法务部's foreigner)
+
+
+@pytest.mark.parametrize(
+    ("principal", "every_person"),
+    [
+        pytest.param("S-1-5-2", True, id="NETWORK"),
+        pytest.param("S-1-5-15", True, id="This-Organization"),
+        pytest.param("S-1-5-11", True, id="Authenticated-Users"),
+        pytest.param("S-1-5-21-1000-2000-3000-1104", False, id="another-domain"),
+        pytest.param("S-1-5-9", False, id="Enterprise-DCs"),
+    ],
+)
+def test_a_group_holding_a_principal_nobody_here_resolves_is_not_known(
+    principal: str, every_person: bool
+) -> None:
+    """Every SMB session holds NETWORK and This Organization, as it holds Authenticated Users:
+    a group holding one is every person's (before: nobody's, and known, so a share's deny
+    naming the group refused nobody where Windows refuses every person). A principal this read
+    cannot resolve — another domain's person, a well-known SID of no person listed here —
+    holds the group in a token the index cannot tell: the group's SID (and every group's
+    holding it) is not known, so its deny refuses every person; its allows still reach the
+    members read. INTERACTIVE (BUILTIN\\Users holds it on every DC) is no person's session."""
+    groups, users = _domain()
+    fsp = [FSP.format(principal), FSP.format("S-1-5-4")]
+    groups = [
+        AdGroup(g.dn, g.name, g.sid, [*g.members, *fsp]) if g.name == "上海办公室" else g
+        for g in groups
+    ]
+    directory = build(groups, users)
+    nested = {f"{DOMAIN}-1106", f"{DOMAIN}-1105", f"{DOMAIN}-1104"}
+    held = wanted_sids(directory)
+    known = plan(directory, mapping({}, all_groups=False), "acme", []).known_sids
+    if every_person:
+        assert all(nested <= sids for sids in held.values()), held
+        assert nested <= known
+    else:
+        assert nested <= directory.partial_sids and not nested & known
+        assert nested <= held["user:王五"] and not nested & held["user:赵六"]
+        assert principal in directory.foreign
+    assert "S-1-5-4" not in directory.foreign
 
 
 def test_a_disabled_account_is_no_one_even_with_a_hand_grant() -> None:

@@ -22,7 +22,7 @@ from retrieval_svc.key_entry import SID_PREFIX
 EVERYONE = "S-1-1-0"
 AUTHENTICATED_USERS = "S-1-5-11"
 CREATOR_OWNER = "S-1-3-0"
-_SID = re.compile(r"^S-1-(\d{1,15})((?:-\d{1,10}){0,15})$")
+_SID = re.compile(r"^S-1-([0-9]{1,15})((?:-[0-9]{1,10}){0,15})$")  # (ASCII digits only)
 _MAX_SUB = 0xFFFFFFFF
 _MAX_AUTHORITY = 0xFFFFFFFFFFFF
 

@@ -46,8 +46,14 @@ def test_binary_and_text_forms_round_trip(authority: int, subs: list[int]) -> No
 
 
 @pytest.mark.parametrize(
-    "text", ["S-2-5-11", "S-1", "S-1-5-", "S-1-5-4294967296", "sid:S-1-1-0", "S-1-5-11 x", "1-5"]
-)
+    "text",
+    [
+        "S-2-5-11", "S-1", "S-1-5-", "S-1-5-4294967296", "sid:S-1-1-0", "S-1-5-11 x", "1-5",
+        # Digits of other scripts are no SID's (Python's ``\\d`` and ``int`` take them): an
+        # FSP's name spelled so must not resolve to a SID this directory holds.
+        "S-1-5-21-1-2-3-\u0661\u0661\u0660\u0664", "S-1-5-\uff12\uff11-1", "S-1-\u0665-11",
+    ],
+)  # fmt: skip
 def test_malformed_sid_text_is_none(text: str) -> None:
     assert parse_sid(text) is None
 

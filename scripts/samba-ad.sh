@@ -194,7 +194,7 @@ write_conf() {  # dir address winbindd_socket_dir
 [$SHARE3]
 	path = $d/share3
 	read only = no
-	# A DFS root: a symbolic link whose target is `msdfs:server\\share` is a DFS link.
+	# A DFS root: a symbolic link whose target is 'msdfs:server\\share' is a DFS link.
 	msdfs root = yes
 	vfs objects = acl_xattr
 	acl_xattr:ignore system acls = yes

@@ -221,7 +221,10 @@ class SmbSource:
                 entries = {
                     e.name: e for e in smbclient.scandir(self._unc(folder), **self._kwargs())
                 }
-            except SMBOSError as exc:
+            except (SMBOSError, UnicodeError) as exc:
+                # (UnicodeError: a name that is no UTF-16 — NTFS keeps an unpaired surrogate
+                # — is an answer about this folder, never the server gone: the folder's
+                # documents are withdrawn, the rest of the share listed)
                 scope = "rest" if folder == top == "" else "folder"
                 self.failures.append(ListingFailure(folder, _why(exc), scope))
                 continue

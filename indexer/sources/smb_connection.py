@@ -73,6 +73,6 @@ def server_gone(exc: BaseException) -> bool:
     the file with an NT status (``SMBOSError``, ``SMBResponseException``)."""
     from smbprotocol.exceptions import SMBException, SMBOSError, SMBResponseException
 
-    if isinstance(exc, (SMBOSError, SMBResponseException)):
+    if isinstance(exc, (SMBOSError, SMBResponseException, UnicodeError)):
         return False
     return isinstance(exc, (SMBException, ConnectionError, TimeoutError, ValueError))

@@ -38,9 +38,12 @@ def _keys(actions: list[Any]) -> set[str]:
     """The documents the server's answer names (paths below the watched folder)."""
     keys = set()
     for action in actions:
-        name = action["file_name"].get_value()
-        if isinstance(name, bytes):
-            name = name.decode("utf-16-le")
+        try:
+            name = action["file_name"].get_value()
+            if isinstance(name, bytes):
+                name = name.decode("utf-16-le")
+        except UnicodeError:  # (a name that is no UTF-16: its folder's re-listing names it;
+            continue  # the batch's other names still heard, the watch not restarted)
         key = str(name).replace("\\", "/").strip("/")
         if key:
             keys.add(document_key(key))

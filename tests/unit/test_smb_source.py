@@ -215,3 +215,64 @@ def test_a_sidecar_on_a_share_is_not_read_unless_asked() -> None:
     assert source.sidecar(ref)["title"] == "forged"
     assert reasons.passed_over_code(SIDECAR_OFF_REASON) == "share_sidecar"
     assert re.search(r"[\u4e00-\u9fff]", reasons.passed_over_text(SIDECAR_OFF_REASON, "zh"))
+
+
+def test_a_name_that_is_no_utf16_fails_its_folder_not_the_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NTFS keeps a name with an unpaired surrogate (Windows never checks UTF-16), which the
+    SMB client cannot decode: whoever may create a file in one folder planted it, and before
+    this the decoding error was taken for the server gone — the whole share an outage on
+    every run. Now that folder's listing fails (its documents withdrawn), the rest is listed.
+    (Samba refuses such a name, STATUS_ILLEGAL_CHARACTER, so no test server can hold one.)"""
+    import datetime
+    import types
+
+    import smbclient
+
+    def entry(name: str, attributes: int) -> types.SimpleNamespace:
+        info = types.SimpleNamespace(
+            file_attributes=attributes,
+            last_write_time=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+            end_of_file=1,
+        )
+        return types.SimpleNamespace(name=name, smb_info=info)
+
+    def scandir(path: str, *_: object, **__: object) -> list[types.SimpleNamespace]:
+        folder = path.split("\\", 4)[4] if path.count("\\") >= 4 else ""
+        if folder == "攻击":
+            raise UnicodeDecodeError("utf-16-le", b"\x00\xd8", 0, 2, "unexpected end of data")
+        if folder == "":
+            return [entry("攻击", 0x10), entry("法务", 0x10)]
+        return [entry("合同.md", 0x20)]
+
+    monkeypatch.setattr(smbclient, "scandir", scandir)
+    source = _source_failing_with(
+        security_descriptor_bytes(SecurityDescriptor(None, None, (Ace(0, 0, 0x120089, LEGAL),)))
+    )
+    source._read_share = lambda: None  # type: ignore[method-assign]
+    listed = [ref.key for ref in source._walk("")]
+    assert listed == ["法务/合同.md"]
+    assert [(f.key, f.scope) for f in source.failures] == [("攻击", "folder")]
+    assert "UnicodeDecodeError" in source.failures[0].reason
+    # Nor is such an error, reading a descriptor, taken for the server gone.
+    decoding = UnicodeDecodeError("utf-16-le", b"\x00\xd8", 0, 2, "x")
+    assert isinstance(_source_failing_with(decoding)._dacl("a.md"), str)
+
+
+def test_a_notification_naming_no_utf16_name_keeps_the_others() -> None:
+    """A change notification whose batch holds a name that is no UTF-16 still gives the
+    batch's other names (before: the decoding error dropped the batch and restarted the
+    watch, so a planted file's every change delayed everyone's narrowing to a re-listing)."""
+    from indexer.watch.share_events import _keys
+
+    class Field:
+        def __init__(self, raw: bytes) -> None:
+            self.raw = raw
+
+        def get_value(self) -> bytes:
+            return self.raw
+
+    bad = {"file_name": Field("攻击\\".encode("utf-16-le") + b"\x00\xd8")}
+    good = {"file_name": Field("法务\\合同.md".encode("utf-16-le"))}
+    assert _keys([bad, good]) == {"法务/合同.md"}

@@ -278,12 +278,17 @@ class PolicyDatabase:
 
     def ensure(self) -> None:
         """Create the policy table, the history's and the aliases' if missing; raises
-        PolicyError."""
-        try:
-            tables.ensure_tables(_engine(self.url), TABLE)
-            identities.ensure_table(_engine(self.url))
-        except Exception as exc:  # unreachable server, bad credentials, bad URL
-            raise self._failure(exc) from exc
+        PolicyError. Another process making them at the same moment (a watcher recording a
+        rules edit while a command reads the history) makes one CREATE fail with "already
+        exists" between its check and its statement: a second pass finds them made."""
+        for last in (False, True):
+            try:
+                tables.ensure_tables(_engine(self.url), TABLE)
+                identities.ensure_table(_engine(self.url))
+                return
+            except Exception as exc:  # unreachable server, bad credentials, bad URL, a race
+                if last:
+                    raise self._failure(exc) from exc
 
     def stamp(self) -> tuple[Any, ...]:
         """Cheap change detection: row count, highest id and total length of the rules (an

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval_svc.directory import ad
+from retrieval_svc.directory import ad, ad_wire
 from retrieval_svc.directory.ad import AdReplica
 from retrieval_svc.directory.groups import (
     BindRefused,
@@ -62,7 +62,7 @@ def _connection(sync: LdapSync) -> Any:
         raise_exceptions=True,
         receive_timeout=math.ceil(sync.timeout_s),  # (whole seconds: SO_RCVTIMEO)
         auto_referrals=False,
-        auto_range=False,  # (ad.ranged reads ranges itself, and fails on a partial one)
+        auto_range=False,  # (ad_wire.ranged reads ranges itself, and fails on a partial one)
         return_empty_attributes=False,  # (with auto_range off, ldap3 trips on a range it was asked)
         read_only=True,
         check_names=False,  # (filters name AD's and OpenLDAP's classes alike)
@@ -268,8 +268,8 @@ def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> D
     try:
         conn = _connection(sync)
         try:
-            root = ad.root_dse(conn)
-            if sync.ad or (sync.ad is None and ad.is_ad(root)):
+            root = ad_wire.root_dse(conn)
+            if sync.ad or (sync.ad is None and ad_wire.is_ad(root)):
                 return _read_ad(conn, sync, root, replica)
             entries = None
             if replica is not None and replica.usable:

@@ -10,7 +10,8 @@ import pytest
 
 from retrieval_svc.acl.identities import Directory as Aliases
 from retrieval_svc.directory import ad
-from retrieval_svc.directory.ad import AdGroup, AdUser, build, range_of, ranged
+from retrieval_svc.directory.ad import AdGroup, AdUser, build
+from retrieval_svc.directory.ad_wire import is_ad, range_of, ranged
 from retrieval_svc.directory.groups import (
     DirectoryError,
     mapping,
@@ -232,9 +233,9 @@ def test_a_disabled_account_is_no_one_even_with_a_hand_grant() -> None:
 
 
 def test_ad_is_detected_from_the_root_dse() -> None:
-    assert ad.is_ad({"supportedCapabilities": ["1.2.840.113556.1.4.800"]})
-    assert ad.is_ad({"forestFunctionality": ["7"]})
-    assert not ad.is_ad({"supportedCapabilities": [], "namingContexts": ["dc=example,dc=org"]})
+    assert is_ad({"supportedCapabilities": ["1.2.840.113556.1.4.800"]})
+    assert is_ad({"forestFunctionality": ["7"]})
+    assert not is_ad({"supportedCapabilities": [], "namingContexts": ["dc=example,dc=org"]})
 
 
 def _entry(name: str, expires: str) -> dict[str, Any]:

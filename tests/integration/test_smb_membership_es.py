@@ -42,6 +42,21 @@ def stored(es: Elasticsearch, alias: str) -> set[str]:
     return {h["_source"]["document_name"] for h in found.body.get("hits", {}).get("hits", [])}
 
 
+def watching(
+    dc: DomainController, root: str, alias: str, db: str, tmp_path: Path, *, rescan: int
+) -> Watching:
+    """Start ``retrieval-indexer watch`` on the share's folder ``root`` as Administrator."""
+    environ = {
+        **os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none",
+        "RSVC_CASBIN_DB_URL": db,
+        "RSVC_SMB_USER": f"{dc.env['SAMBA_AD_DOMAIN']}\\Administrator",
+        "RSVC_SMB_PASSWORD": dc.admin_password, "RSVC_SMB_AUTH": "ntlm",
+    }  # fmt: skip
+    argv = [f"smb://{dc.address}/{dc.share}/{root}", "--knowledge-id", KB, "--tenant", TENANT,
+            "--rescan", str(rescan), "--health-port", "0", "--workers", "1"]  # fmt: skip
+    return Watching(argv, environ, tmp_path / "watch.log")
+
+
 async def agreeing(
     client: httpx.AsyncClient, truth: Callable[[], dict[str, set[str]]], files: dict[str, str]
 ) -> dict[str, set[str]]:
@@ -75,15 +90,7 @@ async def test_a_membership_change_reaches_the_running_service(
         files[f"{folder}/文件.md"] = word
     db = synced_database(dc, tmp_path)
     alias = f"rsvc-test-smbmember-{uuid.uuid4().hex[:8]}"
-    environ = {
-        **os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none",
-        "RSVC_CASBIN_DB_URL": db,
-        "RSVC_SMB_USER": f"{dc.env['SAMBA_AD_DOMAIN']}\\Administrator",
-        "RSVC_SMB_PASSWORD": dc.admin_password, "RSVC_SMB_AUTH": "ntlm",
-    }  # fmt: skip
-    argv = [f"smb://{dc.address}/{dc.share}/{root}", "--knowledge-id", KB, "--tenant", TENANT,
-            "--rescan", "5", "--health-port", "0", "--workers", "1"]  # fmt: skip
-    watcher = Watching(argv, environ, tmp_path / "watch.log")
+    watcher = watching(dc, root, alias, db, tmp_path, rescan=5)
     people = [person, "张三"]  # (张三: in neither group's change, the control)
 
     def truth() -> dict[str, set[str]]:

@@ -8,7 +8,6 @@ Each wait is bounded generously and never asserted as a time."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from retrieval_svc.auth.keys import ApiKeyConfig, hash_key
-from tests.integration.test_smb_membership_es import agreeing, stored
-from tests.integration.test_smb_share_es import KB, PEOPLE, SECRET, TENANT, synced_database
-from tests.integration.test_watch_es import Watching, until
-from tests.support import ES_URL, app_client, make_settings, postcheck_drops
+from tests.integration.test_smb_membership_es import agreeing, stored, watching
+from tests.integration.test_smb_share_es import PEOPLE, SECRET, TENANT, synced_database
+from tests.integration.test_watch_es import until
+from tests.support import app_client, make_settings, postcheck_drops
 from tests.support.samba_ad import DomainController, smb_acl, smb_read
 from tests.support.smb_share import ADMINISTRATORS, FULL, INHERIT, READ, Share, allow
 
@@ -48,15 +47,7 @@ async def test_a_move_and_a_dacl_change_reach_every_answer_as_smb_decides(
         files[key] = word
     db = synced_database(dc, tmp_path)
     alias = f"rsvc-test-smbjudge-{uuid.uuid4().hex[:8]}"
-    environ = {
-        **os.environ, "RSVC_ES_URL": ES_URL, "RSVC_INDEX_ALIAS": alias, "RSVC_EMBEDDER": "none",
-        "RSVC_CASBIN_DB_URL": db,
-        "RSVC_SMB_USER": f"{dc.env['SAMBA_AD_DOMAIN']}\\Administrator",
-        "RSVC_SMB_PASSWORD": dc.admin_password, "RSVC_SMB_AUTH": "ntlm",
-    }  # fmt: skip
-    argv = [f"smb://{dc.address}/{dc.share}/{root}", "--knowledge-id", KB, "--tenant", TENANT,
-            "--rescan", "3", "--health-port", "0", "--workers", "1"]  # fmt: skip
-    watcher = Watching(argv, environ, tmp_path / "watch.log")
+    watcher = watching(dc, root, alias, db, tmp_path, rescan=3)
     people = list(PEOPLE)
 
     def truth() -> dict[str, set[str]]:

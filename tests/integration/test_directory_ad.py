@@ -20,27 +20,19 @@ from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.cli import app
 from retrieval_svc.directory import DirectoryReplica, ad, load_sync, read_directory
-from tests.support.samba_ad import FOREIGN_SID, PASSWORD, DomainController
+from tests.support.samba_ad import FOREIGN_SID, PASSWORD, DomainController, sync_body
 
 
 def sync_file(dc: DomainController, folder: Path, **more: Any) -> Path:
-    body = {
-        "tenant": "acme",
-        "url": dc.ldaps_url,
-        "ca_file": dc.ca,
-        "bind_dn": dc.admin_dn,
-        "bind_password_env": "TEST_AD_PASSWORD",
-        "users": {
-            "base": f"CN=Users,{dc.base_dn}",
-            "filter": "(&(objectClass=user)(!(objectClass=computer)))",
-            "id_attribute": "sAMAccountName",
-            "aliases": ["mail", "userPrincipalName"],
-        },
-        "groups": {"base": f"CN=Users,{dc.base_dn}", "filter": "(objectClass=group)"},
-        "roles": {"Domain Users": ["全体员工"], "法务部": ["法务"], "集团全员": ["集团"]},
-        "page_size": 4,  # several pages even for a test domain
+    body = sync_body(
+        dc,
+        "acme",
+        f"CN=Users,{dc.base_dn}",
+        {"Domain Users": ["全体员工"], "法务部": ["法务"], "集团全员": ["集团"]},
+        aliases=("mail", "userPrincipalName"),
+        page_size=4,  # several pages even for a test domain
         **more,
-    }
+    )
     path = folder / f"sync-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
     return path

@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "samba-ad.sh"
@@ -242,3 +243,32 @@ def share_acl(dc: DomainController, share: str, *aces: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0 and (aces or "NT_STATUS_NOT_FOUND" not in done.stdout + done.stderr):
         raise RuntimeError(f"sharesec {share} {aces}: {done.stdout}{done.stderr}")
+
+
+def sync_body(
+    dc: DomainController,
+    tenant: str,
+    groups_base: str,
+    roles: dict[str, list[str]],
+    aliases: tuple[str, ...] = ("mail",),
+    **more: Any,
+) -> dict[str, Any]:
+    """A ``sync-ldap`` file for this domain as an administrator writes it: people in
+    ``CN=Users`` (computers left out) by ``sAMAccountName``, groups below ``groups_base``, the
+    administrator's password from ``TEST_AD_PASSWORD``."""
+    return {
+        "tenant": tenant,
+        "url": dc.ldaps_url,
+        "ca_file": dc.ca,
+        "bind_dn": dc.admin_dn,
+        "bind_password_env": "TEST_AD_PASSWORD",
+        "users": {
+            "base": f"CN=Users,{dc.base_dn}",
+            "filter": "(&(objectClass=user)(!(objectClass=computer)))",
+            "id_attribute": "sAMAccountName",
+            "aliases": list(aliases),
+        },
+        "groups": {"base": groups_base, "filter": "(objectClass=group)"},
+        "roles": roles,
+        **more,
+    }

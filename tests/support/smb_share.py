@@ -19,7 +19,7 @@ from indexer.permissions.security_descriptor import (
     security_descriptor_bytes,
     sid_from_bytes,
 )
-from tests.support.samba_ad import DomainController
+from tests.support.samba_ad import DomainController, sync_body
 
 READ = 0x120089  # FILE_GENERIC_READ
 FULL = 0x1F01FF  # FILE_ALL_ACCESS
@@ -129,22 +129,7 @@ def synced_policy(
 
     from retrieval_svc.cli import app
 
-    body = {
-        "tenant": tenant,
-        "url": dc.ldaps_url,
-        "ca_file": dc.ca,
-        "bind_dn": dc.admin_dn,
-        "bind_password_env": "TEST_AD_PASSWORD",
-        "users": {
-            "base": f"CN=Users,{dc.base_dn}",
-            "filter": "(&(objectClass=user)(!(objectClass=computer)))",
-            "id_attribute": "sAMAccountName",
-            "aliases": ["mail"],
-        },
-        "groups": {"base": groups_base, "filter": "(objectClass=group)"},
-        "roles": {"法务部": ["法务"]},
-        "max_removed_share": 1,
-    }
+    body = sync_body(dc, tenant, groups_base, {"法务部": ["法务"]}, max_removed_share=1)
     path = folder / f"sync-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
     env = {"TEST_AD_PASSWORD": dc.admin_password, "RSVC_LANG": "en"}

@@ -149,6 +149,8 @@ LINES: dict[str, tuple[str, str]] = {
     "foreign_indices": ("{index} under alias {alias} at {cluster} belongs to another installation, {owner} (this one is {ours}): nothing was written. Use an Elasticsearch of your own (`scripts/es.sh start` picks a free port) or another RSVC_INDEX_ALIAS; to take these indices over on purpose, run once with RSVC_INSTALLATION_ADOPT=true; to be that same installation, set RSVC_INSTALLATION_ID={owner}", "{cluster} 上别名 {alias} 之下的 {index} 属于另一个安装 {owner}（本安装为 {ours}）：什么都没写。请使用你自己的 Elasticsearch（`scripts/es.sh start` 会选一个空闲端口）或另一个 RSVC_INDEX_ALIAS；如果确实要接管这些索引，用 RSVC_INSTALLATION_ADOPT=true 运行一次；如果本来就是同一个安装，请设置 RSVC_INSTALLATION_ID={owner}"),
     "not_a_folder": ("{path} is not a folder", "{path} 不是文件夹"),
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
+    "configuration_error": ("configuration error: {what}", "配置错误：{what}"),
+    "setting_not_json": ("{name}: the value is not valid JSON ({problem})", "{name}：值不是有效的 JSON（{problem}）"),
     "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
     # retrieval-svc new-key
     "new_key": ("API key (shown once, give it to the caller): {secret}", "API 密钥（只显示这一次，请交给调用方）：{secret}"),
@@ -182,6 +184,30 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
     "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
     "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
+    # an API key entry (retrieval_svc.key_entry) and the settings that hold it
+    "key_placeholder": ("this is the hash of a placeholder key: generate a real one", "这是占位密钥的哈希：请生成一个真正的密钥"),
+    "key_signed_no_secret": ("API key {name} has mode signed but no token_secret: set one (`{command}` generates a strong one)", "API 密钥 {name} 的模式为 signed，却没有 token_secret：请设置一个（`{command}` 会生成足够强的）"),
+    "key_role": ("API key {name}: role {why}", "API 密钥 {name}：角色 {why}"),
+    "key_scim_admin": ("API key {name} is both a SCIM client's and an admin's: give each its own key (a SCIM key provisions people, it never reads or administers)", "API 密钥 {name} 既是 SCIM 客户端的，又是管理员的：请各用各的密钥（SCIM 密钥只开通人员，从不读取或管理）"),
+    "key_fixed_no_roles": ("API key {name} has mode fixed but no roles: set the roles it carries (`{command}`)", "API 密钥 {name} 的模式为 fixed，却没有角色：请设置它携带的角色（`{command}`）"),
+    "key_problem": ("API key {name}: {problem}", "API 密钥 {name}：{problem}"),  # (after the rows it would also match)
+    "reserved_user": ("{role} names a user ({prefix}<id>), not a role", "{role} 表示用户（{prefix}<id>），不是角色"),
+    "reserved_anyone": ("{anyone} is held by every principal and cannot be asserted", "{anyone} 由所有主体持有，不能声明"),
+    "reserved_sid": ("{role} names a Windows SID ({prefix}S-…): only the directory gives it", "{role} 是 Windows SID（{prefix}S-…）：只有目录能授予它"),
+    "keys_unreadable": ("cannot read API keys file {path}: {why}", "无法读取 API 密钥文件 {path}：{why}"),
+    "keys_not_a_list": ("API keys file {path} must hold a list of keys or {{keys: [...]}}", "API 密钥文件 {path} 必须是密钥列表，或 {{keys: [...]}}"),
+    "keys_not_parsed": ("API keys file {path} is not valid {format} (line {line}, column {column}): {problem}", "API 密钥文件 {path} 不是有效的 {format}（第 {line} 行，第 {column} 列：{problem}）"),
+    "no_api_key": ("no API key is configured: set RSVC_API_KEYS or RSVC_API_KEYS_FILE (see `{command}`), or RSVC_AUTH_DISABLED=true for local development", "没有配置 API 密钥：请设置 RSVC_API_KEYS 或 RSVC_API_KEYS_FILE（见 `{command}`），本地开发可设 RSVC_AUTH_DISABLED=true"),
+    "no_node": ("name at least one node, like {example}", "请至少给出一个节点，例如 {example}"),
+    "not_http_url": ("{value} is not an http(s) URL (like {example})", "{value} 不是 http(s) URL（例如 {example}）"),
+    "url_needs_port": ("{host} needs a port (like {example})", "{host} 需要端口（例如 {example}）"),
+    "not_database_url": ("not a database URL: give SQLAlchemy's form, like {example} or {other}", "不是数据库 URL：请按 SQLAlchemy 的格式给出，例如 {example} 或 {other}"),
+    # an operating system's reason (strerror), as a problem's value
+    "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
+    "os_permission": ("Permission denied", "没有权限"),
+    "os_is_a_directory": ("Is a directory", "是文件夹"),
+    "os_not_a_directory": ("Not a directory", "不是文件夹"),
+    "os_refused": ("Connection refused", "连接被拒绝"),
 }  # fmt: skip
 LINES.update(PROBLEMS)
 

@@ -15,9 +15,11 @@ import typer
 from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch import ConnectionError as ESConnectionError
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 
-from retrieval_svc.config_checks import describe_errors, shown_url
+from retrieval_svc.config_checks import shown_url
+from retrieval_svc.config_words import settings_error
 from retrieval_svc.embedding import (
     Embedder,
     EmbeddingError,
@@ -96,8 +98,8 @@ def settings_or_exit() -> IndexSettings:
     """The environment's settings, or a one-line error and exit 2."""
     try:
         return IndexSettings()
-    except ValidationError as exc:
-        typer.echo(f"configuration error: {describe_errors(exc)}", err=True)
+    except (ValidationError, SettingsError) as exc:
+        typer.echo(settings_error(exc), err=True)
         raise typer.Exit(2) from None
 
 

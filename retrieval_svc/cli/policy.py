@@ -13,6 +13,7 @@ from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError, csv_line
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.config_checks import database_url
+from retrieval_svc.config_words import named
 from retrieval_svc.words import problem, say
 
 if TYPE_CHECKING:
@@ -50,7 +51,9 @@ def policy_database(
         try:
             database_url(db)
         except ValueError as exc:
-            typer.secho(f"configuration error: RSVC_CASBIN_DB_URL: {exc}", err=True, fg="red")
+            what = named("RSVC_CASBIN_DB_URL", problem(exc))
+            said = say("configuration_error", what=what)
+            typer.secho(said, err=True, fg="red")
             raise typer.Exit(2) from None
     ctx.obj = PolicyDatabase(model, db) if db else None
 

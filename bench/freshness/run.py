@@ -216,11 +216,21 @@ def _interruption(
         def restart() -> None:
             watcher[0].kill()
             watcher[0].wait(timeout=60)
+            _mark("killed")
             time.sleep(PAUSE_S)
             watcher[0] = start()
+            _mark("started again")
 
         return restart
     return None
+
+
+def _mark(what: str) -> None:
+    """When the benchmark killed or started the watcher (stderr, beside the watcher's own
+    lines: what a restart's window spent starting and what the watcher spent)."""
+    now = time.time()
+    stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    print(f"freshness: {stamp} the watcher {what}", file=sys.stderr, flush=True)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:

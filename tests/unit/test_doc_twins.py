@@ -184,3 +184,13 @@ def test_each_section_of_the_twin_names_what_the_page_names(page: str) -> None:
 def test_each_section_of_the_twin_carries_the_pages_figures(page: str) -> None:
     """Every measured figure of an English section is in the matching section of its twin."""
     assert not section_gaps(page, figures), section_gaps(page, figures)
+
+
+@pytest.mark.parametrize("page", [page for page in FOLLOWED if page not in STRICT])
+def test_a_twin_of_its_own_shape_names_and_carries_what_the_page_does(page: str) -> None:
+    """A twin arranged its own way still names every setting, file, command and option of
+    its page, and carries every measured figure, somewhere on the page."""
+    english = FENCE.sub("", (ROOT / page).read_text("utf-8"))
+    chinese = FENCE.sub("", twin(page).read_text("utf-8"))
+    assert not names(english) - names(chinese)
+    assert not figures(english) - figures(chinese)

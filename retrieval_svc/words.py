@@ -14,6 +14,7 @@ import os
 import re
 import string
 
+from retrieval_svc.causes import CAUSES
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
 
 LINES: dict[str, tuple[str, str]] = {
@@ -140,6 +141,12 @@ LINES: dict[str, tuple[str, str]] = {
     "owner_kept": ("{member} holds {role!r} in {tenant!r} through {givers}: that source gives it and takes it back (remove them from the group there){done}", "{member} 在 {tenant!r} 中经由 {givers} 持有 {role!r}：由该来源授予和收回（请在那里把其移出组）{done}"),
     "owner_nothing_changed": ("; nothing changed", "；未做任何修改"),
     "owner_hand_gone": ("; the hand grant is gone", "；手工授权已撤销"),
+    "change_holds": ("{user} holds {role} in {tenant}", "{user} 在 {tenant} 中持有 {role}"),
+    "change_no_longer_holds": ("{user} no longer holds {role} in {tenant}", "{user} 在 {tenant} 中不再持有 {role}"),
+    "change_inherits": ("{role} inherits {parent} in {tenant}", "{role} 在 {tenant} 中继承 {parent}"),
+    "change_no_longer_inherits": ("{role} no longer inherits {parent} in {tenant}", "{role} 在 {tenant} 中不再继承 {parent}"),
+    "change_may_read": ("{subject} may read {knowledge_ids} in {tenant}", "{subject} 可以读取 {tenant} 中的 {knowledge_ids}"),
+    "change_may_no_longer_read": ("{subject} may no longer read {knowledge_ids} in {tenant}", "{subject} 不能再读取 {tenant} 中的 {knowledge_ids}"),
     "policy_imported": ("imported {n} rules from {file}", "已从 {file} 导入 {n} 条规则"),
     "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
     "resolved": ("{status}: {person}{via}; roles: {roles}", "{status}：{person}{via}；角色：{roles}"),
@@ -152,6 +159,7 @@ LINES: dict[str, tuple[str, str]] = {
     # errors every command may print
     "error": ("error: {what}", "错误：{what}"),
     "es_unreachable": ("error: Elasticsearch at {url} is unreachable ({cause}). Start the local one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.", "错误：连不上 {url} 上的 Elasticsearch（{cause}）。请用 `scripts/es.sh start` 启动本地的，或把 RSVC_ES_URL 指向你的集群。"),
+    "embedder_error": ("error: {what} (RSVC_EMBEDDER={embedder})", "错误：{what}（RSVC_EMBEDDER={embedder}）"),
     "es_refused": ("error: Elasticsearch at {url} refused the request: {status} {error} ({message}). --debug shows the details.", "错误：{url} 上的 Elasticsearch 拒绝了请求：{status} {error}（{message}）。加 --debug 可看详情。"),
     "writes_to": ("Elasticsearch at {cluster}: indices under alias {alias}, installation {installation}", "Elasticsearch 位于 {cluster}：索引在别名 {alias} 之下，本安装为 {installation}"),
     "foreign_indices": ("{index} under alias {alias} at {cluster} belongs to another installation, {owner} (this one is {ours}): nothing was written. Use an Elasticsearch of your own (`scripts/es.sh start` picks a free port) or another RSVC_INDEX_ALIAS; to take these indices over on purpose, run once with RSVC_INSTALLATION_ADOPT=true; to be that same installation, set RSVC_INSTALLATION_ID={owner}", "{cluster} 上别名 {alias} 之下的 {index} 属于另一个安装 {owner}（本安装为 {ours}）：什么都没写。请使用你自己的 Elasticsearch（`scripts/es.sh start` 会选一个空闲端口）或另一个 RSVC_INDEX_ALIAS；如果确实要接管这些索引，用 RSVC_INSTALLATION_ADOPT=true 运行一次；如果本来就是同一个安装，请设置 RSVC_INSTALLATION_ID={owner}"),
@@ -210,6 +218,39 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "not_http_url": ("{value} is not an http(s) URL (like {example})", "{value} 不是 http(s) URL（例如 {example}）"),
     "url_needs_port": ("{host} needs a port (like {example})", "{host} 需要端口（例如 {example}）"),
     "not_database_url": ("not a database URL: give SQLAlchemy's form, like {example} or {other}", "不是数据库 URL：请按 SQLAlchemy 的格式给出，例如 {example} 或 {other}"),
+    # a command line's option refused (said again where Typer prints it)
+    "tenant_empty": ("tenant {tenant} is empty or starts or ends with a space", "租户 {tenant} 为空，或以空格开头或结尾"),
+    "tenant_not_plain": ("tenant {tenant} {why}: a tenant is a plain name (letters and digits of any script, and - _ . inside), never a pattern", "租户 {tenant} {why}：租户是普通名称（任何文字的字母和数字，中间可有 - _ .），不能是模式"),
+    "may_not_contain": ("may not contain {chars}", "不能含有 {chars}"),
+    "must_start_alnum": ("must start with a letter or digit", "必须以字母或数字开头"),
+    "tenant_too_long": ("tenant {tenant}… is too long to name its index ({max} characters once written as an index name: a-z and 0-9 count one, other characters three per UTF-8 byte)", "租户 {tenant}… 太长，无法作为索引名（写成索引名后最多 {max} 个字符：a-z 和 0-9 各算一个，其他字符每个 UTF-8 字节算三个）"),
+    "before_year_one": ("{value} reaches back before the year 1", "{value} 早于公元 1 年"),
+    "since_shape": ("{value}: say 7d, 24h, 30m or an ISO date", "{value}：请写 7d、24h、30m 或 ISO 日期"),
+    "page_too_far": ("--page × --limit reaches past {max} events: narrow --since", "--page × --limit 超过了 {max} 个事件：请缩小 --since"),
+    "not_interval": ("{value} is not an interval such as 15m, 1h or 90s", "{value} 不是时间间隔，例如 15m、1h 或 90s"),
+    "events_folder": ("--events is for a bucket: a folder's events are its own", "--events 只用于存储桶：文件夹的事件由它自己产生"),
+    "events_share": ("--events is for a bucket: a share's events are its own", "--events 只用于存储桶：共享的事件由它自己产生"),
+    "events_oss": ("--events reads an SQS queue: for OSS, let EventBridge push its events to --listen, or let the re-listing alone find changes ({doc})", "--events 读取的是 SQS 队列：对于 OSS，请让 EventBridge 把事件推送到 --listen，或只靠重新列举发现变化（{doc}）"),
+    "line_not_json": ("{path}:{number}: not JSON ({problem})", "{path}:{number}：不是 JSON（{problem}）"),
+    "line_needs_path": ("{path}:{number}: needs an object with a 'path' string", "{path}:{number}：需要一个带 'path' 字符串的对象"),
+    "roles_tag_empty": ("--roles-tag is empty: name the object tag that holds roles", "--roles-tag 为空：请写出存放角色的对象标签"),
+    "roles_tag_scheme": ("--roles-tag reads object tags, which {source} has none of: use it with s3:// or oss://, and --acl-rules for a folder", "--roles-tag 读取对象标签，而 {source} 没有对象标签：请用于 s3:// 或 oss://，文件夹请用 --acl-rules"),
+    "share_sidecars": ("--share-sidecars is for an smb:// share: a folder's or a bucket's sidecars are always read", "--share-sidecars 只用于 smb:// 共享：文件夹和存储桶的附属文件总会读取"),
+    "shard_form": ("--shard {text} is not I/N (the shard's index from 0, the count)", "--shard {text} 不是 I/N 的形式（分片序号从 0 起，分片总数）"),
+    "shard_count": ("--shard {text}: the count must be 1 to {max}", "--shard {text}：分片总数必须是 1 到 {max}"),
+    "shard_index": ("--shard {text}: the index must be 0 to {max}", "--shard {text}：分片序号必须是 0 到 {max}"),
+    "shard_env": ("JOB_COMPLETION_INDEX and RSVC_INDEXER_SHARDS go together (an indexed Job sets the first, its completions count is the second)", "JOB_COMPLETION_INDEX 和 RSVC_INDEXER_SHARDS 必须同时设置（索引化 Job 设置前者，其完成数即后者）"),
+    "chunk_too_small": ("chunk size must be at least {n} characters", "分段大小至少应为 {n} 个字符"),
+    "chunk_overlap": ("overlap must be non-negative and under half the chunk size", "重叠不能为负，且必须小于分段大小的一半"),
+    "map_columns": ("expected id,person ({n} columns)", "应为 id,person（{n} 列）"),
+    "map_too_many": ("{file}: more than {n} ids", "{file}：超过 {n} 个 ID"),
+    # the embedding server (retrieval_svc.embedding)
+    "embed_unreachable": ("embedding server {url} unreachable: {why}", "嵌入服务 {url} 连不上：{why}"),
+    "embed_timeout": ("embedding server {url} did not answer in time", "嵌入服务 {url} 没有及时应答"),
+    "embed_http": ("embedding server {url} answered HTTP {status}", "嵌入服务 {url} 返回 HTTP {status}"),
+    "embed_unreadable": ("embedding server {url} sent an unreadable answer", "嵌入服务 {url} 的应答无法读取"),
+    "embed_count": ("embedding server {url} sent {n} vectors for {m} texts", "嵌入服务 {url} 为 {m} 段文本返回了 {n} 个向量"),
+    "after_tries": ("{what} (after {n} tries)", "{what}（尝试 {n} 次后）"),
     # an operating system's reason (strerror), as a problem's value
     "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
     "os_permission": ("Permission denied", "没有权限"),
@@ -217,6 +258,7 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "os_not_a_directory": ("Not a directory", "不是文件夹"),
     "os_refused": ("Connection refused", "连接被拒绝"),
 }  # fmt: skip
+PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
 
 # The names a problem gives what it is about.

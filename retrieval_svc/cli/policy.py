@@ -84,7 +84,10 @@ def grant_role(
 ) -> None:
     """USER holds ROLE in the tenant (USER is the user id, without "user:")."""
     admin = _admin(ctx)
-    _change(f"{user} holds {role} in {tenant}", lambda: admin.grant_role(user, role, tenant))
+    _change(
+        say("change_holds", user=user, role=role, tenant=tenant),
+        lambda: admin.grant_role(user, role, tenant),
+    )
 
 
 @policy_app.command("revoke-role")
@@ -94,7 +97,8 @@ def revoke_role(
     """USER no longer holds ROLE in the tenant."""
     admin = _admin(ctx)
     _change(
-        f"{user} no longer holds {role} in {tenant}", lambda: admin.revoke_role(user, role, tenant)
+        say("change_no_longer_holds", user=user, role=role, tenant=tenant),
+        lambda: admin.revoke_role(user, role, tenant),
     )
 
 
@@ -104,7 +108,10 @@ def inherit(
 ) -> None:
     """Holders of ROLE also hold PARENT in the tenant."""
     admin = _admin(ctx)
-    _change(f"{role} inherits {parent} in {tenant}", lambda: admin.inherit(role, parent, tenant))
+    _change(
+        say("change_inherits", role=role, parent=parent, tenant=tenant),
+        lambda: admin.inherit(role, parent, tenant),
+    )
 
 
 @policy_app.command()
@@ -114,7 +121,7 @@ def disinherit(
     """Undo `inherit`."""
     admin = _admin(ctx)
     _change(
-        f"{role} no longer inherits {parent} in {tenant}",
+        say("change_no_longer_inherits", role=role, parent=parent, tenant=tenant),
         lambda: admin.disinherit(role, parent, tenant),
     )
 
@@ -127,7 +134,7 @@ def allow(
     (a keyMatch pattern: building-*, *) in the tenant."""
     admin = _admin(ctx)
     _change(
-        f"{subject} may read {knowledge_ids} in {tenant}",
+        say("change_may_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant),
         lambda: admin.allow(subject, knowledge_ids, tenant),
     )
 
@@ -139,7 +146,9 @@ def disallow(
     """Undo `allow`."""
     admin = _admin(ctx)
     _change(
-        f"{subject} may no longer read {knowledge_ids} in {tenant}",
+        say(
+            "change_may_no_longer_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant
+        ),
         lambda: admin.disallow(subject, knowledge_ids, tenant),
     )
 

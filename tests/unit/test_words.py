@@ -145,9 +145,16 @@ def test_new_key_speaks_chinese_in_a_chinese_locale(argv: list[str]) -> None:
         ("indexer", ["index", "--bogus"], "没有选项 --bogus。"),
         ("indexer", ["index"], "缺少参数 'source'。"),
         ("svc", ["policy", "allow", "anyone"], "缺少参数"),
+        ("indexer", ["index", "--knowledge-id", "kb", ".", "--max-doc-bytes", "abc"], "应为整数"),
+        ("svc", ["new-key", "--name", "k", "--mode", "bogus"], "'bogus' 不是"),
+        ("svc", ["policy", "--db", "sqlite://", "sync-ldap", "s", "--every", "xx"], "时间间隔"),
+        ("indexer", ["index", "--knowledge-id", "kb", ".", "--tenant", " x"], "租户 ' x' 为空"),
     ],
-    ids=["unknown-command", "unknown-option", "missing-argument", "missing-argument-svc"],
-)
+    ids=[
+        "unknown-command", "unknown-option", "missing-argument", "missing-argument-svc",
+        "not-an-integer", "not-a-mode", "not-an-interval", "not-a-tenant",
+    ],
+)  # fmt: skip
 def test_a_mistyped_command_line_is_answered_in_chinese(
     which: str, argv: list[str], said: str
 ) -> None:
@@ -266,3 +273,16 @@ def test_why_a_sync_skipped_an_entry_is_said_again_in_chinese(english: str, chin
 
     assert problem(english, "zh") == chinese
     assert problem(english, "en") == english
+
+
+def test_a_value_typer_converts_is_refused_without_pydantic_s_words() -> None:
+    """Typer converts an option's value with pydantic: a refused one reads as the word
+    table's (Chinese under zh), never "Value error, " or pydantic's English sentence."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as svc
+
+    env = {"LANG": "C.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = CliRunner(env=env).invoke(svc, ["new-key", "--name", "k", "--mode", "bogus"])
+    assert done.exit_code == 2 and "'bogus' is not one of" in done.stderr, done.stderr
+    assert "Value error" not in done.stderr, done.stderr

@@ -14,6 +14,7 @@ import os
 import re
 import string
 
+from retrieval_svc.causes import CAUSES
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
 
 LINES: dict[str, tuple[str, str]] = {
@@ -47,6 +48,7 @@ LINES: dict[str, tuple[str, str]] = {
     "event_not_an_event": ("not a bucket event", "不是存储桶事件"),
     "event_too_many_records": ("more records than the limit", "记录数超过上限"),
     "event_bad_record": ("a record names no bucket and key", "有一条记录没有给出存储桶和对象键"),
+    "event_refusals_quiet": ("more than {n} pushed requests refused in {seconds} s: the rest this while are counted (rsvc_watch_rejected_total, the status record), not logged one by one", "{seconds} 秒内被拒绝的推送请求超过 {n} 个：这段时间里其余的只计数（rsvc_watch_rejected_total、状态记录），不再逐条写日志"),
     "event_mns_stale": ("an MNS delivery dated more than 15 minutes from this host's clock, or undated", "MNS 推送的日期与本机时钟相差超过 15 分钟，或没有日期"),
     "event_mns_bad_signature": ("an MNS delivery whose signature does not verify (or whose body is not the one signed)", "MNS 推送的签名验证不通过（或正文不是被签名的那份）"),
     "event_mns_cert_refused": ("an MNS delivery whose signing certificate is not at https on an allowed host", "MNS 推送的签名证书地址不是允许主机上的 https 地址"),
@@ -157,6 +159,7 @@ LINES: dict[str, tuple[str, str]] = {
     # errors every command may print
     "error": ("error: {what}", "错误：{what}"),
     "es_unreachable": ("error: Elasticsearch at {url} is unreachable ({cause}). Start the local one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.", "错误：连不上 {url} 上的 Elasticsearch（{cause}）。请用 `scripts/es.sh start` 启动本地的，或把 RSVC_ES_URL 指向你的集群。"),
+    "embedder_error": ("error: {what} (RSVC_EMBEDDER={embedder})", "错误：{what}（RSVC_EMBEDDER={embedder}）"),
     "es_refused": ("error: Elasticsearch at {url} refused the request: {status} {error} ({message}). --debug shows the details.", "错误：{url} 上的 Elasticsearch 拒绝了请求：{status} {error}（{message}）。加 --debug 可看详情。"),
     "writes_to": ("Elasticsearch at {cluster}: indices under alias {alias}, installation {installation}", "Elasticsearch 位于 {cluster}：索引在别名 {alias} 之下，本安装为 {installation}"),
     "foreign_indices": ("{index} under alias {alias} at {cluster} belongs to another installation, {owner} (this one is {ours}): nothing was written. Use an Elasticsearch of your own (`scripts/es.sh start` picks a free port) or another RSVC_INDEX_ALIAS; to take these indices over on purpose, run once with RSVC_INSTALLATION_ADOPT=true; to be that same installation, set RSVC_INSTALLATION_ID={owner}", "{cluster} 上别名 {alias} 之下的 {index} 属于另一个安装 {owner}（本安装为 {ours}）：什么都没写。请使用你自己的 Elasticsearch（`scripts/es.sh start` 会选一个空闲端口）或另一个 RSVC_INDEX_ALIAS；如果确实要接管这些索引，用 RSVC_INSTALLATION_ADOPT=true 运行一次；如果本来就是同一个安装，请设置 RSVC_INSTALLATION_ID={owner}"),
@@ -242,6 +245,13 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "chunk_overlap": ("overlap must be non-negative and under half the chunk size", "重叠不能为负，且必须小于分段大小的一半"),
     "map_columns": ("expected id,person ({n} columns)", "应为 id,person（{n} 列）"),
     "map_too_many": ("{file}: more than {n} ids", "{file}：超过 {n} 个 ID"),
+    # the embedding server (retrieval_svc.embedding)
+    "embed_unreachable": ("embedding server {url} unreachable: {why}", "嵌入服务 {url} 连不上：{why}"),
+    "embed_timeout": ("embedding server {url} did not answer in time", "嵌入服务 {url} 没有及时应答"),
+    "embed_http": ("embedding server {url} answered HTTP {status}", "嵌入服务 {url} 返回 HTTP {status}"),
+    "embed_unreadable": ("embedding server {url} sent an unreadable answer", "嵌入服务 {url} 的应答无法读取"),
+    "embed_count": ("embedding server {url} sent {n} vectors for {m} texts", "嵌入服务 {url} 为 {m} 段文本返回了 {n} 个向量"),
+    "after_tries": ("{what} (after {n} tries)", "{what}（尝试 {n} 次后）"),
     # an operating system's reason (strerror), as a problem's value
     "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
     "os_permission": ("Permission denied", "没有权限"),
@@ -249,6 +259,7 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "os_not_a_directory": ("Not a directory", "不是文件夹"),
     "os_refused": ("Connection refused", "连接被拒绝"),
 }  # fmt: skip
+PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
 # Problems whose values may themselves hold "; " (a list of entries): said again whole,
 # before a text is split into the problems it joins.

@@ -49,6 +49,7 @@ LINES: dict[str, tuple[str, str]] = {
     "event_not_an_event": ("not a bucket event", "不是存储桶事件"),
     "event_too_many_records": ("more records than the limit", "记录数超过上限"),
     "event_bad_record": ("a record names no bucket and key", "有一条记录没有给出存储桶和对象键"),
+    "event_refusals_quiet": ("more than {n} pushed requests refused in {seconds} s: the rest this while are counted (rsvc_watch_rejected_total, the status record), not logged one by one", "{seconds} 秒内被拒绝的推送请求超过 {n} 个：这段时间里其余的只计数（rsvc_watch_rejected_total、状态记录），不再逐条写日志"),
     "event_mns_stale": ("an MNS delivery dated more than 15 minutes from this host's clock, or undated", "MNS 推送的日期与本机时钟相差超过 15 分钟，或没有日期"),
     "event_mns_bad_signature": ("an MNS delivery whose signature does not verify (or whose body is not the one signed)", "MNS 推送的签名验证不通过（或正文不是被签名的那份）"),
     "event_mns_cert_refused": ("an MNS delivery whose signing certificate is not at https on an allowed host", "MNS 推送的签名证书地址不是允许主机上的 https 地址"),

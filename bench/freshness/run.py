@@ -149,9 +149,10 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
                 prober.add(make())
                 time.sleep(1.0 / args.rate)
             deadline = time.monotonic() + GIVE_UP_S
-            while prober.pending and time.monotonic() < deadline:
+            while (prober.pending or prober.keeping) and time.monotonic() < deadline:
                 time.sleep(0.5)
             missed = len(prober.pending)
+            still_dark = len(prober.keeping)
             done = list(prober.done)
     finally:
         watcher[0].send_signal(signal.SIGTERM)
@@ -166,6 +167,11 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         windows = [c.window for c in done if c.kind == kind and c.window is not None]
         if windows:
             by_kind[kind] = summary(windows)
+    kept: dict[str, Any] = {}  # how long those who keep access found nothing, by kind
+    for kind in (*NARROWING, *WIDENING):
+        dark = [c.dark_s for c in done if c.kind == kind and c.kept is not None]
+        if dark:
+            kept[kind] = summary(dark)
     narrowing = [c.window for c in done if c.kind in NARROWING and c.window is not None]
     widening = [c.window for c in done if c.kind in WIDENING and c.window is not None]
     return {
@@ -183,6 +189,8 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         "narrowing": summary(narrowing) if narrowing else None,
         "widening": summary(widening) if widening else None,
         "by_kind": by_kind,
+        "kept": kept,
+        "still_dark": still_dark,
     }
 
 

@@ -16,6 +16,7 @@ import string
 
 from retrieval_svc.causes import CAUSES
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
+from retrieval_svc.validation_words import chinese_of
 
 LINES: dict[str, tuple[str, str]] = {
     # retrieval-indexer index
@@ -55,6 +56,11 @@ LINES: dict[str, tuple[str, str]] = {
     "event_mns_cert_unavailable": ("an MNS delivery whose signing certificate could not be fetched now (answered 503: MNS tries again)", "MNS 推送的签名证书暂时无法获取（已回复 503：MNS 会重试）"),
     "event_mns_replayed": ("an MNS delivery already taken, sent again (a replay)", "已接收过的 MNS 推送被再次发送（重放）"),
     "watching": ("watching {source}: /metrics, /healthz, /readyz on port {port}", "正在监视 {source}：/metrics、/healthz、/readyz 在端口 {port}"),
+    "rules_not_recorded": ("the rules change was not recorded in the permission history: {why}", "规则变更没有记入权限历史：{why}"),
+    "run_not_kept": ("the run's record for the console not kept: {why}", "本次运行给控制台的记录没有保存：{why}"),
+    "bulk_item_failed": ("bulk item failed: {why}", "批量写入的一项失败：{why}"),
+    "refresh_retrying": ("refresh of {index}: a shard copy is unavailable; retrying", "刷新 {index}：有分片副本不可用；重试"),
+    "sids_unknown": ("{why}: every deny naming a SID not well-known refuses every person", "{why}：凡拒绝项指向非知名 SID 的，一律对所有人拒绝"),
     "warning": ("warning: {what}", "警告：{what}"),
     "listening": ("listening for pushed events on {address}", "正在 {address} 上接收推送的事件"),
     "listen_folder": ("--listen is for a bucket: a folder's events are its own", "--listen 只用于存储桶：文件夹的事件由它自己产生"),
@@ -167,7 +173,6 @@ LINES: dict[str, tuple[str, str]] = {
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
     "configuration_error": ("configuration error: {what}", "配置错误：{what}"),
     "setting_not_json": ("{name}: the value is not valid JSON ({problem})", "{name}：值不是有效的 JSON（{problem}）"),
-    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
     # retrieval-svc new-key
     "new_key": ("API key (shown once, give it to the caller): {secret}", "API 密钥（只显示这一次，请交给调用方）：{secret}"),
     "new_key_secret": ("token secret (in the entry below; your backend signs principal tokens with it, HS256): keep the entry in a Secret", "令牌密钥（在下面的条目里；你的后端用它签发主体令牌，HS256）：请把这个条目保存在 Secret 中"),
@@ -252,6 +257,13 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "embed_unreadable": ("embedding server {url} sent an unreadable answer", "嵌入服务 {url} 的应答无法读取"),
     "embed_count": ("embedding server {url} sent {n} vectors for {m} texts", "嵌入服务 {url} 为 {m} 段文本返回了 {n} 个向量"),
     "after_tries": ("{what} (after {n} tries)", "{what}（尝试 {n} 次后）"),
+    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
+    # the directory sync's file and bind (retrieval_svc.directory)
+    "policy_db_failed": ("policy database {url}: {why}", "策略数据库 {url}：{why}"),
+    "cannot_read": ("cannot read {path}: {why}", "无法读取 {path}：{why}"),
+    "sync_no_roles": ("the sync maps no group to a role: add 'roles' or 'all_groups'", "同步没有把任何组映射到角色：请添加 'roles' 或 'all_groups'"),
+    "bind_password_unset": ("the bind password: ${env} is not set", "绑定密码：${env} 未设置"),
+    "the_file": ("the file", "文件本身"),
     # an operating system's reason (strerror), as a problem's value
     "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
     "os_permission": ("Permission denied", "没有权限"),
@@ -306,6 +318,8 @@ def _problem_zh(text: str) -> str:
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
             values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)
+    if (said := chinese_of(text)) is not None:  # (a field's problem in a file: pydantic's)
+        return said
     where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
     if colon and (said := _problem_zh(rest)) != rest:
         return f"{where}：{said}"

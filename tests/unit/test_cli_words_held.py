@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGLISH = re.compile(r"[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PRINTS = {("typer", "echo"), ("typer", "secho"), ("err", "print"), ("console", "print")}
+# What the indexer's log says (``watch``'s and ``index``'s lines a person reads).
+LOGS = {("log", "warning"), ("log", "error"), ("log", "info")}
 # What a refusal is raised as, where its English is made for a command line to print.
 REFUSALS = {"BadParameter", "ValueError", "PolicyError"}
 CLI = ("retrieval_svc/cli", "indexer/cli")
@@ -55,10 +57,11 @@ def _sources(*places: str) -> list[Path]:
 
 def english_lines() -> list[str]:
     found = []
-    for path, node in _calls(_sources(*CLI)):
+    indexer = sorted((ROOT / "indexer").rglob("*.py"))
+    for path, node in _calls(sorted({*_sources(*CLI), *indexer})):
         func = node.func
         owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
-        if (owner, getattr(func, "attr", "")) not in PRINTS:
+        if (owner, getattr(func, "attr", "")) not in PRINTS | LOGS:
             continue
         text = _text(node.args[0])
         if text and ENGLISH.search(re.sub(r"\{\}|`[^`]*`", "", text)):
@@ -87,6 +90,7 @@ def refusals_no_row_says() -> list[str]:
 
 
 def test_no_command_line_echoes_an_english_sentence_of_its_own() -> None:
+    """Nor does the indexer's log (``index``, ``watch``) say one: each is a row."""
     # (parsed on a thread of its own: CPython 3.11's parser can fail with "AST constructor
     # recursion depth mismatch" on a thread whose recursion count an earlier test left off)
     with ThreadPoolExecutor(1) as pool:

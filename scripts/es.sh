@@ -14,7 +14,7 @@
 #
 # Settings (environment):
 #   RSVC_ES_VERSION   integ-test-zip version from Maven Central   (default 8.19.21)
-#   RSVC_ES_PORT      HTTP port on 127.0.0.1 (default: the port `start` chose last, else 9200;
+#   RSVC_ES_PORT      HTTP port on 127.0.0.1 (default: the port the last `start` ran on, else 9200;
 #                     when 9200 or 9300 is taken by anything — say another team's
 #                     Elasticsearch — `start` picks a free port instead, never touching what
 #                     answers there, and remembers it for `status`, `stop` and `url`)
@@ -228,6 +228,10 @@ cmd_start() {
     tail -n 40 "$RUN/logs/retrieval-svc-dev.log" >&2 2>/dev/null || true
     die "Elasticsearch did not become ready (logs in $RUN/logs)"
   fi
+  # The port it runs on, chosen or given, is what `status`, `stop` and `url` use from now on
+  # without RSVC_ES_PORT: never 9200 by default while it runs elsewhere.
+  mkdir -p "$CACHE"
+  printf '%s\n' "$PORT" >"$REMEMBERED"
   url
 }
 

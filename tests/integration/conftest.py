@@ -31,12 +31,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _english_command_lines(_clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command lines these tests run speak English, whatever the terminal's locale
-    (``RSVC_LANG`` wins over ``LANG``): the tests read their lines. The Chinese lines are
-    held to the same rows by tests that choose ``zh`` themselves (test_words_es, the unit
-    tests' locale runs), and scripts/test runs the unit suite again in zh_CN.UTF-8."""
-    monkeypatch.setenv("RSVC_LANG", "en")
+def _command_lines_language(
+    request: pytest.FixtureRequest, _clean_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command lines and the service speak the terminal's language (``LANG``), as they
+    would for the person running the suite: a run under ``zh_CN.UTF-8`` exercises the Chinese
+    lines everywhere. A module whose tests read English sentences says so
+    (``pytest.mark.english_lines``) and gets ``RSVC_LANG=en`` — the locale it reads, set
+    explicitly. The Chinese lines of those modules are held to the same rows by tests that
+    choose ``zh`` themselves (test_words_es, the unit tests' locale runs)."""
+    if request.node.get_closest_marker("english_lines") is not None:
+        monkeypatch.setenv("RSVC_LANG", "en")
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from retrieval_svc.search.index import ensure_index, template_name
 from tests.support import ES_URL, S3_KEY_ID, S3_SECRET
 from tests.support.corpus import TENANT, own
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 KEY_ID, SECRET = S3_KEY_ID, S3_SECRET
 RULES = """

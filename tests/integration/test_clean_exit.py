@@ -26,6 +26,8 @@ import pytest
 
 from tests.support import ES_URL
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 ROOT = Path(__file__).resolve().parents[2]
 UP_S = 600.0  # (starting PostgreSQL and slapd on a busy machine: generous, never asserted)
 SEED = random.randrange(1_000_000)

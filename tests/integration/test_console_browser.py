@@ -33,6 +33,8 @@ from tests.support import ES_URL, KEYS
 from tests.support.corpus import SAMPLES_KB, own, store_chunks
 from tests.support.live import live_service, serve_env
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "console"
 POLICY = (

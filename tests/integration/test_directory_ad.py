@@ -22,6 +22,8 @@ from retrieval_svc.cli import app
 from retrieval_svc.directory import DirectoryReplica, ad, load_sync, read_directory
 from tests.support.samba_ad import FOREIGN_SID, PASSWORD, DomainController, sync_body
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 
 def sync_file(dc: DomainController, folder: Path, **more: Any) -> Path:
     body = sync_body(

@@ -24,6 +24,8 @@ from retrieval_svc.directory import DirectoryError, load_sync, read_directory
 from tests.support import SERVERS_DIR
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 ADMIN = ("cn=admin,dc=example,dc=org", "admin")
 
 

@@ -21,6 +21,8 @@ from tests.integration.test_directory_ldap import tree as tree  # (the fixture)
 from tests.support import SERVERS_DIR
 from tests.support.fake_provider import free_port
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 
 def same(a: Directory, b: Directory) -> bool:
     return (a.users, a.groups, a.parents, a.aliases) == (b.users, b.groups, b.parents, b.aliases)

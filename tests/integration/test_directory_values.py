@@ -18,6 +18,8 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.cli import app
 from tests.integration.test_directory_ldap import Tree, cli, grants
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 
 @pytest.fixture
 def tree(ldap_server: str) -> Iterator[Tree]:

@@ -19,6 +19,8 @@ from tests.support import ES_URL
 from tests.support.processes import run_measured
 from tests.unit.test_formats import SECTIONS, png_header
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 BOUND = 1024 * 1024 * 1024
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import ldap3
+import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
@@ -17,6 +18,8 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.cli import app
 from tests.integration.test_directory_ldap import Tree, cli
 from tests.integration.test_directory_ldap import tree as tree  # (the fixture)
+
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
 
 
 def roles_of(db: str, user: str) -> set[str]:

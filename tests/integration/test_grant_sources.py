@@ -20,6 +20,8 @@ from retrieval_svc.scim.storage import TenantStorage, ensure_tables
 from tests.integration.test_directory_ldap import Tree, cli
 from tests.integration.test_directory_ldap import tree as tree  # (the fixture)
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 
 @pytest.fixture
 def other(tree: Tree) -> Iterator[Tree]:

@@ -19,6 +19,8 @@ from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL
 from tests.support.processes import Measured, run_measured
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 BOUND = 1024 * 1024 * 1024  # the run's documented memory bound with the default budget
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
 

@@ -23,7 +23,7 @@ from tests.integration.test_permissions_es import POWER, QUERY, cond, dify_body
 from tests.support import app_client, make_settings, metric_sample
 from tests.support.corpus import SAMPLES_KB
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 KEY, STRICT, EXPLAIN = "id-key-public-0123456789", "id-key-strict-0123456789", "id-admin-0123456"
 DIFY_UUID = "3f6c1a9e-5b2d-4c1e-9a7f-0d2b8e6f4a11"

@@ -23,7 +23,7 @@ from retrieval_svc.search.runs import runs_index
 from tests.support import ES_URL, SAMPLES, doc_factory
 from tests.support.corpus import TENANT, own
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 
 async def chunks_of(es: AsyncElasticsearch, alias: str, kb: str) -> dict[str, dict[str, Any]]:

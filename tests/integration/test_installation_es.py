@@ -21,6 +21,8 @@ from retrieval_svc.search.index import ensure_index
 from retrieval_svc.settings import IndexSettings
 from tests.support import ES_URL, app_client, make_settings
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 STAMP = "installation"  # (the index mapping's `_meta` key: search/installation.py)
 
 # The cluster's URL with a user and password in it: Elasticsearch without security ignores

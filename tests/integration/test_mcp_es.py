@@ -38,7 +38,7 @@ from tests.support.corpus import ACL_DOCS, ACL_KB, SAMPLES_KB
 from tests.support.live import live_service, serve_env
 from tests.support.mcp import MCP_HEADERS, mcp_session, rpc
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 # A trusted key's claims, as the application sets them when it connects (percent-encoded: the
 # SDK's HTTP client sends ASCII headers only). A visitor is a user id with no grant: public only.

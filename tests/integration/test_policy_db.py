@@ -15,6 +15,8 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, Policy
 from retrieval_svc.cli import app
 from tests.support import make_settings
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 POLICY = """\
 p, anyone, acme, building-*, read
 p, 财务专员, acme, finance-*, read

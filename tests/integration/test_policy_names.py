@@ -22,6 +22,8 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, TABLE, PolicyDatabase,
 from retrieval_svc.cli import app
 from retrieval_svc.names import name_problem
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 
 def policy(url: str, *args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(app, ["policy", "--db", url, *args])

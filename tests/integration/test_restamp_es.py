@@ -26,7 +26,7 @@ from retrieval_svc.search.index import ensure_index, template_name
 from tests.support import doc_factory
 from tests.support.corpus import TENANT, own
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 KB = "restamp"
 RULES = """

@@ -29,6 +29,8 @@ from tests.support import ES_URL, SAMPLES
 from tests.support.corpus import SAMPLES_KB
 from tests.support.live import live_service, serve_env
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 SCIM_KEY = "test-key-scim-okta-0123456789"
 OTHER_SCIM_KEY = "test-key-scim-globex-0123456789"
 ENTRA_KEY = "test-key-scim-entra-0123456789"  # (a second identity provider of acme)

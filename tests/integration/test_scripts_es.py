@@ -27,6 +27,8 @@ from retrieval_svc.search.index import template_name
 from tests.support import ES_URL
 from tests.support.fake_provider import free_port
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -223,23 +225,28 @@ def port_9200_taken() -> Iterator[None]:
         yield
 
 
+@pytest.mark.parametrize("port_given", [False, True], ids=["port-chosen", "port-given"])
 def test_es_start_with_9200_taken_picks_a_free_port_and_remembers_it(
-    tmp_path: Path, port_9200_taken: None
+    tmp_path: Path, port_9200_taken: None, port_given: bool
 ) -> None:
-    """No RSVC_ES_PORT, 9200 taken: `start` starts on a free port, leaves 9200 alone, and
-    `status`, `url` and `stop` find it without being told the port again."""
+    """9200 taken: `start` starts on a free port — one it chose (no RSVC_ES_PORT), or the one
+    RSVC_ES_PORT gave — leaves 9200 alone, and `status`, `url` and `stop` find it without
+    being told the port again (never pointing at what answers on 9200)."""
     cache = tmp_path / "cache"
     env = script_env(RSVC_ES_CACHE=str(cache), RSVC_ES_HEAP="256m")
     es_sh = str(ROOT / "scripts" / "es.sh")
     started = None
     try:
         started = subprocess.run(
-            [es_sh, "start"], env=env, capture_output=True, text=True, timeout=600
-        )
+            [es_sh, "start"],
+            env={**env, "RSVC_ES_PORT": str(free_port())} if port_given else env,
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
         assert started.returncode == 0, started.stderr[-3000:]
         url = started.stdout.strip()
         assert url != "http://127.0.0.1:9200" and "RSVC_ES_URL" not in started.stderr, url
-        assert "9200" in started.stderr and "left alone" in started.stderr, started.stderr
+        if not port_given:
+            assert "9200" in started.stderr and "left alone" in started.stderr, started.stderr
         health = httpx.get(f"{url}/_cluster/health", timeout=10).json()
         assert health["cluster_name"] == "retrieval-svc-dev"
         status = subprocess.run([es_sh, "status"], env=env, capture_output=True, text=True)

@@ -25,6 +25,8 @@ from indexer.cli import app as indexer_cli
 from tests.integration.test_convergence_es import Share, env, stored
 from tests.support.corpus import TENANT
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 PUBLIC_RULES = """
 unmatched: refuse
 case: insensitive

@@ -42,7 +42,7 @@ from tests.support.smb_share import (
     synced_policy,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 ADMINS_FULL = f"{ADMINISTRATORS}:ALLOWED/0x0/FULL"
 

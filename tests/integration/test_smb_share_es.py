@@ -53,7 +53,7 @@ from tests.support.smb_share import (
     synced_policy,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 # The tree's root, its files (key → a word only each has), the person outside CN=Users, the
 # outside group's SID, and the SID of the group inside CN=Users that holds it.
 Tree = tuple[str, dict[str, str], str, str, str]

@@ -30,6 +30,8 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from tests.support import ES_URL, S3_KEY_ID, S3_SECRET
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
 RULES = """
 unmatched: refuse

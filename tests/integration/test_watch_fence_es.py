@@ -41,6 +41,8 @@ from tests.integration.test_watch_es import (
 from tests.support import ES_URL
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
+
 WAIT_S = 90.0
 RESTRICTED = '{"access_roles": ["董事会"]}'
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from elasticsearch import Elasticsearch
 
 from tests.integration.test_watch_es import (  # noqa: F401 (watchers: a fixture)
@@ -35,6 +36,8 @@ from tests.integration.test_watch_es import (  # noqa: F401 (watchers: a fixture
 from tests.support import S3_KEY_ID, S3_SECRET
 from tests.support.mns import cert_server, certificate, new_key, notification, signed
 from tests.support.mns import post as post_signed
+
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
 
 POISON = [
     '{"Records":[{"s3":"x"}]}',

@@ -30,7 +30,7 @@ from retrieval_svc.tenancy import tenant_alias
 from tests.integration.test_watch_pass_es import WAIT_S, Gated, stored, until
 from tests.support.corpus import TENANT
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 OPEN = "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\n"
 LEGAL = "  - match: 法务/**\n    access_roles: [法务]\n"

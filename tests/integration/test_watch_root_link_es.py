@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from elasticsearch import Elasticsearch
 
 from tests.integration.test_watch_es import (  # noqa: F401 (watchers: a fixture)
@@ -21,6 +22,8 @@ from tests.integration.test_watch_es import (  # noqa: F401 (watchers: a fixture
     watchers,
     write,
 )
+
+pytestmark = pytest.mark.english_lines  # (it reads the command lines' English)
 
 
 def test_a_root_link_swapped_to_another_folder_is_not_written_back(

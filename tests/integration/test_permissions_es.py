@@ -26,7 +26,7 @@ from tests.support import (
 )
 from tests.support.corpus import SAMPLES_KB
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
 SECRET = "a-signing-secret-for-the-tests-" + "x" * 33
 POLICY = """\

@@ -303,7 +303,9 @@ class Flaky:
         self.most_open = max(self.most_open, self.open)
         body = await request.body()
         try:
-            async with httpx.AsyncClient() as http:
+            # (the model on a busy machine: httpx's default 5 s is the proxy's own limit, not
+            # the embedder's under test)
+            async with httpx.AsyncClient(timeout=120) as http:
                 answer = await http.post(self.upstream + "/embeddings", content=body)
         finally:
             self.open -= 1

@@ -53,6 +53,7 @@ MESSAGES: list[tuple[re.Pattern[str], str]] = [
         "{name} 的值无效：{value} 不是 {c} 之一。",
     ),
     (re.compile(r"Invalid value for (?P<name>.+?): (?P<why>.+)$"), "{name} 的值无效：{why}"),
+    (re.compile(r"Invalid value: (?P<why>.+)$", re.S), "值无效：{why}"),
 ]
 
 USAGE = "用法："

@@ -31,7 +31,7 @@ from retrieval_svc.search.index import LEGACY_MESSAGE, legacy_layout
 from retrieval_svc.search.installation import ForeignIndices, claim
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import check_tenant
-from retrieval_svc.words import say
+from retrieval_svc.words import problem, say
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",
@@ -79,7 +79,7 @@ def _tenant(value: str) -> str:
     try:
         return check_tenant(value)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(problem(exc)) from None
 
 
 TenantOption = Annotated[
@@ -97,7 +97,7 @@ def settings_or_exit() -> IndexSettings:
     try:
         return IndexSettings()
     except ValidationError as exc:
-        typer.echo(f"configuration error: {describe_errors(exc)}", err=True)
+        typer.echo(say("config_error", what=describe_errors(exc)), err=True)
         raise typer.Exit(2) from None
 
 

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from retrieval_svc.config_checks import describe_errors
 from retrieval_svc.settings import Settings
+from retrieval_svc.words import say
 
 
 def load_settings(*, serving: bool = True) -> Settings:
@@ -23,5 +24,5 @@ def load_settings(*, serving: bool = True) -> Settings:
             return Settings(auth_disabled=True)
         return Settings()
     except ValidationError as exc:
-        typer.secho(f"configuration error: {describe_errors(exc)}", err=True, fg="red")
+        typer.secho(say("config_error", what=describe_errors(exc)), err=True, fg="red")
         raise typer.Exit(2) from None

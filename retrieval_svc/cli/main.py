@@ -23,7 +23,7 @@ from retrieval_svc.cli.config import load_settings
 from retrieval_svc.cli.identity import identity_app
 from retrieval_svc.cli.policy import policy_app
 from retrieval_svc.settings import Settings
-from retrieval_svc.words import say
+from retrieval_svc.words import problem, say
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",
@@ -179,7 +179,7 @@ def new_key_command(
         ApiKeyConfig.model_validate(entry)
     except ValidationError as exc:
         message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        typer.echo(say("error", what=message), err=True)
+        typer.echo(say("error", what=problem(message)), err=True)
         raise typer.Exit(2) from None
     typer.echo(say("new_key", secret=key), err=True)
     if mode is IdentityMode.SIGNED:

@@ -50,7 +50,7 @@ def policy_database(
         try:
             database_url(db)
         except ValueError as exc:
-            typer.secho(f"configuration error: RSVC_CASBIN_DB_URL: {exc}", err=True, fg="red")
+            typer.secho(say("config_error", what=f"RSVC_CASBIN_DB_URL: {exc}"), err=True, fg="red")
             raise typer.Exit(2) from None
     ctx.obj = PolicyDatabase(model, db) if db else None
 
@@ -67,6 +67,7 @@ def _admin(ctx: typer.Context) -> PolicyAdmin:
 
 
 def _change(what: str, change: Callable[[], bool]) -> None:
+    """Make ``change``; say it is done (or was so already), ``what`` in the reader's words."""
     try:
         changed = change()
     except PolicyError as exc:
@@ -81,7 +82,10 @@ def grant_role(
 ) -> None:
     """USER holds ROLE in the tenant (USER is the user id, without "user:")."""
     admin = _admin(ctx)
-    _change(f"{user} holds {role} in {tenant}", lambda: admin.grant_role(user, role, tenant))
+    _change(
+        say("policy_holds", user=user, role=role, tenant=tenant),
+        lambda: admin.grant_role(user, role, tenant),
+    )
 
 
 @policy_app.command("revoke-role")
@@ -91,7 +95,8 @@ def revoke_role(
     """USER no longer holds ROLE in the tenant."""
     admin = _admin(ctx)
     _change(
-        f"{user} no longer holds {role} in {tenant}", lambda: admin.revoke_role(user, role, tenant)
+        say("policy_no_longer_holds", user=user, role=role, tenant=tenant),
+        lambda: admin.revoke_role(user, role, tenant),
     )
 
 
@@ -101,7 +106,10 @@ def inherit(
 ) -> None:
     """Holders of ROLE also hold PARENT in the tenant."""
     admin = _admin(ctx)
-    _change(f"{role} inherits {parent} in {tenant}", lambda: admin.inherit(role, parent, tenant))
+    _change(
+        say("policy_inherits", role=role, parent=parent, tenant=tenant),
+        lambda: admin.inherit(role, parent, tenant),
+    )
 
 
 @policy_app.command()
@@ -111,7 +119,7 @@ def disinherit(
     """Undo `inherit`."""
     admin = _admin(ctx)
     _change(
-        f"{role} no longer inherits {parent} in {tenant}",
+        say("policy_no_longer_inherits", role=role, parent=parent, tenant=tenant),
         lambda: admin.disinherit(role, parent, tenant),
     )
 
@@ -124,7 +132,7 @@ def allow(
     (a keyMatch pattern: building-*, *) in the tenant."""
     admin = _admin(ctx)
     _change(
-        f"{subject} may read {knowledge_ids} in {tenant}",
+        say("policy_may_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant),
         lambda: admin.allow(subject, knowledge_ids, tenant),
     )
 
@@ -136,7 +144,9 @@ def disallow(
     """Undo `allow`."""
     admin = _admin(ctx)
     _change(
-        f"{subject} may no longer read {knowledge_ids} in {tenant}",
+        say(
+            "policy_may_no_longer_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant
+        ),
         lambda: admin.disallow(subject, knowledge_ids, tenant),
     )
 

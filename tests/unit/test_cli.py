@@ -173,11 +173,14 @@ def test_a_malformed_url_is_one_line_and_exit_2(
     from indexer.cli import app as indexer_app
 
     program, *args = command.split()
-    result = CliRunner().invoke(indexer_app if program == "indexer" else app, args, env=env)
+    cli = indexer_app if program == "indexer" else app
+    result = CliRunner().invoke(cli, args, env={**env, "RSVC_LANG": "en"})
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"configuration error: {variable}: "), line
     assert "Traceback" not in result.output
+    said = CliRunner().invoke(cli, args, env={**env, "RSVC_LANG": "zh"})
+    assert said.exit_code == 2 and said.output.startswith(f"配置错误：{variable}: "), said.output
 
 
 def test_audit_search_s_since_past_the_year_one_is_one_line() -> None:

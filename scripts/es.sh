@@ -50,7 +50,22 @@ die() { printf 'es: error: %s\n' "$*" >&2; exit 1; }
 log2() { printf 'es: %s\n' "$(say "$1" "$2")" >&2; }
 die2() { if [ "$ES_ZH" = 1 ]; then printf 'es: 错误：%s\n' "$2" >&2; else printf 'es: error: %s\n' "$1" >&2; fi; exit 1; }
 
-listens() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Whether something holds 127.0.0.1:PORT — found by trying to bind it, never by connecting:
+# another team's Elasticsearch on that port sees no connection from this script at all.
+listens() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)' "$1"
+  else
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
 
 # The remembered port, when RSVC_ES_PORT was not given.
 use_remembered_port() {
@@ -64,7 +79,7 @@ use_remembered_port() {
 choose_port() {
   [ -z "${RSVC_ES_PORT:-}" ] || return 0
   local candidate
-  for candidate in $PORT $(seq 9200 9299) $(seq 19200 19299); do
+  for candidate in $PORT $(seq 9200 9299 | grep -vx "$PORT") $(seq 19200 19299); do
     if ! listens "$candidate" && ! listens $((candidate + 100)); then
       if [ "$candidate" != "$PORT" ]; then
         log2 "port $PORT (or its transport port $((PORT + 100))) is taken by a server this script did not start; it is left alone. Starting on $candidate instead (remembered: scripts/es.sh status, stop and url use it; RSVC_ES_PORT chooses another)" \

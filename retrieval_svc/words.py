@@ -204,6 +204,7 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "rename_or_map": ("rename it or map it", "请重命名它或为它映射角色"),
     "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
     "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
+    "user_id_shared": ("user id {user} is held by {n} entries as the directory compares ids ({kind}): {entries}: refused for each, none gets a role from the directory. Keep ids unique or sync with another users.id_attribute", "用户 ID {user} 按目录比较 ID 的方式（{kind}）由 {n} 个条目共用：{entries}：每个条目都被拒绝，都不会从目录获得角色。请保持 ID 唯一，或改用另一个 users.id_attribute 同步"),
     "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
     # an API key entry (retrieval_svc.key_entry) and the settings that hold it
     "key_placeholder": ("this is the hash of a placeholder key: generate a real one", "这是占位密钥的哈希：请生成一个真正的密钥"),
@@ -272,6 +273,9 @@ PROBLEMS: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
+# Problems whose values may themselves hold "; " (a list of entries): said again whole,
+# before a text is split into the problems it joins.
+WHOLE = ("user_id_shared",)
 
 # The names a problem gives what it is about.
 WHAT_ZH = {
@@ -288,6 +292,8 @@ def problem(text: object, lang: str | None = None) -> str:
     text = str(text)
     if (lang or cli_language()) != "zh":
         return text
+    if (said := again(text, *WHOLE, lang="zh")) != text:
+        return said
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
 

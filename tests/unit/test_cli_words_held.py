@@ -103,3 +103,32 @@ def test_every_refusal_a_command_line_prints_is_said_again_in_chinese() -> None:
     Chinese where Typer or the command prints it."""
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(refusals_no_row_says).result() == []
+
+
+# A line a script prints: echo, printf or its log helper, with a double-quoted literal.
+SCRIPT_SAYS = re.compile(
+    r"""(?:^|[;&|{(]\s*|\s)(?:echo|log|printf)\s+(?:'[^']*'\s+)?"((?:[^"\\]|\\.|\$\([^)]*\))*)\""""
+)
+
+
+def script_english_lines() -> list[str]:
+    """Lines of scripts/ that print an English sentence not through ``say2`` (scripts/_say.sh)
+    or es.sh's ``say``/``log2`` — values (``$x``, ``$(…)``) aside."""
+    scripts = ROOT / "scripts"
+    found = []
+    paths = [scripts / "test", scripts / "check-deploy", scripts / "demo", *scripts.glob("*.sh")]
+    for path in sorted(p for p in paths if p.name != "_say.sh"):
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+            if line.lstrip().startswith("#") or re.search(r"\b(say2|log2|say) ", line):
+                continue
+            for said in SCRIPT_SAYS.finditer(line):
+                words = re.sub(r"\$\([^)]*\)|\$\{[^}]*\}|\$\w+", "", said.group(1))
+                if ENGLISH.search(words):
+                    found.append(f"scripts/{path.name}:{number}: {line.strip()[:80]}")
+    return found
+
+
+def test_no_script_prints_an_english_sentence_of_its_own() -> None:
+    """scripts/test's ``test:`` lines, check-deploy's, the servers' and installers' lines: each
+    in both languages through ``say2``, so a Chinese terminal reads Chinese."""
+    assert script_english_lines() == []

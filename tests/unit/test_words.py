@@ -223,7 +223,7 @@ def test_a_refused_name_is_said_in_chinese(tmp_path: Path, argv: list[str], said
     assert english_left(done.stderr.replace("'", "`")) == [], done.stderr
 
 
-@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh"])
+@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh", "samba-ad.sh"])
 @pytest.mark.parametrize(("lang", "said"), [("zh_CN.UTF-8", "用法："), ("C.UTF-8", "usage: ")])
 def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, said: str) -> None:
     """``scripts/ldap.sh`` and ``scripts/pg.sh`` (the guide starts slapd) say their lines in

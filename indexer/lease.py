@@ -21,7 +21,7 @@ writes (``LeaseLost``), never after.
 number above the last (``next_number``); ``version`` makes each write's version from it and a
 count of writes, which chunk writes and deletions carry as ``external_gte``: an earlier
 holder's write that lands late, over a chunk a later holding wrote or deleted, is refused. A
-hold (a partial update, which takes no version) is not fenced so.
+hold is such a write too: each chunk read back and written whole (``indexer.watch.hold``).
 
 **A dead holder's lease.** It lapses ``ttl_s`` after its last renewal (10 s by default) — and
 at once for its own successor: a holder records its name (``--lease-name``, by default the

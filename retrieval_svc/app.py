@@ -59,6 +59,7 @@ from retrieval_svc.search.index import (
 )
 from retrieval_svc.search.installation import ForeignIndices, claim
 from retrieval_svc.search.rerank import RerankConfig, Reranker
+from retrieval_svc.search.segment import preload as preload_segmenter
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebConfig, WebSearch
@@ -220,6 +221,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
             model = await embedder.describe()
         except EmbeddingError as exc:
             raise ConfigurationError(f"cannot reach the embedding model: {exc}") from exc
+    await asyncio.to_thread(preload_segmenter)  # (the word dictionary: before any query)
     # Which cluster it writes to, said once at start (never a password in the URL).
     cluster = ", ".join(shown_url(url) for url in settings.es_hosts)
     writes_to = say(

@@ -123,7 +123,7 @@ class ApiKeyConfig(BaseModel):
     @classmethod
     def _not_placeholder(cls, value: str) -> str:
         if value in _PLACEHOLDER_HASHES:
-            raise ValueError("this is the hash of a placeholder key; generate a real one")
+            raise ValueError("this is the hash of a placeholder key: generate a real one")
         return value
 
     @model_validator(mode="after")

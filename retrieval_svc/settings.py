@@ -392,9 +392,25 @@ def load_api_keys(path: Path) -> list[ApiKeyConfig]:
 def parse_api_keys(text: str, path: Path) -> list[ApiKeyConfig]:
     """The API key entries of ``text``, the content of the file at ``path`` (JSON by its
     suffix, else YAML)."""
-    data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    data: Any = _parsed(text, path)
     if isinstance(data, dict):
         data = data.get("keys", [])
     if not isinstance(data, list):
         raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
     return [ApiKeyConfig.model_validate(entry) for entry in data]
+
+
+def _parsed(text: str, path: Path) -> Any:
+    """``text`` read as JSON (by the file's suffix) or YAML; ValueError naming the line."""
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        where, problem = (exc.lineno, exc.colno), exc.msg
+        kind = "JSON"
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        problem, kind = str(getattr(exc, "problem", None) or exc), "YAML"
+    raise ValueError(
+        f"API keys file {path} is not valid {kind} (line {where[0]}, column {where[1]}): {problem}"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from retrieval_svc.words import cli_language
+from retrieval_svc.words import cli_language, problem
 
 # Click's messages (its own, and the copy vendored in Typer), each with its Chinese.
 MESSAGES: list[tuple[re.Pattern[str], str]] = [
@@ -52,7 +52,7 @@ MESSAGES: list[tuple[re.Pattern[str], str]] = [
         re.compile(r"Invalid value for (?P<name>.+?): (?P<value>.+?) is not one of (?P<c>.+)\.$"),
         "{name} 的值无效：{value} 不是 {c} 之一。",
     ),
-    (re.compile(r"Invalid value for (?P<name>.+?): (?P<why>.+)$"), "{name} 的值无效：{why}"),
+    (re.compile(r"Invalid value for (?P<name>.+?): (?P<why>.+)$", re.S), "{name} 的值无效：{why}"),
     (re.compile(r"Invalid value: (?P<why>.+)$", re.S), "值无效：{why}"),
 ]
 
@@ -63,11 +63,28 @@ ABORTED = "已中止。"
 
 
 def said_in_chinese(message: str) -> str:
-    """``message`` (one of Click's) in Chinese, or as it is when of no known shape."""
+    """``message`` (one of Click's) in Chinese, or as it is when of no known shape; why a
+    value was refused (the project's own English, made where it is decided) said again by
+    the problem rows."""
     for pattern, chinese in MESSAGES:
         if found := pattern.match(message.strip()):
-            return chinese.format(**found.groupdict())
+            values = found.groupdict()
+            if "why" in values:
+                values["why"] = problem(values["why"], "zh")
+            return chinese.format(**values)
     return message
+
+
+def converted(error: Any, lang: str) -> None:
+    """A value Typer's pydantic conversion refused (``--limit abc``): its message from the
+    error's type in ``lang``, not pydantic's English (nor its "Value error, " prefix)."""
+    from pydantic import ValidationError
+
+    from retrieval_svc.config_words import detail
+
+    cause = getattr(error, "__cause__", None)
+    if isinstance(cause, ValidationError) and isinstance(getattr(error, "message", None), str):
+        error.message = "; ".join(detail(e, lang) for e in cause.errors())
 
 
 def install() -> None:
@@ -81,6 +98,7 @@ def install() -> None:
     english_abort = rich_utils.rich_abort_error
 
     def format_error(self: Any) -> None:
+        converted(self, cli_language())
         if cli_language() != "zh" or self.__class__.__name__ == "NoArgsIsHelpError":
             english_error(self)
             return

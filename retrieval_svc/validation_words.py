@@ -87,6 +87,18 @@ def english(error: Mapping[str, Any]) -> str:
     return str(error.get("msg", "invalid request"))
 
 
+def said(error: Mapping[str, Any], lang: str) -> str:
+    """What a pydantic error says in ``lang`` (``zh`` or ``en``), from its type; a type no
+    row has keeps pydantic's ``msg``."""
+    template = MESSAGES.get(str(error.get("type")))
+    if template is not None:
+        try:
+            return template[1 if lang == "zh" else 0].format(**_values(error))
+        except (KeyError, IndexError):
+            pass
+    return english(error)
+
+
 def _shape(template: str) -> str:
     """A template's English as a regular expression, its values as named groups."""
     out = ""
@@ -109,3 +121,11 @@ ROWS: tuple[Reason, ...] = tuple(
     row(f"validation_{kind}", rf"^(?P<path>\S+): {_shape(en)}$", "{path}：" + zh)
     for kind, (en, zh) in sorted(MESSAGES.items(), key=lambda item: -_literal_length(item[1][0]))
 )
+
+
+def chinese_of(text: str) -> str | None:
+    """A pydantic error as ``english`` says it, in Chinese; None when of no known type."""
+    for _, (en, zh) in sorted(MESSAGES.items(), key=lambda item: -_literal_length(item[1][0])):
+        if (found := re.fullmatch(_shape(en), text, re.S)) is not None:
+            return zh.format(**found.groupdict())
+    return None

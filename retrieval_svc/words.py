@@ -14,7 +14,9 @@ import os
 import re
 import string
 
+from retrieval_svc.causes import CAUSES
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
+from retrieval_svc.validation_words import chinese_of
 
 LINES: dict[str, tuple[str, str]] = {
     # retrieval-indexer index
@@ -47,12 +49,25 @@ LINES: dict[str, tuple[str, str]] = {
     "event_not_an_event": ("not a bucket event", "不是存储桶事件"),
     "event_too_many_records": ("more records than the limit", "记录数超过上限"),
     "event_bad_record": ("a record names no bucket and key", "有一条记录没有给出存储桶和对象键"),
+    "event_refusals_quiet": ("more than {n} pushed requests refused in {seconds} s: the rest this while are counted (rsvc_watch_rejected_total, the status record), not logged one by one", "{seconds} 秒内被拒绝的推送请求超过 {n} 个：这段时间里其余的只计数（rsvc_watch_rejected_total、状态记录），不再逐条写日志"),
+    "event_mns_stale": ("an MNS delivery dated more than 15 minutes from this host's clock, or undated", "MNS 推送的日期与本机时钟相差超过 15 分钟，或没有日期"),
+    "event_mns_bad_signature": ("an MNS delivery whose signature does not verify (or whose body is not the one signed)", "MNS 推送的签名验证不通过（或正文不是被签名的那份）"),
+    "event_mns_cert_refused": ("an MNS delivery whose signing certificate is not at https on an allowed host", "MNS 推送的签名证书地址不是允许主机上的 https 地址"),
+    "event_mns_cert_unavailable": ("an MNS delivery whose signing certificate could not be fetched now (answered 503: MNS tries again)", "MNS 推送的签名证书暂时无法获取（已回复 503：MNS 会重试）"),
+    "event_mns_replayed": ("an MNS delivery already taken, sent again (a replay)", "已接收过的 MNS 推送被再次发送（重放）"),
     "watching": ("watching {source}: /metrics, /healthz, /readyz on port {port}", "正在监视 {source}：/metrics、/healthz、/readyz 在端口 {port}"),
+    "rules_not_recorded": ("the rules change was not recorded in the permission history: {why}", "规则变更没有记入权限历史：{why}"),
+    "run_not_kept": ("the run's record for the console not kept: {why}", "本次运行给控制台的记录没有保存：{why}"),
+    "bulk_item_failed": ("bulk item failed: {why}", "批量写入的一项失败：{why}"),
+    "refresh_retrying": ("refresh of {index}: a shard copy is unavailable; retrying", "刷新 {index}：有分片副本不可用；重试"),
+    "sids_unknown": ("{why}: every deny naming a SID not well-known refuses every person", "{why}：凡拒绝项指向非知名 SID 的，一律对所有人拒绝"),
     "warning": ("warning: {what}", "警告：{what}"),
     "listening": ("listening for pushed events on {address}", "正在 {address} 上接收推送的事件"),
     "listen_folder": ("--listen is for a bucket: a folder's events are its own", "--listen 只用于存储桶：文件夹的事件由它自己产生"),
     "listen_or_events": ("give --listen or --events, not both", "--listen 和 --events 只能给一个"),
-    "listen_token": ("--listen needs a token: set RSVC_WATCH_LISTEN_TOKEN or --listen-token-file (senders send it as Authorization: Bearer TOKEN)", "--listen 需要令牌：设置 RSVC_WATCH_LISTEN_TOKEN 或 --listen-token-file（发送方以 Authorization: Bearer TOKEN 发送）"),
+    "listen_token": ("--listen needs a token: set RSVC_WATCH_LISTEN_TOKEN or --listen-token-file (senders send it as Authorization: Bearer TOKEN), or --listen-mns for MNS's signed push alone", "--listen 需要令牌：设置 RSVC_WATCH_LISTEN_TOKEN 或 --listen-token-file（发送方以 Authorization: Bearer TOKEN 发送），或只接收 MNS 签名推送时用 --listen-mns"),
+    "listen_mns_alone": ("--listen-mns verifies what --listen receives: give --listen HOST:PORT too", "--listen-mns 校验 --listen 收到的推送：请同时给出 --listen HOST:PORT"),
+    "listen_mns_ca": ("RSVC_WATCH_MNS_CA_FILE {path}: no such file", "RSVC_WATCH_MNS_CA_FILE {path}：文件不存在"),
     "listen_address": ("--listen {spec}: give HOST:PORT, :PORT or PORT (e.g. :9465)", "--listen {spec}：请给出 HOST:PORT、:PORT 或 PORT（例如 :9465）"),
     "listen_unavailable": ("--listen {spec}: cannot listen there ({why})", "--listen {spec}：无法在此监听（{why}）"),
     "lease_waiting": ("{holder} ({role}, host {host}, process {pid}) holds the lease of {source}: waiting for it", "{holder}（{role}，主机 {host}，进程 {pid}）持有 {source} 的租约：等待它"),
@@ -123,12 +138,6 @@ LINES: dict[str, tuple[str, str]] = {
     # retrieval-svc policy, identity
     "policy_done": ("done: {what}", "已完成：{what}"),
     "policy_unchanged": ("unchanged (already so): {what}", "未变化（本来就是如此）：{what}"),
-    "policy_holds": ("{user} holds {role} in {tenant}", "{user} 在 {tenant} 中持有 {role}"),
-    "policy_no_longer_holds": ("{user} no longer holds {role} in {tenant}", "{user} 在 {tenant} 中不再持有 {role}"),
-    "policy_inherits": ("{role} inherits {parent} in {tenant}", "在 {tenant} 中，{role} 继承 {parent}"),
-    "policy_no_longer_inherits": ("{role} no longer inherits {parent} in {tenant}", "在 {tenant} 中，{role} 不再继承 {parent}"),
-    "policy_may_read": ("{subject} may read {knowledge_ids} in {tenant}", "在 {tenant} 中，{subject} 可以读 {knowledge_ids}"),
-    "policy_may_no_longer_read": ("{subject} may no longer read {knowledge_ids} in {tenant}", "在 {tenant} 中，{subject} 不能再读 {knowledge_ids}"),
     "policy_no_db": ("error: which policy database? Set RSVC_CASBIN_DB_URL or pass --db (e.g. sqlite:///policy.db) before the command", "错误：用哪个策略数据库？请设置 RSVC_CASBIN_DB_URL，或在子命令前加 --db（例如 sqlite:///policy.db）"),
     "policy_skipped": ("{n} stored lines skipped; remove one with `retrieval-svc policy delete ROW`, or fix it at its source", "{n} 行已存储的策略被跳过；用 `retrieval-svc policy delete ROW` 删除，或在它的来源处修正"),
     "policy_all_in_force": ("every stored line is in force", "所有已存储的策略行都已生效"),
@@ -138,6 +147,12 @@ LINES: dict[str, tuple[str, str]] = {
     "owner_kept": ("{member} holds {role!r} in {tenant!r} through {givers}: that source gives it and takes it back (remove them from the group there){done}", "{member} 在 {tenant!r} 中经由 {givers} 持有 {role!r}：由该来源授予和收回（请在那里把其移出组）{done}"),
     "owner_nothing_changed": ("; nothing changed", "；未做任何修改"),
     "owner_hand_gone": ("; the hand grant is gone", "；手工授权已撤销"),
+    "change_holds": ("{user} holds {role} in {tenant}", "{user} 在 {tenant} 中持有 {role}"),
+    "change_no_longer_holds": ("{user} no longer holds {role} in {tenant}", "{user} 在 {tenant} 中不再持有 {role}"),
+    "change_inherits": ("{role} inherits {parent} in {tenant}", "{role} 在 {tenant} 中继承 {parent}"),
+    "change_no_longer_inherits": ("{role} no longer inherits {parent} in {tenant}", "{role} 在 {tenant} 中不再继承 {parent}"),
+    "change_may_read": ("{subject} may read {knowledge_ids} in {tenant}", "{subject} 可以读取 {tenant} 中的 {knowledge_ids}"),
+    "change_may_no_longer_read": ("{subject} may no longer read {knowledge_ids} in {tenant}", "{subject} 不能再读取 {tenant} 中的 {knowledge_ids}"),
     "policy_imported": ("imported {n} rules from {file}", "已从 {file} 导入 {n} 条规则"),
     "identity_map": ("identity map of {tenant}: +{added} -{removed} from {file}", "{tenant} 的身份映射：+{added} -{removed}，来自 {file}"),
     "resolved": ("{status}: {person}{via}; roles: {roles}", "{status}：{person}{via}；角色：{roles}"),
@@ -149,8 +164,8 @@ LINES: dict[str, tuple[str, str]] = {
     "resolved_via": (" via {how}", "，经由 {how}"),
     # errors every command may print
     "error": ("error: {what}", "错误：{what}"),
-    "config_error": ("configuration error: {what}", "配置错误：{what}"),
     "es_unreachable": ("error: Elasticsearch at {url} is unreachable ({cause}). Start the local one with `scripts/es.sh start`, or point RSVC_ES_URL at your cluster.", "错误：连不上 {url} 上的 Elasticsearch（{cause}）。请用 `scripts/es.sh start` 启动本地的，或把 RSVC_ES_URL 指向你的集群。"),
+    "embedder_error": ("error: {what} (RSVC_EMBEDDER={embedder})", "错误：{what}（RSVC_EMBEDDER={embedder}）"),
     "es_refused": ("error: Elasticsearch at {url} refused the request: {status} {error} ({message}). --debug shows the details.", "错误：{url} 上的 Elasticsearch 拒绝了请求：{status} {error}（{message}）。加 --debug 可看详情。"),
     "writes_to": ("Elasticsearch at {cluster}: indices under alias {alias}, installation {installation}", "Elasticsearch 位于 {cluster}：索引在别名 {alias} 之下，本安装为 {installation}"),
     "foreign_indices": ("{index} under alias {alias} at {cluster} belongs to another installation, {owner} (this one is {ours}): nothing was written. Use an Elasticsearch of your own (`scripts/es.sh start` picks a free port) or another RSVC_INDEX_ALIAS; to take these indices over on purpose, run once with RSVC_INSTALLATION_ADOPT=true; to be that same installation, set RSVC_INSTALLATION_ID={owner}", "{cluster} 上别名 {alias} 之下的 {index} 属于另一个安装 {owner}（本安装为 {ours}）：什么都没写。请使用你自己的 Elasticsearch（`scripts/es.sh start` 会选一个空闲端口）或另一个 RSVC_INDEX_ALIAS；如果确实要接管这些索引，用 RSVC_INSTALLATION_ADOPT=true 运行一次；如果本来就是同一个安装，请设置 RSVC_INSTALLATION_ID={owner}"),
@@ -161,7 +176,8 @@ LINES: dict[str, tuple[str, str]] = {
     "progress_chunks": ("chunks", "个分段"),
     "not_a_folder": ("{path} is not a folder", "{path} 不是文件夹"),
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
-    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
+    "configuration_error": ("configuration error: {what}", "配置错误：{what}"),
+    "setting_not_json": ("{name}: the value is not valid JSON ({problem})", "{name}：值不是有效的 JSON（{problem}）"),
     # retrieval-svc new-key
     "new_key": ("API key (shown once, give it to the caller): {secret}", "API 密钥（只显示这一次，请交给调用方）：{secret}"),
     "new_key_secret": ("token secret (in the entry below; your backend signs principal tokens with it, HS256): keep the entry in a Secret", "令牌密钥（在下面的条目里；你的后端用它签发主体令牌，HS256）：请把这个条目保存在 Secret 中"),
@@ -186,14 +202,8 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "user_prefix": ("give the user id without {prefix} (the policy adds it): {value}", "给出用户 ID 时不要带 {prefix}（策略会自动加上）：{value}"),
     "id_too_long": ("id is {n} characters, over {max}", "ID 有 {n} 个字符，超过 {max}"),
     "id_mapped_twice": ("id {value} is mapped on line {line} too", "ID {value} 在第 {line} 行也有映射"),
-    "tenant_empty": ("tenant {value} is empty or starts or ends with a space", "租户 {value} 为空，或以空格开头或结尾"),
-    "tenant_holds": ("tenant {value} may not contain {chars}: a tenant is a plain name (letters and digits of any script, and - _ . inside), never a pattern", "租户 {value} 不能含有 {chars}：租户是一个普通名称（任何文字的字母和数字，中间可以有 - _ .），绝不是模式"),
-    "tenant_start": ("tenant {value} must start with a letter or digit: a tenant is a plain name (letters and digits of any script, and - _ . inside), never a pattern", "租户 {value} 必须以字母或数字开头：租户是一个普通名称（任何文字的字母和数字，中间可以有 - _ .），绝不是模式"),
-    "tenant_too_long": ("tenant {value}… is too long to name its index ({max} characters once written as an index name: a-z and 0-9 count one, other characters three per UTF-8 byte)", "租户 {value}… 太长，无法用作索引名（写成索引名后最多 {max} 个字符：a-z 和 0-9 各算一个，其他字符每个 UTF-8 字节算三个）"),
     "tenants_exact": ("tenants match exactly", "租户按名称精确匹配"),
     "tenants_exact_every": ("tenants match exactly ('*' alone means every tenant)", "租户按名称精确匹配（单独一个 '*' 表示所有租户）"),
-    "map_columns": ("expected id,person ({n} columns)", "应为 id,person 两列（这里是 {n} 列）"),
-    "map_too_many": ("more than {max} ids", "ID 超过 {max} 个"),
     "lone_surrogate": ("{where} holds a lone surrogate (not UTF-8): it cannot be stored", "{where} 含有孤立代理项（不是 UTF-8）：无法存储"),
     "skipped_word": ("skipped", "已跳过"),
     "user_id_prefixed": ("user id {user} begins with 'user:'", "用户 ID {user} 以 'user:' 开头"),
@@ -201,9 +211,78 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "rename_or_map": ("rename it or map it", "请重命名它或为它映射角色"),
     "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
     "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
+    "user_id_shared": ("user id {user} is held by {n} entries as the directory compares ids ({kind}): {entries}: refused for each, none gets a role from the directory. Keep ids unique or sync with another users.id_attribute", "用户 ID {user} 按目录比较 ID 的方式（{kind}）由 {n} 个条目共用：{entries}：每个条目都被拒绝，都不会从目录获得角色。请保持 ID 唯一，或改用另一个 users.id_attribute 同步"),
     "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
+    # an API key entry (retrieval_svc.key_entry) and the settings that hold it
+    "key_placeholder": ("this is the hash of a placeholder key: generate a real one", "这是占位密钥的哈希：请生成一个真正的密钥"),
+    "key_signed_no_secret": ("API key {name} has mode signed but no token_secret: set one (`{command}` generates a strong one)", "API 密钥 {name} 的模式为 signed，却没有 token_secret：请设置一个（`{command}` 会生成足够强的）"),
+    "key_role": ("API key {name}: role {why}", "API 密钥 {name}：角色 {why}"),
+    "key_scim_admin": ("API key {name} is both a SCIM client's and an admin's: give each its own key (a SCIM key provisions people, it never reads or administers)", "API 密钥 {name} 既是 SCIM 客户端的，又是管理员的：请各用各的密钥（SCIM 密钥只开通人员，从不读取或管理）"),
+    "key_fixed_no_roles": ("API key {name} has mode fixed but no roles: set the roles it carries (`{command}`)", "API 密钥 {name} 的模式为 fixed，却没有角色：请设置它携带的角色（`{command}`）"),
+    "key_problem": ("API key {name}: {problem}", "API 密钥 {name}：{problem}"),  # (after the rows it would also match)
+    "reserved_user": ("{role} names a user ({prefix}<id>), not a role", "{role} 表示用户（{prefix}<id>），不是角色"),
+    "reserved_anyone": ("{anyone} is held by every principal and cannot be asserted", "{anyone} 由所有主体持有，不能声明"),
+    "reserved_sid": ("{role} names a Windows SID ({prefix}S-…): only the directory gives it", "{role} 是 Windows SID（{prefix}S-…）：只有目录能授予它"),
+    "keys_unreadable": ("cannot read API keys file {path}: {why}", "无法读取 API 密钥文件 {path}：{why}"),
+    "keys_not_a_list": ("API keys file {path} must hold a list of keys or {{keys: [...]}}", "API 密钥文件 {path} 必须是密钥列表，或 {{keys: [...]}}"),
+    "keys_not_parsed": ("API keys file {path} is not valid {format} (line {line}, column {column}): {problem}", "API 密钥文件 {path} 不是有效的 {format}（第 {line} 行，第 {column} 列：{problem}）"),
+    "no_api_key": ("no API key is configured: set RSVC_API_KEYS or RSVC_API_KEYS_FILE (see `{command}`), or RSVC_AUTH_DISABLED=true for local development", "没有配置 API 密钥：请设置 RSVC_API_KEYS 或 RSVC_API_KEYS_FILE（见 `{command}`），本地开发可设 RSVC_AUTH_DISABLED=true"),
+    "no_node": ("name at least one node, like {example}", "请至少给出一个节点，例如 {example}"),
+    "not_http_url": ("{value} is not an http(s) URL (like {example})", "{value} 不是 http(s) URL（例如 {example}）"),
+    "url_needs_port": ("{host} needs a port (like {example})", "{host} 需要端口（例如 {example}）"),
+    "not_database_url": ("not a database URL: give SQLAlchemy's form, like {example} or {other}", "不是数据库 URL：请按 SQLAlchemy 的格式给出，例如 {example} 或 {other}"),
+    # a command line's option refused (said again where Typer prints it)
+    "tenant_empty": ("tenant {tenant} is empty or starts or ends with a space", "租户 {tenant} 为空，或以空格开头或结尾"),
+    "tenant_not_plain": ("tenant {tenant} {why}: a tenant is a plain name (letters and digits of any script, and - _ . inside), never a pattern", "租户 {tenant} {why}：租户是普通名称（任何文字的字母和数字，中间可有 - _ .），不能是模式"),
+    "may_not_contain": ("may not contain {chars}", "不能含有 {chars}"),
+    "must_start_alnum": ("must start with a letter or digit", "必须以字母或数字开头"),
+    "tenant_too_long": ("tenant {tenant}… is too long to name its index ({max} characters once written as an index name: a-z and 0-9 count one, other characters three per UTF-8 byte)", "租户 {tenant}… 太长，无法作为索引名（写成索引名后最多 {max} 个字符：a-z 和 0-9 各算一个，其他字符每个 UTF-8 字节算三个）"),
+    "before_year_one": ("{value} reaches back before the year 1", "{value} 早于公元 1 年"),
+    "since_shape": ("{value}: say 7d, 24h, 30m or an ISO date", "{value}：请写 7d、24h、30m 或 ISO 日期"),
+    "page_too_far": ("--page × --limit reaches past {max} events: narrow --since", "--page × --limit 超过了 {max} 个事件：请缩小 --since"),
+    "not_interval": ("{value} is not an interval such as 15m, 1h or 90s", "{value} 不是时间间隔，例如 15m、1h 或 90s"),
+    "events_folder": ("--events is for a bucket: a folder's events are its own", "--events 只用于存储桶：文件夹的事件由它自己产生"),
+    "events_share": ("--events is for a bucket: a share's events are its own", "--events 只用于存储桶：共享的事件由它自己产生"),
+    "events_oss": ("--events reads an SQS queue: for OSS, let EventBridge push its events to --listen, or let the re-listing alone find changes ({doc})", "--events 读取的是 SQS 队列：对于 OSS，请让 EventBridge 把事件推送到 --listen，或只靠重新列举发现变化（{doc}）"),
+    "line_not_json": ("{path}:{number}: not JSON ({problem})", "{path}:{number}：不是 JSON（{problem}）"),
+    "line_needs_path": ("{path}:{number}: needs an object with a 'path' string", "{path}:{number}：需要一个带 'path' 字符串的对象"),
+    "roles_tag_empty": ("--roles-tag is empty: name the object tag that holds roles", "--roles-tag 为空：请写出存放角色的对象标签"),
+    "roles_tag_scheme": ("--roles-tag reads object tags, which {source} has none of: use it with s3:// or oss://, and --acl-rules for a folder", "--roles-tag 读取对象标签，而 {source} 没有对象标签：请用于 s3:// 或 oss://，文件夹请用 --acl-rules"),
+    "share_sidecars": ("--share-sidecars is for an smb:// share: a folder's or a bucket's sidecars are always read", "--share-sidecars 只用于 smb:// 共享：文件夹和存储桶的附属文件总会读取"),
+    "shard_form": ("--shard {text} is not I/N (the shard's index from 0, the count)", "--shard {text} 不是 I/N 的形式（分片序号从 0 起，分片总数）"),
+    "shard_count": ("--shard {text}: the count must be 1 to {max}", "--shard {text}：分片总数必须是 1 到 {max}"),
+    "shard_index": ("--shard {text}: the index must be 0 to {max}", "--shard {text}：分片序号必须是 0 到 {max}"),
+    "shard_env": ("JOB_COMPLETION_INDEX and RSVC_INDEXER_SHARDS go together (an indexed Job sets the first, its completions count is the second)", "JOB_COMPLETION_INDEX 和 RSVC_INDEXER_SHARDS 必须同时设置（索引化 Job 设置前者，其完成数即后者）"),
+    "chunk_too_small": ("chunk size must be at least {n} characters", "分段大小至少应为 {n} 个字符"),
+    "chunk_overlap": ("overlap must be non-negative and under half the chunk size", "重叠不能为负，且必须小于分段大小的一半"),
+    "map_columns": ("expected id,person ({n} columns)", "应为 id,person（{n} 列）"),
+    "map_too_many": ("{file}: more than {n} ids", "{file}：超过 {n} 个 ID"),
+    # the embedding server (retrieval_svc.embedding)
+    "embed_unreachable": ("embedding server {url} unreachable: {why}", "嵌入服务 {url} 连不上：{why}"),
+    "embed_timeout": ("embedding server {url} did not answer in time", "嵌入服务 {url} 没有及时应答"),
+    "embed_http": ("embedding server {url} answered HTTP {status}", "嵌入服务 {url} 返回 HTTP {status}"),
+    "embed_unreadable": ("embedding server {url} sent an unreadable answer", "嵌入服务 {url} 的应答无法读取"),
+    "embed_count": ("embedding server {url} sent {n} vectors for {m} texts", "嵌入服务 {url} 为 {m} 段文本返回了 {n} 个向量"),
+    "after_tries": ("{what} (after {n} tries)", "{what}（尝试 {n} 次后）"),
+    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
+    # the directory sync's file and bind (retrieval_svc.directory)
+    "policy_db_failed": ("policy database {url}: {why}", "策略数据库 {url}：{why}"),
+    "cannot_read": ("cannot read {path}: {why}", "无法读取 {path}：{why}"),
+    "sync_no_roles": ("the sync maps no group to a role: add 'roles' or 'all_groups'", "同步没有把任何组映射到角色：请添加 'roles' 或 'all_groups'"),
+    "bind_password_unset": ("the bind password: ${env} is not set", "绑定密码：${env} 未设置"),
+    "the_file": ("the file", "文件本身"),
+    # an operating system's reason (strerror), as a problem's value
+    "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
+    "os_permission": ("Permission denied", "没有权限"),
+    "os_is_a_directory": ("Is a directory", "是文件夹"),
+    "os_not_a_directory": ("Not a directory", "不是文件夹"),
+    "os_refused": ("Connection refused", "连接被拒绝"),
 }  # fmt: skip
+PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
+# Problems whose values may themselves hold "; " (a list of entries): said again whole,
+# before a text is split into the problems it joins.
+WHOLE = ("user_id_shared",)
 
 # The names a problem gives what it is about.
 WHAT_ZH = {
@@ -220,6 +299,8 @@ def problem(text: object, lang: str | None = None) -> str:
     text = str(text)
     if (lang or cli_language()) != "zh":
         return text
+    if (said := again(text, *WHOLE, lang="zh")) != text:
+        return said
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
 
@@ -244,6 +325,8 @@ def _problem_zh(text: str) -> str:
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
             values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)
+    if (said := chinese_of(text)) is not None:  # (a field's problem in a file: pydantic's)
+        return said
     where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
     if colon and (said := _problem_zh(rest)) != rest:
         return f"{where}：{said}"

@@ -43,6 +43,19 @@ class Change:
     at: float  # time.time() when the source changed
     holds: Callable[[Elasticsearch], bool]
     done_at: float | None = None
+    # Whether someone who keeps access (the change leaves them able to read it) sees it all:
+    # while not, they find nothing (a hold) — ``dark_s`` adds up how long.
+    kept: Callable[[Elasticsearch], bool] | None = None
+    dark_s: float = 0.0
+    dark_from: float | None = None
+
+    def keeping(self, sees: bool, now: float) -> None:
+        """Note what the keeper saw at ``now``."""
+        if not sees and self.dark_from is None:
+            self.dark_from = now
+        elif sees and self.dark_from is not None:
+            self.dark_s += now - self.dark_from
+            self.dark_from = None
 
     @property
     def window(self) -> float | None:
@@ -54,6 +67,14 @@ def count(es: Elasticsearch, index: str, kb: str, roles: list[str], *clauses: An
     own ACL clause)."""
     query = {"bool": {"filter": [{"term": {"knowledge_id": kb}}, acl_query(roles), *clauses]}}
     return int(es.count(index=index, query=query)["count"])
+
+
+def every(es: Elasticsearch, index: str, kb: str, roles: list[str], *clauses: Any) -> bool:
+    """Whether the holder of ``roles`` sees every chunk of ``kb`` matching ``clauses`` (and
+    there are some)."""
+    query = {"bool": {"filter": [{"term": {"knowledge_id": kb}}, *clauses]}}
+    stored = int(es.count(index=index, query=query)["count"])
+    return stored > 0 and count(es, index, kb, roles, *clauses) == stored
 
 
 class Source:
@@ -163,17 +184,25 @@ def changes(
 
         def sidecar(i: int = c) -> Change:
             source.put(key_of(i) + ".meta.json", json.dumps({"access_roles": ["董事会"]}))
+            name = {"term": {"document_name": key_of(i)}}
             return Change(
                 "sidecar",
                 time.time(),
                 gone(key_of(i)),
+                kept=lambda es: every(es, index, kb, ["董事会"], name),
             )
 
         def edit(i: int = d, n: int = n) -> Change:
             word = f"新版标记{n:04d}{tag}甲"
             source.put(key_of(i), text(i, word))
             match = {"match_phrase": {"content": word}}
-            return Change("edit", time.time(), lambda es: count(es, index, kb, [], match) > 0)
+            name = {"term": {"document_name": key_of(i)}}
+            return Change(
+                "edit",
+                time.time(),
+                lambda es: count(es, index, kb, [], match) > 0,
+                kept=lambda es: every(es, index, kb, [], name),
+            )
 
         def new(n: int = n) -> Change:
             word = f"新建标记{n:04d}{tag}乙"
@@ -188,7 +217,12 @@ def changes(
             extra += f"  - match: {folder}**\n    access_roles: [财务]\n"
             rules.write_text(RULES.format(extra=extra), encoding="utf-8")
             prefix = {"prefix": {"document_name": folder}}
-            return Change("rules", time.time(), lambda es: count(es, index, kb, [], prefix) == 0)
+            return Change(
+                "rules",
+                time.time(),
+                lambda es: count(es, index, kb, [], prefix) == 0,
+                kept=lambda es: every(es, index, kb, ["财务"], prefix),
+            )
 
         for kind, make in (
             ("move", move),
@@ -208,10 +242,13 @@ def changes(
 
 
 class Prober:
-    """Asks every ``PROBE_S`` whether each pending change holds; notes when it first does."""
+    """Asks every ``PROBE_S`` whether each pending change holds, and notes when it first does;
+    and whether those who keep access still see it, until they see it again after it holds
+    (``keeping``: the changes still asked about)."""
 
     def __init__(self, es: Elasticsearch) -> None:
         self.es, self.pending, self.done = es, [], []  # type: ignore[var-annotated]
+        self.keeping: list[Change] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -219,6 +256,8 @@ class Prober:
     def add(self, change: Change) -> None:
         with self._lock:
             self.pending.append(change)
+            if change.kept is not None:
+                self.keeping.append(change)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -234,6 +273,18 @@ class Prober:
                     with self._lock:
                         self.pending.remove(change)
                         self.done.append(change)
+            with self._lock:
+                keeping = list(self.keeping)
+            for change in keeping:
+                assert change.kept is not None
+                try:
+                    sees = change.kept(self.es)
+                except Exception:
+                    continue
+                change.keeping(sees, time.time())
+                if sees and change.done_at is not None:
+                    with self._lock:
+                        self.keeping.remove(change)
             time.sleep(PROBE_S)
 
     def __enter__(self) -> Prober:
@@ -243,3 +294,5 @@ class Prober:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+        for change in self.keeping:  # (still dark at the end: dark until now)
+            change.keeping(True, time.time())

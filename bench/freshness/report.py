@@ -67,6 +67,22 @@ def table(result: dict[str, Any]) -> str:
                     f"| {row['max']} |"
                 )
         lines.append(f"| {name} | missed | {run['missed']} | | | |")
+    if any(run.get("kept") for run in result["scenarios"].values()):
+        lines += [
+            "",
+            "Those who keep access (a change that leaves them able to read the document): "
+            "seconds they found nothing (held), per change.",
+            "",
+            "| source, mode | kind | n | p50 | p95 | max |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, run in result["scenarios"].items():
+            for kind, row in (run.get("kept") or {}).items():
+                lines.append(
+                    f"| {name} | {kind} | {row['n']} | {row['p50']} | {row['p95']} | {row['max']} |"
+                )
+            if run.get("still_dark"):
+                lines.append(f"| {name} | still dark at the end | {run['still_dark']} | | | |")
     lines += ["", "| scenario | target | measured | met |", "|---|---|---|---|"]
     lines += [
         f"| {t['scenario']} | {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"

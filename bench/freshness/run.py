@@ -149,9 +149,10 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
                 prober.add(make())
                 time.sleep(1.0 / args.rate)
             deadline = time.monotonic() + GIVE_UP_S
-            while prober.pending and time.monotonic() < deadline:
+            while (prober.pending or prober.keeping) and time.monotonic() < deadline:
                 time.sleep(0.5)
             missed = len(prober.pending)
+            still_dark = len(prober.keeping)
             done = list(prober.done)
     finally:
         watcher[0].send_signal(signal.SIGTERM)
@@ -166,6 +167,11 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         windows = [c.window for c in done if c.kind == kind and c.window is not None]
         if windows:
             by_kind[kind] = summary(windows)
+    kept: dict[str, Any] = {}  # how long those who keep access found nothing, by kind
+    for kind in (*NARROWING, *WIDENING):
+        dark = [c.dark_s for c in done if c.kind == kind and c.kept is not None]
+        if dark:
+            kept[kind] = summary(dark)
     narrowing = [c.window for c in done if c.kind in NARROWING and c.window is not None]
     widening = [c.window for c in done if c.kind in WIDENING and c.window is not None]
     return {
@@ -183,6 +189,8 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         "narrowing": summary(narrowing) if narrowing else None,
         "widening": summary(widening) if widening else None,
         "by_kind": by_kind,
+        "kept": kept,
+        "still_dark": still_dark,
     }
 
 
@@ -208,11 +216,21 @@ def _interruption(
         def restart() -> None:
             watcher[0].kill()
             watcher[0].wait(timeout=60)
+            _mark("killed")
             time.sleep(PAUSE_S)
             watcher[0] = start()
+            _mark("started again")
 
         return restart
     return None
+
+
+def _mark(what: str) -> None:
+    """When the benchmark killed or started the watcher (stderr, beside the watcher's own
+    lines: what a restart's window spent starting and what the watcher spent)."""
+    now = time.time()
+    stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    print(f"freshness: {stamp} the watcher {what}", file=sys.stderr, flush=True)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:

@@ -15,9 +15,12 @@ import typer
 from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch import ConnectionError as ESConnectionError
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 
-from retrieval_svc.config_checks import describe_errors, shown_url
+from retrieval_svc.causes import cause
+from retrieval_svc.config_checks import shown_url
+from retrieval_svc.config_words import settings_error
 from retrieval_svc.embedding import (
     Embedder,
     EmbeddingError,
@@ -31,7 +34,7 @@ from retrieval_svc.search.index import LEGACY_MESSAGE, legacy_layout
 from retrieval_svc.search.installation import ForeignIndices, claim
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import check_tenant
-from retrieval_svc.words import problem, say
+from retrieval_svc.words import cli_language, problem, say
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",
@@ -79,7 +82,7 @@ def _tenant(value: str) -> str:
     try:
         return check_tenant(value)
     except ValueError as exc:
-        raise typer.BadParameter(problem(exc)) from None
+        raise typer.BadParameter(str(exc)) from None
 
 
 TenantOption = Annotated[
@@ -96,8 +99,8 @@ def settings_or_exit() -> IndexSettings:
     """The environment's settings, or a one-line error and exit 2."""
     try:
         return IndexSettings()
-    except ValidationError as exc:
-        typer.echo(say("config_error", what=describe_errors(exc)), err=True)
+    except (ValidationError, SettingsError) as exc:
+        typer.echo(settings_error(exc), err=True)
         raise typer.Exit(2) from None
 
 
@@ -125,8 +128,8 @@ def run(
     except ESConnectionError as exc:
         if _debug:
             raise
-        cause = getattr(exc, "message", None) or type(exc).__name__
-        typer.echo(say("es_unreachable", url=settings.es_url, cause=cause), err=True)
+        why = cause(exc, cli_language()) or getattr(exc, "message", None) or type(exc).__name__
+        typer.echo(say("es_unreachable", url=settings.es_url, cause=why), err=True)
         raise typer.Exit(EXIT_UNREACHABLE) from None
     except ApiError as exc:
         if _debug:
@@ -143,12 +146,13 @@ def run(
     except EmbeddingError as exc:
         if _debug:
             raise
-        typer.echo(f"error: {exc} (RSVC_EMBEDDER={settings.embedder})", err=True)
+        said = say("embedder_error", what=problem(exc), embedder=settings.embedder)
+        typer.echo(said, err=True)
         raise typer.Exit(EXIT_UNREACHABLE) from None
     except ModelMismatch as exc:
         if _debug:
             raise
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
     except ForeignIndices as exc:
         if _debug:

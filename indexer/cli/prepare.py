@@ -27,7 +27,7 @@ from indexer.sources.local import refuse_links_inside
 from retrieval_svc.acl.known_sids import KnownSids, known_sids
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
-from retrieval_svc.words import again, say
+from retrieval_svc.words import again, problem, say
 
 
 def load_manifest(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -102,7 +102,7 @@ def prepare(args: dict[str, Any]) -> Prepared:
     try:
         part = Shard.parse(a["shard"]) if a["shard"] is not None else from_environment(os.environ)
     except ValueError as exc:  # (before anything touches Elasticsearch)
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(say("error", what=problem(exc)), err=True)
         raise typer.Exit(2) from None
     source, roles_tag, tenant = a["source"], a["roles_tag"], a["tenant"]
     try:
@@ -156,7 +156,7 @@ def prepare(args: dict[str, Any]) -> Prepared:
         refuse_links_inside(src, {"--acl-rules": a["acl_rules"], "--manifest": a["manifest"]})
         exclude_from(src, a["exclude"], rules)
     except (ValueError, NotADirectoryError) as exc:
-        typer.echo(say("error", what=again(str(exc), "not_a_folder")), err=True)
+        typer.echo(say("error", what=problem(again(str(exc), "not_a_folder"))), err=True)
         raise typer.Exit(2) from None
     return Prepared(settings, options, src, rules, part)
 

@@ -29,6 +29,7 @@ from indexer.sources import LocalSource, ObjectStoreSource, SmbSource
 from indexer.sources.local import refuse_links_inside
 from indexer.watch.events import FileStamps, Heard, folder_events, queue_events, queue_url
 from indexer.watch.health import Health, WatchMetrics
+from indexer.watch.mns_signature import MnsVerifier, cert_hosts
 from indexer.watch.pushed import Listener, parse_address, token_from
 from indexer.watch.root import RootWatch
 from indexer.watch.settle import Settled
@@ -70,6 +71,8 @@ def _listener(prepared: Prepared, args: dict[str, Any]) -> Listener | None:
     """The HTTP listener for pushed events (--listen), bound now: a taken port or a missing
     token is said at the start."""
     if not args["listen"]:
+        if args["listen_mns"]:
+            raise typer.BadParameter(say("listen_mns_alone"))
         return None
     src, spec = prepared.src, args["listen"]
     if not isinstance(src, ObjectStoreSource):
@@ -84,12 +87,29 @@ def _listener(prepared: Prepared, args: dict[str, Any]) -> Listener | None:
         token = token_from(args["listen_token_file"], dict(os.environ))
     except OSError as exc:
         raise typer.BadParameter(f"--listen-token-file: {exc.strerror or exc}") from None
-    if not token:
+    mns = _mns(args["listen_mns"])
+    if not token and mns is None:
         raise typer.BadParameter(say("listen_token"))
     try:
-        return Listener(spec, token, src.bucket, src.prefix)
+        return Listener(spec, token, src.bucket, src.prefix, mns=mns)
     except OSError as exc:
         raise typer.BadParameter(say("listen_unavailable", spec=spec, why=exc.strerror)) from None
+
+
+def _mns(enabled: bool) -> MnsVerifier | None:
+    """MNS's signed push (--listen-mns): the certificate hosts allowed
+    (``RSVC_WATCH_MNS_CERT_HOSTS``, else Alibaba Cloud's) and the CAs their TLS is verified
+    against (``RSVC_WATCH_MNS_CA_FILE``, else the system's)."""
+    if not enabled:
+        return None
+    try:
+        hosts = cert_hosts(os.environ.get("RSVC_WATCH_MNS_CERT_HOSTS"))
+    except ValueError as exc:
+        raise typer.BadParameter(f"RSVC_WATCH_MNS_CERT_HOSTS: {exc}") from None
+    ca_file = os.environ.get("RSVC_WATCH_MNS_CA_FILE") or None
+    if ca_file is not None and not os.path.isfile(ca_file):
+        raise typer.BadParameter(say("listen_mns_ca", path=ca_file))
+    return MnsVerifier(hosts, ca_file)
 
 
 def _events(prepared: Prepared, args: dict[str, Any], listener: Listener | None) -> Any:
@@ -285,6 +305,21 @@ WATCH_OPTIONS = [
                 help="A file whose first line is --listen's token (else the environment's "
                 "RSVC_WATCH_LISTEN_TOKEN).",
                 show_default=False,
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "listen_mns",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=False,
+        annotation=Annotated[
+            bool,
+            typer.Option(
+                "--listen-mns",
+                envvar="RSVC_WATCH_LISTEN_MNS",
+                help="--listen also takes Alibaba Cloud MNS's HTTP push (a topic's HTTP "
+                "subscription), verified by its signature instead of the token: the "
+                "certificate only from RSVC_WATCH_MNS_CERT_HOSTS (default: Alibaba Cloud's).",
             ),
         ],
     ),

@@ -17,7 +17,8 @@ from indexer.loading import IndexOptions, guarded
 from indexer.permissions import AclRules, changed_below
 from indexer.sources import Source
 from indexer.store import refresh
-from indexer.watch.settle import BATCH, Settled, hold_documents, mine, stored_ids
+from indexer.watch.hold import hold_documents
+from indexer.watch.settle import BATCH, Settled, mine, stored_ids
 from indexer.writing import Fence, fencing
 
 

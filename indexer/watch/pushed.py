@@ -1,13 +1,18 @@
 """Bucket events pushed to the watcher over HTTP (``watch --listen ADDR``): MinIO's webhook
-target, Alibaba Cloud EventBridge's HTTP target (OSS's events; or a relay of MNS's), or
-anything that POSTs the formats ``indexer.watch.notices`` reads.
+target, Alibaba Cloud EventBridge's HTTP target (OSS's events), MNS's HTTP push
+(``--listen-mns``), or anything that POSTs the formats ``indexer.watch.notices`` reads.
 
 Every request must carry ``Authorization: Bearer TOKEN`` (MinIO's webhook sends its
 ``auth_token`` so), compared in constant time; the token is read from a file or the
-environment and never logged. A body is read only when its declared length is within the
-limits; a request that cannot be read is answered 4xx and named like an unreadable queue
-message, and never stops the listener. A delivery is answered once it is queued in memory:
-what a dying watcher had not settled, the re-listing finds.
+environment and never logged. With ``--listen-mns`` a request carrying
+``x-mns-signing-cert-url`` is taken instead when MNS signed it (``indexer.watch.mns_signature``:
+a topic's HTTP push cannot send a token); one that does not verify is 403 (503 while the
+signing certificate cannot be fetched: MNS tries again) and named like an unreadable message.
+
+A body is read only when its declared length is within the limits; a request that cannot be
+read is answered 4xx and named like an unreadable queue message, and never stops the listener.
+A delivery is answered once it is queued in memory: what a dying watcher had not settled, the
+re-listing finds.
 
 ``http.server`` on a thread, as the watcher's /metrics: the listener needs one POST route and
 no framework, and a server that runs beside the watch loop must not take its signals (as
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import queue
 import threading
 import time
@@ -26,9 +32,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from indexer.watch.events import Heard, Rejected
+from indexer.watch.mns_signature import UNAVAILABLE, MnsVerifier
 from indexer.watch.notices import LIMITS, Limits, read_message
+from retrieval_svc.words import say
+
+log = logging.getLogger(__name__)
 
 MAX_REQUESTS = 16  # requests read at once; more are answered 503 (the sender tries again)
+# Requests refused before anyone was authenticated (MNS's signature) get a log line each up to
+# this many a window; the rest are counted (the metric, the status record) and one line says so.
+LOGGED_REFUSALS = 20
+REFUSALS_WINDOW_S = 60.0
 READ_TIMEOUT_S = 10.0  # a sender slower than this is cut off
 
 
@@ -46,16 +60,24 @@ class Listener:
     serving once ``events`` is iterated."""
 
     def __init__(
-        self, address: str, token: str, bucket: str, prefix: str, limits: Limits = LIMITS
+        self,
+        address: str,
+        token: str,
+        bucket: str,
+        prefix: str,
+        limits: Limits = LIMITS,
+        mns: MnsVerifier | None = None,
     ) -> None:
-        if not token:
+        if not token and mns is None:
             raise ValueError("--listen needs a token")
-        self.token = token.encode()
+        self.token, self.mns = token.encode(), mns
         self.bucket, self.prefix, self.limits = bucket, prefix, limits
         self.inbox: queue.SimpleQueue[Heard] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._slots = threading.BoundedSemaphore(MAX_REQUESTS)
+        self._refusals = threading.Lock()
+        self._window_ends, self._logged = 0.0, 0
         self._server = ThreadingHTTPServer(parse_address(address), self._handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -68,7 +90,7 @@ class Listener:
         """Whether ``Authorization`` carries the token (constant time, whatever it holds)."""
         scheme, _, given = (header or "").partition(" ")
         same = hmac.compare_digest(given.strip().encode("utf-8", "replace"), self.token)
-        return same and scheme.lower() == "bearer"
+        return same and scheme.lower() == "bearer" and bool(self.token)
 
     def take(self, body: bytes, sender: str) -> bool:
         """One delivery's keys (and problems) queued for the watcher; whether it was readable."""
@@ -76,6 +98,21 @@ class Listener:
         heard = Heard(keys=read.keys, at=read.earliest or time.time(), kind="pushed")
         self._queue(heard, [Rejected(problem, sender) for problem in read.problems])
         return bool(read.keys) or not read.problems
+
+    def refused(self, problem: str, sender: str) -> None:
+        """A request refused before its sender was known, named: logged up to
+        ``LOGGED_REFUSALS`` a window, then only counted (a flood cannot fill the log)."""
+        with self._refusals:
+            now = time.monotonic()
+            if now >= self._window_ends:
+                self._window_ends, self._logged = now + REFUSALS_WINDOW_S, 0
+            self._logged += 1
+            logged = self._logged
+        if logged == LOGGED_REFUSALS + 1:
+            log.warning("%s", say("event_refusals_quiet", n=LOGGED_REFUSALS,
+                                  seconds=int(REFUSALS_WINDOW_S)))  # fmt: skip
+        quiet = logged > LOGGED_REFUSALS
+        self._queue(Heard(kind="pushed"), [Rejected(problem, sender, quiet)])
 
     def _queue(self, heard: Heard, rejected: list[Rejected]) -> None:
         heard.rejected = rejected
@@ -100,17 +137,30 @@ class Listener:
                     listener._slots.release()
 
             def _post(self) -> None:
-                if not listener.allowed(self.headers.get("Authorization")):
+                signed = listener.mns is not None and "x-mns-signing-cert-url" in self.headers
+                if not signed and not listener.allowed(self.headers.get("Authorization")):
                     return self._answer(401)
                 length = self.headers.get("Content-Length", "")
                 if not length.isdigit():
                     return self._answer(411)
                 sender = self.client_address[0]
                 if int(length) > listener.limits.body_bytes:
-                    listener._queue(Heard(kind="pushed"), [Rejected("too_large", sender)])
+                    if signed:  # (not yet known to be MNS's)
+                        listener.refused("too_large", sender)
+                    else:
+                        listener._queue(Heard(kind="pushed"), [Rejected("too_large", sender)])
                     return self._answer(413)
                 body = self.rfile.read(int(length))
+                if signed and (refused := self._unsigned(body)):
+                    listener.refused(refused, sender)
+                    return self._answer(503 if refused == UNAVAILABLE else 403)
                 self._answer(200 if listener.take(body, sender) else 400)
+
+            def _unsigned(self, body: bytes) -> str:
+                """Why MNS did not sign this request (``""``: it did)."""
+                assert listener.mns is not None
+                headers = list(self.headers.items())
+                return listener.mns.problem(self.command, self.path, headers, body)
 
             def do_GET(self) -> None:
                 self._answer(405)

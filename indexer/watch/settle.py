@@ -20,12 +20,11 @@ does.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
-from elasticsearch.helpers import async_bulk, async_scan
 
 from indexer.documents import DocumentError, document_id
 from indexer.loading import IndexOptions, guarded, outside_of
@@ -34,7 +33,6 @@ from indexer.pipeline import Progress, index_source
 from indexer.report import Report
 from indexer.sources import ListingFailure, ObjectRef, Source
 from indexer.store import (
-    HELD_ROLE,
     current_versions,
     documents_below,
     kb_query,
@@ -43,6 +41,7 @@ from indexer.store import (
     withdraw,
 )
 from indexer.unlisted import still_held
+from indexer.watch.hold import hold_documents
 from indexer.workers import ParserPool
 from indexer.writing import Fence, fencing
 from retrieval_svc.embedding import Embedder
@@ -124,35 +123,6 @@ async def _look(
 
 def _under(source: Source, key: str) -> list[ObjectRef]:
     return list(source.under(key))
-
-
-async def hold_documents(
-    es: AsyncElasticsearch,
-    alias: str,
-    doc_ids: list[str],
-    stamp: Callable[[], int] | None = None,
-) -> int:
-    """Make every chunk of ``doc_ids`` answer no one (``HELD_ROLE``); how many chunks.
-    A partial update takes no version of its own (Elasticsearch adds one to the chunk's): the
-    writer's count is moved on past it (``stamp``), so its own next write of these chunks
-    still carries a version at least theirs."""
-    if stamp is not None:
-        stamp()
-    actions: list[dict[str, Any]] = []
-    for i in range(0, len(doc_ids), 500):
-        query = {"terms": {"document_id": doc_ids[i : i + 500]}}
-        async for hit in async_scan(es, index=alias, query={"query": query}, _source=False):
-            actions.append(
-                {
-                    "_op_type": "update",
-                    "_index": hit["_index"],
-                    "_id": hit["_id"],
-                    "doc": {"access_roles": [HELD_ROLE]},
-                }
-            )
-    if actions:
-        await async_bulk(es, actions, raise_on_error=False, chunk_size=500)
-    return len(actions)
 
 
 async def stored_ids(

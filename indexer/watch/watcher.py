@@ -33,7 +33,7 @@ from indexer.watch.health import Health, Status, WatchMetrics, account
 from indexer.watch.keeping import Events, Keeping, WatchOptions, sleep_until
 from indexer.watch.root import RootWatch
 from indexer.watch.settle import Plan, Settled, finish, narrow
-from indexer.workers import ParserPool
+from indexer.workers import ParserPool, StartingPool
 from indexer.writing import Fence
 from retrieval_svc.embedding import Embedder
 from retrieval_svc.search.runs import runs_index
@@ -81,7 +81,7 @@ class Watcher(Keeping):
         self.said = said or (lambda _what, _settled: None)
         self.status = Status()
         self.lease: Lease | None = None
-        self.pool: ParserPool | None = None
+        self.pool: StartingPool | None = None  # (started beside the narrowing, when workers)
         self.pending = Heard()  # heard, not yet looked at
         self.narrowed = Heard()  # narrowed while a pass ran: settled once the events pass is over
         self.everything = True  # (the first settle is a full re-listing)
@@ -140,8 +140,14 @@ class Watcher(Keeping):
             async with contextlib.AsyncExitStack() as stack:
                 options = self.options
                 if options.workers and self.pool is None:  # (a settle never waits for one)
+                    # (started in the background: narrowing reads nothing, and never waits
+                    # for the workers' imports — only indexing does)
                     self.pool = await stack.enter_async_context(
-                        ParserPool(options.workers, options.budget, ocr=options.ocr != "off")
+                        StartingPool(
+                            lambda: ParserPool(
+                                options.workers, options.budget, ocr=options.ocr != "off"
+                            )
+                        )
                     )
                 async with asyncio.TaskGroup() as group:
                     keeping = group.create_task(self._keep(lease, stop))
@@ -192,7 +198,9 @@ class Watcher(Keeping):
             if ended := [p for p in self._running() if p.task.done()]:
                 await self._passed(ended[0])
                 continue
-            if self._rules_before is not None:  # (from the index, without listing the source)
+            # (from the index, without listing the source; a start's own differences first:
+            # a few keys narrow in a second, a rules edit's hold may take many)
+            if self._rules_before is not None and not self._first_keys:
                 await self._narrow_rules()
                 continue
             if (
@@ -277,7 +285,8 @@ class Watcher(Keeping):
         self.status.state = "re-listing" if relist else "indexing"
 
     async def _finish(self, plan: Plan, fence: Fence, _planned: object = None) -> Settled:
-        return await finish(self.es, plan, embedder=self.embedder, pool=self.pool, fence=fence)
+        pool = await self.pool.ready() if self.pool is not None and plan.write else None
+        return await finish(self.es, plan, embedder=self.embedder, pool=pool, fence=fence)
 
     async def _relisting(self, fence: Fence, planned: dict[str, tuple[str, str]]) -> Settled:
         """A re-listing as a pass: the whole source listed and compared (what is gone deleted,
@@ -301,7 +310,8 @@ class Watcher(Keeping):
         if (since := await last_listing.at_start(*args)) is None:
             return
         self._first_keys = sorted(since.keys)
-        if since.rules_changed and self._rules_before is None:
+        if since.rules_changed:  # (the kept rules are the oldest the index may still hold:
+            # an edit heard since this watcher read the file does not replace them)
             self._rules_before = replace(self.options, acl_rules=since.rules_before)
 
     async def _narrow_rules(self) -> None:

@@ -2,5 +2,6 @@
 document at a time with a deadline and a memory limit, replaced when one passes either."""
 
 from indexer.workers.pool import InFlight, ParserPool
+from indexer.workers.starting import StartingPool
 
-__all__ = ["InFlight", "ParserPool"]
+__all__ = ["InFlight", "ParserPool", "StartingPool"]

@@ -14,13 +14,14 @@ from elasticsearch import ApiError, TransportError
 
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError
 from retrieval_svc.audit import Audit
+from retrieval_svc.causes import cause
 from retrieval_svc.cli.config import load_settings
 from retrieval_svc.errors import ServiceError
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.tenant_reads import TenantReads
 from retrieval_svc.tenancy import check_tenant
-from retrieval_svc.words import problem, say
+from retrieval_svc.words import cli_language, problem, say
 
 audit_app = typer.Typer(
     help="Read the audit trail (RSVC_AUDIT=elasticsearch): who retrieved what, and when.",
@@ -114,8 +115,19 @@ def search(
 
     try:
         events, titles = asyncio.run(fetch())
-    except (ApiError, TransportError) as exc:
-        typer.echo(f"error: Elasticsearch at {settings.es_url}: {type(exc).__name__}", err=True)
+    except ApiError as exc:
+        said = say(
+            "es_refused",
+            url=settings.es_url,
+            status=exc.meta.status,
+            error=exc.error,
+            message=exc.message,
+        )
+        typer.echo(said, err=True)
+        raise typer.Exit(3) from None
+    except TransportError as exc:
+        why = cause(exc, cli_language()) or type(exc).__name__
+        typer.echo(say("es_unreachable", url=settings.es_url, cause=why), err=True)
         raise typer.Exit(3) from None
     for event in events:
         named = [f"{titles.get(d, '—')} ({d})" for d in event["documents"]]

@@ -6,10 +6,10 @@ import os
 
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from retrieval_svc.config_checks import describe_errors
+from retrieval_svc.config_words import settings_error
 from retrieval_svc.settings import Settings
-from retrieval_svc.words import say
 
 
 def load_settings(*, serving: bool = True) -> Settings:
@@ -23,6 +23,6 @@ def load_settings(*, serving: bool = True) -> Settings:
         ):
             return Settings(auth_disabled=True)
         return Settings()
-    except ValidationError as exc:
-        typer.secho(say("config_error", what=describe_errors(exc)), err=True, fg="red")
+    except (ValidationError, SettingsError) as exc:
+        typer.secho(settings_error(exc), err=True, fg="red")
         raise typer.Exit(2) from None

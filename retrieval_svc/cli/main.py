@@ -22,8 +22,9 @@ from retrieval_svc.cli.audit import audit_app
 from retrieval_svc.cli.config import load_settings
 from retrieval_svc.cli.identity import identity_app
 from retrieval_svc.cli.policy import policy_app
+from retrieval_svc.config_words import first_problem
 from retrieval_svc.settings import Settings
-from retrieval_svc.words import problem, say
+from retrieval_svc.words import say
 
 app = typer.Typer(
     help="Permission-aware retrieval for Dify.",
@@ -178,8 +179,7 @@ def new_key_command(
     try:
         ApiKeyConfig.model_validate(entry)
     except ValidationError as exc:
-        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        typer.echo(say("error", what=problem(message)), err=True)
+        typer.echo(say("error", what=first_problem(exc)), err=True)
         raise typer.Exit(2) from None
     typer.echo(say("new_key", secret=key), err=True)
     if mode is IdentityMode.SIGNED:

@@ -13,6 +13,7 @@ from retrieval_svc.acl.admin import PolicyAdmin
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, PolicyError, csv_line
 from retrieval_svc.acl.rule import DEFAULT_TENANT
 from retrieval_svc.config_checks import database_url
+from retrieval_svc.config_words import named
 from retrieval_svc.words import problem, say
 
 if TYPE_CHECKING:
@@ -50,7 +51,9 @@ def policy_database(
         try:
             database_url(db)
         except ValueError as exc:
-            typer.secho(say("config_error", what=f"RSVC_CASBIN_DB_URL: {exc}"), err=True, fg="red")
+            what = named("RSVC_CASBIN_DB_URL", problem(exc))
+            said = say("configuration_error", what=what)
+            typer.secho(said, err=True, fg="red")
             raise typer.Exit(2) from None
     ctx.obj = PolicyDatabase(model, db) if db else None
 
@@ -67,7 +70,6 @@ def _admin(ctx: typer.Context) -> PolicyAdmin:
 
 
 def _change(what: str, change: Callable[[], bool]) -> None:
-    """Make ``change``; say it is done (or was so already), ``what`` in the reader's words."""
     try:
         changed = change()
     except PolicyError as exc:
@@ -83,7 +85,7 @@ def grant_role(
     """USER holds ROLE in the tenant (USER is the user id, without "user:")."""
     admin = _admin(ctx)
     _change(
-        say("policy_holds", user=user, role=role, tenant=tenant),
+        say("change_holds", user=user, role=role, tenant=tenant),
         lambda: admin.grant_role(user, role, tenant),
     )
 
@@ -95,7 +97,7 @@ def revoke_role(
     """USER no longer holds ROLE in the tenant."""
     admin = _admin(ctx)
     _change(
-        say("policy_no_longer_holds", user=user, role=role, tenant=tenant),
+        say("change_no_longer_holds", user=user, role=role, tenant=tenant),
         lambda: admin.revoke_role(user, role, tenant),
     )
 
@@ -107,7 +109,7 @@ def inherit(
     """Holders of ROLE also hold PARENT in the tenant."""
     admin = _admin(ctx)
     _change(
-        say("policy_inherits", role=role, parent=parent, tenant=tenant),
+        say("change_inherits", role=role, parent=parent, tenant=tenant),
         lambda: admin.inherit(role, parent, tenant),
     )
 
@@ -119,7 +121,7 @@ def disinherit(
     """Undo `inherit`."""
     admin = _admin(ctx)
     _change(
-        say("policy_no_longer_inherits", role=role, parent=parent, tenant=tenant),
+        say("change_no_longer_inherits", role=role, parent=parent, tenant=tenant),
         lambda: admin.disinherit(role, parent, tenant),
     )
 
@@ -132,7 +134,7 @@ def allow(
     (a keyMatch pattern: building-*, *) in the tenant."""
     admin = _admin(ctx)
     _change(
-        say("policy_may_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant),
+        say("change_may_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant),
         lambda: admin.allow(subject, knowledge_ids, tenant),
     )
 
@@ -145,7 +147,7 @@ def disallow(
     admin = _admin(ctx)
     _change(
         say(
-            "policy_may_no_longer_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant
+            "change_may_no_longer_read", subject=subject, knowledge_ids=knowledge_ids, tenant=tenant
         ),
         lambda: admin.disallow(subject, knowledge_ids, tenant),
     )

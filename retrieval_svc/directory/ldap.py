@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval_svc.causes import cause
 from retrieval_svc.directory import ad, ad_wire
 from retrieval_svc.directory.ad import AdReplica
 from retrieval_svc.directory.groups import (
@@ -313,7 +314,8 @@ def read_directory(sync: LdapSync, replica: DirectoryReplica | None = None) -> D
     except DirectoryError:
         raise
     except (errors.LDAPException, OSError) as exc:
-        raise DirectoryError(f"{sync.url}: {type(exc).__name__}: {exc}"[:500]) from None
+        why = cause(exc) or f"{type(exc).__name__}: {exc}"
+        raise DirectoryError(f"{sync.url}: {why}"[:500]) from None
     except Exception as exc:  # anything else half-way through is a partial read too
         raise DirectoryError(f"{sync.url}: {type(exc).__name__}: {exc}"[:500]) from exc
     return directory

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from retrieval_svc.causes import cause
 from retrieval_svc.embedding.base import Embedder, EmbeddingError, EmbeddingModel, Vector
 
 
@@ -106,7 +107,8 @@ class OpenAIEmbedder(Embedder):
         except httpx.TimeoutException as exc:
             raise _Retryable(f"embedding server {url} did not answer in time") from exc
         except httpx.HTTPError as exc:
-            raise _Retryable(f"embedding server {url} unreachable: {type(exc).__name__}") from exc
+            why = cause(exc) or type(exc).__name__
+            raise _Retryable(f"embedding server {url} unreachable: {why}") from exc
         if response.status_code in RETRY_STATUS:
             raise _Retryable(
                 f"embedding server {url} answered HTTP {response.status_code}",

@@ -4,7 +4,8 @@ operator runs it, against the real Elasticsearch and the suite's S3 server with 
 notifications: unreadable messages beside a real restricting re-tag — the re-tag is in force,
 each unreadable message is named (the status record) and moved to the queue's dead-letter
 queue; pushed events (``--listen``) are taken only with the token, in the formats real
-servers send (MinIO's webhook body; OSS's through MNS and EventBridge)."""
+servers send (MinIO's webhook body; OSS's through MNS and EventBridge); MNS's own signed
+push (``--listen-mns``) only when its signature verifies."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from tests.integration.test_watch_es import (  # noqa: F401 (watchers: a fixture
     watchers,
 )
 from tests.support import S3_KEY_ID, S3_SECRET
+from tests.support.mns import cert_server, certificate, new_key, notification, signed
+from tests.support.mns import post as post_signed
 
 POISON = [
     '{"Records":[{"s3":"x"}]}',
@@ -187,3 +190,54 @@ def test_pushed_events_are_taken_with_the_token_in_real_servers_formats(
     until(lambda: "公共/通知.md" in now(), "OSS's through MNS", watcher, now)
     assert watcher.stop() == 0, watcher.said()[-3000:]
     assert "s3cr3t" not in watcher.said()
+
+
+def test_mns_signed_pushes_are_taken_only_when_they_verify(
+    bucket: tuple[Any, str],
+    s3_server: str,
+    alias: str,
+    es_sync: Elasticsearch,
+    watchers: list[Watching],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    client, name = bucket
+    key, other = new_key(), new_key()
+    (tmp_path / "rules.yaml").write_text(RULES, encoding="utf-8")
+    kb = "watch-mns"
+    with cert_server(tmp_path, {"/x509_public_certificate.pem": certificate(key, "mns")}) as certs:
+        environ = {**env(alias, s3=s3_server), "RSVC_WATCH_MNS_CA_FILE": str(certs.ca_file),
+                   "RSVC_WATCH_MNS_CERT_HOSTS": f"127.0.0.1:{certs.port}"}  # fmt: skip
+        argv = [f"s3://{name}/docs", "--knowledge-id", kb, "--acl-rules",
+                str(tmp_path / "rules.yaml"), "--health-port", "0", "--workers", "1",
+                "--listen", "127.0.0.1:0", "--listen-mns", "--rescan", "600", *STEADY]  # fmt: skip
+        watcher = Watching(argv, environ, tmp_path / "watch.log")  # (no token: MNS alone)
+        watchers.append(watcher)
+        now = lambda: stored(es_sync, alias, kb)  # noqa: E731
+        until(lambda: "listening for pushed events on" in watcher.said(), "listening", watcher)
+        port = int(re.findall(r"listening for pushed events on [^\s]+:(\d+)", watcher.said())[0])
+        until(lambda: "re-listing:" in watcher.said(), "the first re-listing", watcher)
+        client.put_object(
+            Bucket=name, Key="docs/法务/合同 2026.md", Body="# 合同\n\n条款。".encode()
+        )
+        body = notification(name, "docs/法务/合同 2026.md")
+        url = certs.url("/x509_public_certificate.pem")
+        refused = [
+            (notification(name, "docs/公共/x.md"), signed(body, key, url)),  # (tampered body)
+            (body, signed(body, other, url)),  # (another key)
+            (body, signed(body, key, certs.url("/x509_public_certificate.pem", "localhost"))),
+            (body, signed(body, key, certs.url("/x509_public_certificate.pem", scheme="http"))),
+            (body, signed(body, key, url, when=time.time() - 20 * 60)),  # (stale)
+            (body, {"Authorization": "Bearer anything"}),  # (no token configured)
+        ]
+        assert [post_signed(port, b, h) for b, h in refused] == [403] * 5 + [401]
+        time.sleep(1.0)  # (nothing may come of a refused delivery; the next one is the real one)
+        assert now() == {}
+        assert post_signed(port, body, signed(body, key, url)) == 200
+        until(lambda: now() == {"法务/合同 2026.md": ("法务",)}, "MNS's delivery", watcher, now)
+        until(lambda: any(w.get("rejected") == 5 for w in shown_watchers(alias, kb)),
+              "named in the status record", watcher, lambda: shown_watchers(alias, kb))  # fmt: skip
+        assert certs.asked == ["/x509_public_certificate.pem"]  # (once; nothing off the list)
+        assert watcher.stop() == 0, watcher.said()[-3000:]
+    said = watcher.said()
+    assert "Traceback" not in said, said[-3000:]
+    assert said.count("an event message could not be read") == 5, said[-3000:]

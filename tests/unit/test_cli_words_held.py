@@ -1,6 +1,7 @@
 """No command line prints an English sentence of its own: every line the CLIs echo is a row of
 the word table (``say``), so a new English-only line fails here before a Chinese
-administrator's terminal shows it."""
+administrator's terminal shows it; and every refusal the command lines (and the checks they
+print the words of) make in English is said again by a row in Chinese."""
 
 from __future__ import annotations
 
@@ -11,36 +12,85 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGLISH = re.compile(r"[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}")
-PRINTS = {("typer", "echo"), ("err", "print"), ("console", "print")}
+CJK = re.compile(r"[\u4e00-\u9fff]")
+PRINTS = {("typer", "echo"), ("typer", "secho"), ("err", "print"), ("console", "print")}
+# What the indexer's log says (``watch``'s and ``index``'s lines a person reads).
+LOGS = {("log", "warning"), ("log", "error"), ("log", "info")}
+# What a refusal is raised as, where its English is made for a command line to print.
+REFUSALS = {"BadParameter", "ValueError", "PolicyError"}
+CLI = ("retrieval_svc/cli", "indexer/cli")
+# The checks whose refusals a command line prints (as an option's or a setting's problem).
+CHECKS = (
+    "retrieval_svc/key_entry.py",
+    "retrieval_svc/tenancy.py",
+    "retrieval_svc/config_checks.py",
+    "indexer/shards.py",
+    "indexer/chunking.py",
+)
 
 
-def _text(node: ast.expr) -> str | None:
-    """A literal or f-string's words (its values left out)."""
+def _text(node: ast.expr, value: str = "{}") -> str | None:
+    """A literal or f-string's words (its values as ``value``)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        return "".join(v.value if isinstance(v, ast.Constant) else value for v in node.values)
     return None
+
+
+def _calls(paths: list[Path]) -> list[tuple[Path, ast.Call]]:
+    return [
+        (path, node)
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Call) and node.args
+    ]
+
+
+def _sources(*places: str) -> list[Path]:
+    found: list[Path] = []
+    for place in places:
+        path = ROOT / place
+        found.extend(sorted(path.glob("*.py")) if path.is_dir() else [path])
+    return found
 
 
 def english_lines() -> list[str]:
     found = []
-    for path in sorted([*(ROOT / "retrieval_svc/cli").glob("*.py"),
-                        *(ROOT / "indexer/cli").glob("*.py")]):  # fmt: skip
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if not (isinstance(node, ast.Call) and node.args):
-                continue
-            func = node.func
-            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
-            if (owner, getattr(func, "attr", "")) not in PRINTS:
-                continue
-            text = _text(node.args[0])
-            if text and ENGLISH.search(re.sub(r"\{\}|`[^`]*`", "", text)):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    indexer = sorted((ROOT / "indexer").rglob("*.py"))
+    for path, node in _calls(sorted({*_sources(*CLI), *indexer})):
+        func = node.func
+        owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+        if (owner, getattr(func, "attr", "")) not in PRINTS | LOGS:
+            continue
+        text = _text(node.args[0])
+        if text and ENGLISH.search(re.sub(r"\{\}|`[^`]*`", "", text)):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    return found
+
+
+def refusals_no_row_says() -> list[str]:
+    """Each English refusal (its values as 'x') that no problem row says again in Chinese."""
+    from retrieval_svc.words import problem
+
+    found = []
+    for path, node in _calls(_sources(*CLI, *CHECKS)):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in REFUSALS:
+            continue
+        text = "".join(_text(arg, "'x'") or "" for arg in node.args[:1])
+        if isinstance(node.args[0], ast.BinOp):  # ("…" "…" split over lines is one Constant)
+            continue
+        if text and ENGLISH.search(re.sub(r"'x'|`[^`]*`", "", text)):
+            said = problem(text, "zh")
+            if not CJK.search(said) or ENGLISH.search(re.sub(r"'x'|`[^`]*`|（[^）]*）", "", said)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:70]}")
     return found
 
 
 def test_no_command_line_echoes_an_english_sentence_of_its_own() -> None:
+    """Nor does the indexer's log (``index``, ``watch``) say one: each is a row."""
     # (parsed on a thread of its own: CPython 3.11's parser can fail with "AST constructor
     # recursion depth mismatch" on a thread whose recursion count an earlier test left off)
     with ThreadPoolExecutor(1) as pool:
@@ -80,3 +130,40 @@ def test_the_scripts_a_guide_runs_have_no_english_only_line() -> None:
         if one_language.search(line.strip())
     ]
     assert found == []
+
+
+def test_every_refusal_a_command_line_prints_is_said_again_in_chinese() -> None:
+    """``--every xx``, ``--tenant ' x'``, ``--shard 5/2``, a key entry that cannot work: the
+    English made where the value is refused has a row (``words.PROBLEMS``) that says it in
+    Chinese where Typer or the command prints it."""
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(refusals_no_row_says).result() == []
+
+
+# A line a script prints: echo, printf or its log helper, with a double-quoted literal.
+SCRIPT_SAYS = re.compile(
+    r"""(?:^|[;&|{(]\s*|\s)(?:echo|log|printf)\s+(?:'[^']*'\s+)?"((?:[^"\\]|\\.|\$\([^)]*\))*)\""""
+)
+
+
+def script_english_lines() -> list[str]:
+    """Lines of scripts/ that print an English sentence not through ``say2`` (scripts/_say.sh)
+    or es.sh's ``say``/``log2`` — values (``$x``, ``$(…)``) aside."""
+    scripts = ROOT / "scripts"
+    found = []
+    paths = [scripts / "test", scripts / "check-deploy", scripts / "demo", *scripts.glob("*.sh")]
+    for path in sorted(p for p in paths if p.name != "_say.sh"):
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+            if line.lstrip().startswith("#") or re.search(r"\b(say2|log2|say) ", line):
+                continue
+            for said in SCRIPT_SAYS.finditer(line):
+                words = re.sub(r"\$\([^)]*\)|\$\{[^}]*\}|\$\w+", "", said.group(1))
+                if ENGLISH.search(words):
+                    found.append(f"scripts/{path.name}:{number}: {line.strip()[:80]}")
+    return found
+
+
+def test_no_script_prints_an_english_sentence_of_its_own() -> None:
+    """scripts/test's ``test:`` lines, check-deploy's, the servers' and installers' lines: each
+    in both languages through ``say2``, so a Chinese terminal reads Chinese."""
+    assert script_english_lines() == []

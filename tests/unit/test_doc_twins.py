@@ -1,13 +1,17 @@
 """Every page a user follows has a Chinese twin that says the same: the two link each other at
 the top, the twin has the same headings and code blocks (the same commands in them, comments
-aside), names the same settings, and a Chinese page sends its reader to the Chinese twins. A
-cheap structural check, so a twin that falls behind its page fails here rather than in a
-Chinese administrator's terminal."""
+aside), names the same settings, carries each section's files, options and measured figures
+into the same section, and a Chinese page sends its reader to the Chinese twins. A cheap
+structural check, so a twin that falls behind its page fails here rather than in a Chinese
+administrator's terminal."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +142,72 @@ def test_a_chinese_page_comments_its_commands_in_chinese(page: Path) -> None:
             ):
                 english.append(comment.group(2))
     assert english == []
+
+
+# The facts a condensed paragraph drops first: the names a reader types or looks for (settings,
+# metrics, files of the repository, benchmark commands, options) and the figures measured.
+NAME = re.compile(
+    r"\b(?:RSVC_[A-Z0-9_]*[A-Z0-9]|rsvc_[a-z0-9_]*[a-z0-9])\b"
+    r"|(?<![\w/.-])(?:tests|bench|retrieval_svc|indexer|scripts|helm|examples)/[\w./-]*\w"
+    r"|python -m [\w.]+"
+    r"|(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]"
+)
+# A figure: 1,137 or 0.51 or 31 million / 3,100 万 (the same number written the Chinese way).
+FIGURE = re.compile(
+    r"(?<![A-Za-z0-9_.,/-])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
+    r"(?:\s*(million|万|亿)|(?![A-Za-z0-9_]))"
+)
+SCALE = {"million": 10**6, "万": 10**4, "亿": 10**8}
+
+
+def sections(text: str) -> list[str]:
+    """The page's prose between its headings, in order (code blocks left out)."""
+    return re.split(r"^#{1,6} .*$", FENCE.sub("", text), flags=re.M)
+
+
+def names(text: str) -> set[str]:
+    return {name.replace(".zh-CN.md", ".md") for name in NAME.findall(text)}
+
+
+def figures(text: str) -> set[Decimal]:
+    """The numbers of the prose, as values; small whole numbers aside (often written 两, 三)."""
+    text = re.sub(r"`[^`]*`|\]\([^)]*\)|https?://\S+", "", text)
+    values = {Decimal(n.replace(",", "")) * SCALE.get(unit, 1) for n, unit in FIGURE.findall(text)}
+    return {v.normalize() for v in values if v >= 10 or v != v.to_integral_value()}
+
+
+def section_gaps(page: str, facts: Callable[[str], set[Any]]) -> list[str]:
+    english = sections((ROOT / page).read_text("utf-8"))
+    chinese = sections(twin(page).read_text("utf-8"))
+    titles = [
+        "(top)",
+        *re.findall(r"^#{1,6} (.*)$", FENCE.sub("", (ROOT / page).read_text("utf-8")), re.M),
+    ]
+    return [
+        f"{title}: {sorted(map(str, missing))}"
+        for title, en, zh in zip(titles, english, chinese, strict=True)
+        if (missing := facts(en) - facts(zh))
+    ]
+
+
+@pytest.mark.parametrize("page", STRICT)
+def test_each_section_of_the_twin_names_what_the_page_names(page: str) -> None:
+    """Settings, metrics, files, benchmark commands and options of an English section are in
+    the matching section of its twin: a paragraph condensed away fails here."""
+    assert not section_gaps(page, names), section_gaps(page, names)
+
+
+@pytest.mark.parametrize("page", STRICT)
+def test_each_section_of_the_twin_carries_the_pages_figures(page: str) -> None:
+    """Every measured figure of an English section is in the matching section of its twin."""
+    assert not section_gaps(page, figures), section_gaps(page, figures)
+
+
+@pytest.mark.parametrize("page", [page for page in FOLLOWED if page not in STRICT])
+def test_a_twin_of_its_own_shape_names_and_carries_what_the_page_does(page: str) -> None:
+    """A twin arranged its own way still names every setting, file, command and option of
+    its page, and carries every measured figure, somewhere on the page."""
+    english = FENCE.sub("", (ROOT / page).read_text("utf-8"))
+    chinese = FENCE.sub("", twin(page).read_text("utf-8"))
+    assert not names(english) - names(chinese)
+    assert not figures(english) - figures(chinese)

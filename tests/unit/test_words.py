@@ -145,9 +145,16 @@ def test_new_key_speaks_chinese_in_a_chinese_locale(argv: list[str]) -> None:
         ("indexer", ["index", "--bogus"], "没有选项 --bogus。"),
         ("indexer", ["index"], "缺少参数 'source'。"),
         ("svc", ["policy", "allow", "anyone"], "缺少参数"),
+        ("indexer", ["index", "--knowledge-id", "kb", ".", "--max-doc-bytes", "abc"], "应为整数"),
+        ("svc", ["new-key", "--name", "k", "--mode", "bogus"], "'bogus' 不是"),
+        ("svc", ["policy", "--db", "sqlite://", "sync-ldap", "s", "--every", "xx"], "时间间隔"),
+        ("indexer", ["index", "--knowledge-id", "kb", ".", "--tenant", " x"], "租户 ' x' 为空"),
     ],
-    ids=["unknown-command", "unknown-option", "missing-argument", "missing-argument-svc"],
-)
+    ids=[
+        "unknown-command", "unknown-option", "missing-argument", "missing-argument-svc",
+        "not-an-integer", "not-a-mode", "not-an-interval", "not-a-tenant",
+    ],
+)  # fmt: skip
 def test_a_mistyped_command_line_is_answered_in_chinese(
     which: str, argv: list[str], said: str
 ) -> None:
@@ -216,7 +223,7 @@ def test_a_refused_name_is_said_in_chinese(tmp_path: Path, argv: list[str], said
     assert english_left(done.stderr.replace("'", "`")) == [], done.stderr
 
 
-@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh", "es.sh"])
+@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh", "samba-ad.sh", "es.sh"])
 @pytest.mark.parametrize(("lang", "said"), [("zh_CN.UTF-8", "用法："), ("C.UTF-8", "usage: ")])
 def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, said: str) -> None:
     """``scripts/ldap.sh`` and ``scripts/pg.sh`` (the guide starts slapd) say their lines in
@@ -288,8 +295,40 @@ def test_what_a_policy_change_did_is_said_in_chinese_whole(tmp_path: Path) -> No
     said = [CliRunner().invoke(app, [*db, *c], env={"RSVC_LANG": "zh"}) for c in changes]
     assert all(r.exit_code == 0 for r in said), [r.output for r in said]
     lines = [r.output.strip() for r in said]
-    assert lines[0] == "已完成：在 acme 中，anyone 可以读 company", lines
+    assert lines[0] == "已完成：anyone 可以读取 acme 中的 company", lines
     assert lines[-1].startswith("未变化"), lines
     assert [english_left(line) for line in lines] == [[]] * len(lines), lines
     english = CliRunner().invoke(app, [*db, *changes[0]], env={"RSVC_LANG": "en"})
     assert english.output.strip() == "done: anyone may read company in acme"
+
+
+def test_a_value_typer_converts_is_refused_without_pydantic_s_words() -> None:
+    """Typer converts an option's value with pydantic: a refused one reads as the word
+    table's (Chinese under zh), never "Value error, " or pydantic's English sentence."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app as svc
+
+    env = {"LANG": "C.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": ""}
+    done = CliRunner(env=env).invoke(svc, ["new-key", "--name", "k", "--mode", "bogus"])
+    assert done.exit_code == 2 and "'bogus' is not one of" in done.stderr, done.stderr
+    assert "Value error" not in done.stderr, done.stderr
+
+
+def test_an_id_two_directory_entries_share_is_said_in_chinese() -> None:
+    """The sync's refusal of an id two entries share (``uid=bob`` and ``uid=Bob``), as the sync
+    makes it, is Chinese under a Chinese locale, naming both entries; English as it was."""
+    from retrieval_svc.directory.groups import Directory, checked_users
+    from retrieval_svc.words import problem
+
+    directory = Directory(
+        users={"uid=bob,ou=people,dc=corp": "bob", "uid=Bob,ou=eng,dc=corp": "Bob"}
+    )
+    users, (refused,) = checked_users(directory)
+    assert users == {}
+    said = say("sync_skipped", "zh", what=problem(refused, "zh"))
+    assert said.startswith("已跳过：用户 ID 'bob' "), said
+    assert "uid=bob,ou=people,dc=corp ('bob')" in said and "uid=Bob,ou=eng,dc=corp ('Bob')" in said
+    assert english_left(said) == [], said
+    assert problem(refused, "en") == refused
+    assert refused.startswith("user id 'bob' is held by 2 entries as the directory compares ids")

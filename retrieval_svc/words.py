@@ -258,6 +258,20 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "embed_count": ("embedding server {url} sent {n} vectors for {m} texts", "嵌入服务 {url} 为 {m} 段文本返回了 {n} 个向量"),
     "after_tries": ("{what} (after {n} tries)", "{what}（尝试 {n} 次后）"),
     "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
+    # a rules file (indexer.permissions.rules)
+    "rules_over_limit": ("{path} is over the limit of {max} bytes", "{path} 超过了 {max} 字节的上限"),
+    "rules_not_mapping": ("{path} must be a mapping with 'unmatched' and 'rules'", "{path} 必须是含有 'unmatched' 和 'rules' 的映射"),
+    "rules_unmatched": ("{path} must say what an object no rule matches gets: 'unmatched: refuse' (it fails, nothing is published) or 'unmatched: public'", "{path} 必须写明没有规则匹配的对象如何处理：'unmatched: refuse'（失败，不发布任何内容）或 'unmatched: public'"),
+    "rules_no_default": ("there is no default, so a new folder never goes public by accident", "没有默认值，这样新文件夹绝不会意外公开"),
+    "rules_roles_unreadable": ("{where}: access_roles cannot be read: {why}", "{where}：无法读取 access_roles：{why}"),
+    "not_utf8": ("{path} is not UTF-8 text", "{path} 不是 UTF-8 文本"),
+    "rule_shadowed": ("{later} can never match: {earlier} comes first and matches everything it does (the first matching rule wins: move it up)", "{later} 永远不会匹配：{earlier} 在它前面，且匹配它能匹配的一切（第一条匹配的规则生效：请把它移到前面）"),
+    # a path Typer checks (click's words)
+    "file_missing": ("file {name} does not exist.", "文件 {name} 不存在。"),
+    "directory_missing": ("directory {name} does not exist.", "文件夹 {name} 不存在。"),
+    "path_missing": ("path {name} does not exist.", "路径 {name} 不存在。"),
+    "file_is_directory": ("file {name} is a directory.", "{name} 是文件夹，不是文件。"),
+    "directory_is_file": ("directory {name} is a file.", "{name} 是文件，不是文件夹。"),
     # the directory sync's file and bind (retrieval_svc.directory)
     "policy_db_failed": ("policy database {url}: {why}", "策略数据库 {url}：{why}"),
     "cannot_read": ("cannot read {path}: {why}", "无法读取 {path}：{why}"),
@@ -297,9 +311,15 @@ def problem(text: object, lang: str | None = None) -> str:
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
 
+# A rules file's rule as a problem names it: ``rule 2`` or ``rule 2 (finance/**)``.
+_RULE = re.compile(r"rule (\d+)(?: \((.*)\))?", re.S)
+
+
 def _what_zh(text: str) -> str:
     """A value of a problem: a problem itself, or a name of what it is about
-    (``group 'sales'``)."""
+    (``group 'sales'``, ``rule 2 (finance/**)``)."""
+    if (rule := _RULE.fullmatch(text)) is not None:
+        return f"第 {rule[1]} 条规则" + (f"（{rule[2]}）" if rule[2] is not None else "")
     if (said := _problem_zh(text)) != text:
         return said
     for english in sorted(WHAT_ZH, key=len, reverse=True):
@@ -316,13 +336,16 @@ def _problem_zh(text: str) -> str:
             for literal, name, _, _ in string.Formatter().parse(english)
         )
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
+            first = found.group(1) if english.startswith("{") and found.groups() else ""
+            if ": " in first:  # (a place before it, "file: rule 1: …": said apart, below)
+                continue
             values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)
     if (said := chinese_of(text)) is not None:  # (a field's problem in a file: pydantic's)
         return said
     where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
     if colon and (said := _problem_zh(rest)) != rest:
-        return f"{where}：{said}"
+        return f"{_what_zh(where)}：{said}"
     return text
 
 

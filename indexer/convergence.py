@@ -18,8 +18,10 @@ from indexer.permissions import AclRules
 from indexer.report import Report
 from indexer.shards import Shard
 from indexer.sources import Source
+from retrieval_svc.causes import cause
 from retrieval_svc.search.runs import COUNTS, record_run, run_record
 from retrieval_svc.settings import IndexSettings
+from retrieval_svc.words import cli_language, problem, say
 
 
 def prune_decision(options: IndexOptions, source: Source, asked: bool | None) -> tuple[bool, str]:
@@ -74,7 +76,8 @@ async def keep_run(
     try:
         await record_run(es, index_alias, tenant, record)
     except (ApiError, TransportError) as exc:
-        typer.echo(f"warning: the run's record for the console not kept: {exc}", err=True)
+        why = cause(exc, cli_language()) or str(exc)[:300]
+        typer.echo(say("warning", what=say("run_not_kept", why=why)), err=True)
 
 
 def rules_changed_event(
@@ -107,7 +110,7 @@ def rules_changed_event(
         admin = PolicyAdmin(store, Actor(f"indexer:{Path(rules.path).name}", "indexer"))
         admin.record(tenant, "rules-changed", detail)
     except PolicyError as exc:
-        return f"the rules change was not recorded in the permission history: {exc}"
+        return say("rules_not_recorded", why=problem(exc))
     return None
 
 

@@ -14,6 +14,7 @@ from elasticsearch.helpers import async_bulk, async_scan
 
 from indexer.shards import Shard
 from retrieval_svc.acl import tenant_query
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ async def refresh(es: AsyncElasticsearch, index: str, attempts: int = 20) -> Non
         except ApiError as exc:
             if exc.meta.status != 503 or attempt == attempts - 1:
                 raise
-            log.warning("refresh of %s: a shard copy is unavailable; retrying", index)
+            log.warning(say("refresh_retrying", index=index))
             await asyncio.sleep(1.0)
 
 

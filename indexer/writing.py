@@ -18,6 +18,7 @@ from indexer.documents import chunk_id
 from indexer.report import Report
 from indexer.store import delete_ids, versioned
 from retrieval_svc.embedding import Embedder
+from retrieval_svc.words import say
 
 # A bulk request's most bytes: under 1 MiB, past which aiohttp sends a body in one blocking
 # write (and warns that it may hold the event loop the other stages run on).
@@ -65,7 +66,7 @@ async def _bulk(
         report.chunks_failed += 1
         info = next(iter(item.values()))
         failed.add(owner.get(str(info.get("_id", "")), str(info.get("_id", ""))))
-        log.error("bulk item failed: %s", info.get("error") or info.get("status"))
+        log.error(say("bulk_item_failed", why=info.get("error") or info.get("status")))
     return failed
 
 

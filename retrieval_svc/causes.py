@@ -22,6 +22,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "cause_timeout": ("no answer in time", "超时未应答"),
     "cause_reset": ("the connection was reset", "连接被对方重置"),
     "cause_unreachable": ("the network cannot reach the host", "网络无法到达该主机"),
+    "cause_db_file": ("the database file cannot be opened (its folder is missing, or no permission)", "无法打开数据库文件（所在文件夹不存在，或没有权限）"),
     "cause_tls": ("TLS failed ({detail})", "TLS 握手失败（{detail}）"),
 }  # fmt: skip
 
@@ -63,6 +64,8 @@ def _kind(one: BaseException) -> tuple[str, dict[str, str]] | None:
         return _ERRNO[one.errno], {}
     if isinstance(one, TimeoutError) or "Timeout" in type(one).__name__:
         return "cause_timeout", {}
+    if "unable to open database file" in str(one):  # (SQLite's)
+        return "cause_db_file", {}
     if "invalid server address" in str(one):  # (ldap3: a name that does not resolve)
         return "cause_no_host", {}
     if found := _ERRNO_IN_TEXT.search(str(one)):  # (ldap3 says the errno only in its text)

@@ -121,3 +121,11 @@ ROWS: tuple[Reason, ...] = tuple(
     row(f"validation_{kind}", rf"^(?P<path>\S+): {_shape(en)}$", "{path}：" + zh)
     for kind, (en, zh) in sorted(MESSAGES.items(), key=lambda item: -_literal_length(item[1][0]))
 )
+
+
+def chinese_of(text: str) -> str | None:
+    """A pydantic error as ``english`` says it, in Chinese; None when of no known type."""
+    for _, (en, zh) in sorted(MESSAGES.items(), key=lambda item: -_literal_length(item[1][0])):
+        if (found := re.fullmatch(_shape(en), text, re.S)) is not None:
+            return zh.format(**found.groupdict())
+    return None

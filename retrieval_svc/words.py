@@ -16,6 +16,7 @@ import string
 
 from retrieval_svc.causes import CAUSES
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
+from retrieval_svc.validation_words import chinese_of
 
 LINES: dict[str, tuple[str, str]] = {
     # retrieval-indexer index
@@ -48,12 +49,18 @@ LINES: dict[str, tuple[str, str]] = {
     "event_not_an_event": ("not a bucket event", "不是存储桶事件"),
     "event_too_many_records": ("more records than the limit", "记录数超过上限"),
     "event_bad_record": ("a record names no bucket and key", "有一条记录没有给出存储桶和对象键"),
+    "event_refusals_quiet": ("more than {n} pushed requests refused in {seconds} s: the rest this while are counted (rsvc_watch_rejected_total, the status record), not logged one by one", "{seconds} 秒内被拒绝的推送请求超过 {n} 个：这段时间里其余的只计数（rsvc_watch_rejected_total、状态记录），不再逐条写日志"),
     "event_mns_stale": ("an MNS delivery dated more than 15 minutes from this host's clock, or undated", "MNS 推送的日期与本机时钟相差超过 15 分钟，或没有日期"),
     "event_mns_bad_signature": ("an MNS delivery whose signature does not verify (or whose body is not the one signed)", "MNS 推送的签名验证不通过（或正文不是被签名的那份）"),
     "event_mns_cert_refused": ("an MNS delivery whose signing certificate is not at https on an allowed host", "MNS 推送的签名证书地址不是允许主机上的 https 地址"),
     "event_mns_cert_unavailable": ("an MNS delivery whose signing certificate could not be fetched now (answered 503: MNS tries again)", "MNS 推送的签名证书暂时无法获取（已回复 503：MNS 会重试）"),
     "event_mns_replayed": ("an MNS delivery already taken, sent again (a replay)", "已接收过的 MNS 推送被再次发送（重放）"),
     "watching": ("watching {source}: /metrics, /healthz, /readyz on port {port}", "正在监视 {source}：/metrics、/healthz、/readyz 在端口 {port}"),
+    "rules_not_recorded": ("the rules change was not recorded in the permission history: {why}", "规则变更没有记入权限历史：{why}"),
+    "run_not_kept": ("the run's record for the console not kept: {why}", "本次运行给控制台的记录没有保存：{why}"),
+    "bulk_item_failed": ("bulk item failed: {why}", "批量写入的一项失败：{why}"),
+    "refresh_retrying": ("refresh of {index}: a shard copy is unavailable; retrying", "刷新 {index}：有分片副本不可用；重试"),
+    "sids_unknown": ("{why}: every deny naming a SID not well-known refuses every person", "{why}：凡拒绝项指向非知名 SID 的，一律对所有人拒绝"),
     "warning": ("warning: {what}", "警告：{what}"),
     "listening": ("listening for pushed events on {address}", "正在 {address} 上接收推送的事件"),
     "listen_folder": ("--listen is for a bucket: a folder's events are its own", "--listen 只用于存储桶：文件夹的事件由它自己产生"),
@@ -166,7 +173,6 @@ LINES: dict[str, tuple[str, str]] = {
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
     "configuration_error": ("configuration error: {what}", "配置错误：{what}"),
     "setting_not_json": ("{name}: the value is not valid JSON ({problem})", "{name}：值不是有效的 JSON（{problem}）"),
-    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
     # retrieval-svc new-key
     "new_key": ("API key (shown once, give it to the caller): {secret}", "API 密钥（只显示这一次，请交给调用方）：{secret}"),
     "new_key_secret": ("token secret (in the entry below; your backend signs principal tokens with it, HS256): keep the entry in a Secret", "令牌密钥（在下面的条目里；你的后端用它签发主体令牌，HS256）：请把这个条目保存在 Secret 中"),
@@ -198,6 +204,7 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "rename_or_map": ("rename it or map it", "请重命名它或为它映射角色"),
     "foreign_principal": ("foreign security principal {sid} (in {groups}): not in this directory", "外部安全主体 {sid}（属于 {groups}）：不在本目录中"),
     "nobody_through_it": ("nobody holds a group through it", "没有人经由它持有组"),
+    "user_id_shared": ("user id {user} is held by {n} entries as the directory compares ids ({kind}): {entries}: refused for each, none gets a role from the directory. Keep ids unique or sync with another users.id_attribute", "用户 ID {user} 按目录比较 ID 的方式（{kind}）由 {n} 个条目共用：{entries}：每个条目都被拒绝，都不会从目录获得角色。请保持 ID 唯一，或改用另一个 users.id_attribute 同步"),
     "cannot_inherit_self": ("role {role} cannot inherit itself", "角色 {role} 不能继承自己"),
     # an API key entry (retrieval_svc.key_entry) and the settings that hold it
     "key_placeholder": ("this is the hash of a placeholder key: generate a real one", "这是占位密钥的哈希：请生成一个真正的密钥"),
@@ -250,6 +257,27 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "embed_unreadable": ("embedding server {url} sent an unreadable answer", "嵌入服务 {url} 的应答无法读取"),
     "embed_count": ("embedding server {url} sent {n} vectors for {m} texts", "嵌入服务 {url} 为 {m} 段文本返回了 {n} 个向量"),
     "after_tries": ("{what} (after {n} tries)", "{what}（尝试 {n} 次后）"),
+    "not_yaml": ("{path} is not valid YAML (line {line}, column {column}): {problem}", "{path} 不是有效的 YAML（第 {line} 行，第 {column} 列：{problem}）"),
+    # a rules file (indexer.permissions.rules)
+    "rules_over_limit": ("{path} is over the limit of {max} bytes", "{path} 超过了 {max} 字节的上限"),
+    "rules_not_mapping": ("{path} must be a mapping with 'unmatched' and 'rules'", "{path} 必须是含有 'unmatched' 和 'rules' 的映射"),
+    "rules_unmatched": ("{path} must say what an object no rule matches gets: 'unmatched: refuse' (it fails, nothing is published) or 'unmatched: public'", "{path} 必须写明没有规则匹配的对象如何处理：'unmatched: refuse'（失败，不发布任何内容）或 'unmatched: public'"),
+    "rules_no_default": ("there is no default, so a new folder never goes public by accident", "没有默认值，这样新文件夹绝不会意外公开"),
+    "rules_roles_unreadable": ("{where}: access_roles cannot be read: {why}", "{where}：无法读取 access_roles：{why}"),
+    "not_utf8": ("{path} is not UTF-8 text", "{path} 不是 UTF-8 文本"),
+    "rule_shadowed": ("{later} can never match: {earlier} comes first and matches everything it does (the first matching rule wins: move it up)", "{later} 永远不会匹配：{earlier} 在它前面，且匹配它能匹配的一切（第一条匹配的规则生效：请把它移到前面）"),
+    # a path Typer checks (click's words)
+    "file_missing": ("file {name} does not exist.", "文件 {name} 不存在。"),
+    "directory_missing": ("directory {name} does not exist.", "文件夹 {name} 不存在。"),
+    "path_missing": ("path {name} does not exist.", "路径 {name} 不存在。"),
+    "file_is_directory": ("file {name} is a directory.", "{name} 是文件夹，不是文件。"),
+    "directory_is_file": ("directory {name} is a file.", "{name} 是文件，不是文件夹。"),
+    # the directory sync's file and bind (retrieval_svc.directory)
+    "policy_db_failed": ("policy database {url}: {why}", "策略数据库 {url}：{why}"),
+    "cannot_read": ("cannot read {path}: {why}", "无法读取 {path}：{why}"),
+    "sync_no_roles": ("the sync maps no group to a role: add 'roles' or 'all_groups'", "同步没有把任何组映射到角色：请添加 'roles' 或 'all_groups'"),
+    "bind_password_unset": ("the bind password: ${env} is not set", "绑定密码：${env} 未设置"),
+    "the_file": ("the file", "文件本身"),
     # an operating system's reason (strerror), as a problem's value
     "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
     "os_permission": ("Permission denied", "没有权限"),
@@ -259,6 +287,9 @@ PROBLEMS: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
+# Problems whose values may themselves hold "; " (a list of entries): said again whole,
+# before a text is split into the problems it joins.
+WHOLE = ("user_id_shared",)
 
 # The names a problem gives what it is about.
 WHAT_ZH = {
@@ -275,12 +306,20 @@ def problem(text: object, lang: str | None = None) -> str:
     text = str(text)
     if (lang or cli_language()) != "zh":
         return text
+    if (said := again(text, *WHOLE, lang="zh")) != text:
+        return said
     return "；".join(_problem_zh(part) for part in text.split("; "))
+
+
+# A rules file's rule as a problem names it: ``rule 2`` or ``rule 2 (finance/**)``.
+_RULE = re.compile(r"rule (\d+)(?: \((.*)\))?", re.S)
 
 
 def _what_zh(text: str) -> str:
     """A value of a problem: a problem itself, or a name of what it is about
-    (``group 'sales'``)."""
+    (``group 'sales'``, ``rule 2 (finance/**)``)."""
+    if (rule := _RULE.fullmatch(text)) is not None:
+        return f"第 {rule[1]} 条规则" + (f"（{rule[2]}）" if rule[2] is not None else "")
     if (said := _problem_zh(text)) != text:
         return said
     for english in sorted(WHAT_ZH, key=len, reverse=True):
@@ -297,11 +336,16 @@ def _problem_zh(text: str) -> str:
             for literal, name, _, _ in string.Formatter().parse(english)
         )
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
+            first = found.group(1) if english.startswith("{") and found.groups() else ""
+            if ": " in first:  # (a place before it, "file: rule 1: …": said apart, below)
+                continue
             values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)
+    if (said := chinese_of(text)) is not None:  # (a field's problem in a file: pydantic's)
+        return said
     where, colon, rest = text.partition(": ")  # (an entry's DN, a file's line before it)
     if colon and (said := _problem_zh(rest)) != rest:
-        return f"{where}：{said}"
+        return f"{_what_zh(where)}：{said}"
     return text
 
 

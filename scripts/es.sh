@@ -133,7 +133,7 @@ fetch_zip() {
   local zip=$CACHE/dist/elasticsearch-$VERSION.zip
   if [ ! -s "$zip" ]; then
     command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch $ARTIFACT"
-    log "fetching $ARTIFACT through Maven"
+    log2 "fetching $ARTIFACT through Maven" "通过 Maven 获取 $ARTIFACT"
     mkdir -p "$CACHE/dist"
     # Maven's own output (colour codes included) goes to a log, shown only if it fails.
     if ! mvn -q -B --no-transfer-progress -Dstyle.color=never \
@@ -150,7 +150,7 @@ install_home() {
   local home=$BASE/home/elasticsearch-$VERSION
   if [ ! -x "$home/bin/elasticsearch" ]; then
     local zip; zip=$(fetch_zip)
-    log "unpacking $(basename "$zip") into $BASE/home"
+    log2 "unpacking $(basename "$zip") into $BASE/home" "把 $(basename "$zip") 解包到 $BASE/home"
     rm -rf "$BASE/home.tmp" && mkdir -p "$BASE/home.tmp"
     (cd "$BASE/home.tmp" && unzip -q "$zip")
     mkdir -p "$BASE/home" && mv "$BASE/home.tmp/elasticsearch-$VERSION" "$home"
@@ -199,7 +199,7 @@ cmd_start() {
     die2 "port $PORT is taken by a server this script did not start (it is left alone): set RSVC_ES_PORT to a free port, or leave it unset and a free one is chosen" \
       "端口 $PORT 已被另一个不是本脚本启动的服务占用（本脚本不会碰它）：请把 RSVC_ES_PORT 设为空闲端口，或不设置它，由脚本自动选一个空闲端口"
   fi
-  [ "$BASE" = "$CACHE" ] || log "the cache $CACHE is not reachable by user $ES_USER (a private folder): running from $BASE"
+  [ "$BASE" = "$CACHE" ] || log2 "the cache $CACHE is not reachable by user $ES_USER (a private folder): running from $BASE" "用户 $ES_USER 访问不到缓存 $CACHE（私有文件夹）：改从 $BASE 运行"
   local home java
   home=$(install_home)
   java=$(find_java)
@@ -272,7 +272,7 @@ cmd_clean() {
   if [ -d "$CACHE" ]; then
     rm -rf "$CACHE" && removed+=("$CACHE")
   fi
-  if [ ${#removed[@]} -eq 0 ]; then log "nothing to remove"; else log "removed ${removed[*]}"; fi
+  if [ ${#removed[@]} -eq 0 ]; then log2 "nothing to remove" "没有可删除的"; else log2 "removed ${removed[*]}" "已删除 ${removed[*]}"; fi
 }
 
 cmd_status() {

@@ -309,7 +309,7 @@ def index(
                 if not dry_run:
                     await keep_run(es, settings.index_alias, tenant, report, rules, part)
                     if warning := rules_changed_event(settings, tenant, report, rules, last):
-                        typer.echo(f"warning: {warning}", err=True)
+                        typer.echo(say("warning", what=warning), err=True)
                 return report
 
         report = run(work, settings)

@@ -40,6 +40,7 @@ from indexer.sources.smb_connection import ServerGone, SmbCredentials, parse_smb
 from indexer.sources.smb_share import share_acl_or_why
 from retrieval_svc.acl.errors import PolicyError
 from retrieval_svc.acl.known_sids import NONE_KNOWN, KnownSids
+from retrieval_svc.words import problem, say
 
 __all__ = [
     "REPARSE_REASON",
@@ -175,7 +176,7 @@ class SmbSource:
             self.known = self.directory()
         except PolicyError as exc:
             self.known = NONE_KNOWN
-            log.warning("%s: every deny naming a SID not well-known refuses every person", exc)
+            log.warning(say("sids_unknown", why=problem(exc)))
 
     def under(self, folder: str) -> Iterator[ObjectRef]:
         """The files below the folder ``folder`` (a key), as ``list`` lists them."""

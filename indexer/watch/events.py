@@ -30,10 +30,12 @@ MAX_BATCH = 500  # messages taken at once from a queue's backlog
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """A message, or a record of one, that could not be read: why (``notices.PROBLEMS``) and
-    which (a queue message's id, a sender's address)."""
+    which (a queue message's id, a sender's address). A ``quiet`` one is counted (the metric,
+    the status record) without a log line of its own: one of a flood of refused pushes."""
 
     problem: str
     where: str
+    quiet: bool = False
 
 
 @dataclass(slots=True)

@@ -240,8 +240,9 @@ def rejected(status: Status, metrics: WatchMetrics, unread: list[Rejected]) -> N
     reason, the last in the status record (they are dropped: the re-listing covers them)."""
     for one in unread:
         metrics.rejected.labels(reason=one.problem, **metrics.labels).inc()
-        log.warning("%s", say("event_rejected", where=one.where or "-",
-                              reason=say(f"event_{one.problem}")))  # fmt: skip
+        if not one.quiet:
+            log.warning("%s", say("event_rejected", where=one.where or "-",
+                                  reason=say(f"event_{one.problem}")))  # fmt: skip
     status.rejected += len(unread)
     last = unread[-1]
     status.last_rejected = f"{last.problem} ({last.where})" if last.where else last.problem

@@ -21,7 +21,8 @@ host (``DEFAULT_CERT_HOSTS`` — Alibaba's documented certificate hosts — or t
 the same signature was not taken already (an exact replay inside the window). Only then is
 the certificate fetched — once per URL (cached), one fetch at a time and at most
 ``FETCHES_PER_MINUTE``, never following a redirect, at most ``CERT_BYTES``, the whole fetch cut
-off after ``FETCH_DEADLINE_S`` (a slow server cannot hold the listener), TLS verified against
+off after ``FETCH_DEADLINE_S`` and waited for a second more, its name's resolving included (a
+slow server or resolver cannot hold the listener), TLS verified against
 the system's CAs or ``ca_file``. The certificate's dates are not checked: the trust is in the
 host it came from. Nothing here raises: a request is refused with a problem code.
 """
@@ -208,7 +209,7 @@ class MnsVerifier:
             if len(self._fetched) >= FETCHES_PER_MINUTE:
                 raise _Refused(UNAVAILABLE)
             self._fetched.append(now)
-            key = _public_key(fetch_cert(where, self.ca_file))
+            key = _public_key(_fetched_within(where, self.ca_file))
         finally:
             self._fetching.release()
         with self._lock:
@@ -270,22 +271,48 @@ def _md5_matches(sent: str, body: bytes) -> bool:
     return bool(sent) and any(hmac.compare_digest(sent, one) for one in wanted)
 
 
+def _fetched_within(where: CertUrl, ca_file: str | None) -> bytes:
+    """``fetch_cert`` on a thread of its own, waited for ``FETCH_DEADLINE_S`` (and a second):
+    a name that resolves slowly (the resolver's timeouts are not the socket's) cannot hold the
+    listener either. A thread given up on ends on its own; at most ``FETCHES_PER_MINUTE``."""
+    got: list[bytes | Exception] = []
+
+    def fetch() -> None:
+        try:
+            got.append(fetch_cert(where, ca_file))
+        except Exception as exc:
+            got.append(exc)
+
+    thread = threading.Thread(target=fetch, name="mns-certificate", daemon=True)
+    thread.start()
+    thread.join(FETCH_DEADLINE_S + 1.0)
+    if not got:
+        raise _Refused(UNAVAILABLE)
+    if isinstance(got[0], Exception):
+        raise got[0]
+    return got[0]
+
+
+_connect = socket.create_connection  # (one name, so a test can make it hang)
+
+
 def fetch_cert(where: CertUrl, ca_file: str | None) -> bytes:
     """The certificate at ``where`` over verified TLS: 200 only (a redirect is not followed),
     at most ``CERT_BYTES``, the whole exchange cut off after ``FETCH_DEADLINE_S``."""
     context = ssl.create_default_context(cafile=ca_file)
     live: list[socket.socket] = []  # (what the deadline shuts: the socket, then its TLS)
+    connection = http.client.HTTPConnection(where.host, where.port)
+    answer: http.client.HTTPResponse | None = None
     timer = threading.Timer(FETCH_DEADLINE_S, _cut, (live,))
     timer.daemon = True
     try:
-        live.append(socket.create_connection((where.host, where.port), FETCH_DEADLINE_S))
+        live.append(_connect((where.host, where.port), FETCH_DEADLINE_S))
         timer.start()
         tls = context.wrap_socket(
             live[0], server_hostname=where.host, do_handshake_on_connect=False
         )
         live[0] = tls
         tls.do_handshake()
-        connection = http.client.HTTPConnection(where.host, where.port)
         connection.sock = tls
         connection.putrequest("GET", where.path, skip_host=True, skip_accept_encoding=True)
         connection.putheader(
@@ -305,6 +332,9 @@ def fetch_cert(where: CertUrl, ca_file: str | None) -> bytes:
         raise _Refused(UNAVAILABLE) from None
     finally:
         timer.cancel()
+        if answer is not None:  # (a socket whose answer is still open is not closed)
+            answer.close()
+        connection.close()
         for sock in live:
             sock.close()
 

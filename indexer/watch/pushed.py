@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import queue
 import threading
 import time
@@ -33,8 +34,15 @@ from typing import Any
 from indexer.watch.events import Heard, Rejected
 from indexer.watch.mns_signature import UNAVAILABLE, MnsVerifier
 from indexer.watch.notices import LIMITS, Limits, read_message
+from retrieval_svc.words import say
+
+log = logging.getLogger(__name__)
 
 MAX_REQUESTS = 16  # requests read at once; more are answered 503 (the sender tries again)
+# Requests refused before anyone was authenticated (MNS's signature) get a log line each up to
+# this many a window; the rest are counted (the metric, the status record) and one line says so.
+LOGGED_REFUSALS = 20
+REFUSALS_WINDOW_S = 60.0
 READ_TIMEOUT_S = 10.0  # a sender slower than this is cut off
 
 
@@ -68,6 +76,8 @@ class Listener:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._slots = threading.BoundedSemaphore(MAX_REQUESTS)
+        self._refusals = threading.Lock()
+        self._window_ends, self._logged = 0.0, 0
         self._server = ThreadingHTTPServer(parse_address(address), self._handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -88,6 +98,21 @@ class Listener:
         heard = Heard(keys=read.keys, at=read.earliest or time.time(), kind="pushed")
         self._queue(heard, [Rejected(problem, sender) for problem in read.problems])
         return bool(read.keys) or not read.problems
+
+    def refused(self, problem: str, sender: str) -> None:
+        """A request refused before its sender was known, named: logged up to
+        ``LOGGED_REFUSALS`` a window, then only counted (a flood cannot fill the log)."""
+        with self._refusals:
+            now = time.monotonic()
+            if now >= self._window_ends:
+                self._window_ends, self._logged = now + REFUSALS_WINDOW_S, 0
+            self._logged += 1
+            logged = self._logged
+        if logged == LOGGED_REFUSALS + 1:
+            log.warning("%s", say("event_refusals_quiet", n=LOGGED_REFUSALS,
+                                  seconds=int(REFUSALS_WINDOW_S)))  # fmt: skip
+        quiet = logged > LOGGED_REFUSALS
+        self._queue(Heard(kind="pushed"), [Rejected(problem, sender, quiet)])
 
     def _queue(self, heard: Heard, rejected: list[Rejected]) -> None:
         heard.rejected = rejected
@@ -120,11 +145,14 @@ class Listener:
                     return self._answer(411)
                 sender = self.client_address[0]
                 if int(length) > listener.limits.body_bytes:
-                    listener._queue(Heard(kind="pushed"), [Rejected("too_large", sender)])
+                    if signed:  # (not yet known to be MNS's)
+                        listener.refused("too_large", sender)
+                    else:
+                        listener._queue(Heard(kind="pushed"), [Rejected("too_large", sender)])
                     return self._answer(413)
                 body = self.rfile.read(int(length))
                 if signed and (refused := self._unsigned(body)):
-                    listener._queue(Heard(kind="pushed"), [Rejected(refused, sender)])
+                    listener.refused(refused, sender)
                     return self._answer(503 if refused == UNAVAILABLE else 403)
                 self._answer(200 if listener.take(body, sender) else 400)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from retrieval_svc.acl import directory_sids, history, identities, tables
 from retrieval_svc.acl.errors import PolicyError
 from retrieval_svc.acl.identities import Alias
+from retrieval_svc.causes import cause
 from retrieval_svc.key_entry import ANYONE, USER_PREFIX
 from retrieval_svc.names import MAX_NAME, name_problem
 from retrieval_svc.settings import DEFAULT_MODEL, DEFAULT_POLICY
@@ -274,7 +275,9 @@ class PolicyDatabase:
             return "(a database URL SQLAlchemy cannot read)"
 
     def _failure(self, exc: Exception) -> PolicyError:
-        return PolicyError(f"policy database {self.describe()}: {type(exc).__name__}: {exc}"[:500])
+        first = (str(exc).splitlines() or [""])[0]  # (not SQLAlchemy's "Background on…" link)
+        why = cause(exc) or f"{type(exc).__name__}: {first}"
+        return PolicyError(f"policy database {self.describe()}: {why}"[:500])
 
     def ensure(self) -> None:
         """Create the policy table, the history's and the aliases' if missing; raises

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from retrieval_svc.acl.id_forms import Kind, attribute_kind
 from retrieval_svc.acl.identities import PERSON
+from retrieval_svc.config_words import detail
 from retrieval_svc.directory.groups import DirectoryError, RoleMapping, mapping
 from retrieval_svc.tenancy import check_tenant
 
@@ -94,13 +95,18 @@ def load_sync(path: Path) -> LdapSync:
     except OSError as exc:
         raise DirectoryError(f"cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise DirectoryError(f"{path} is not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        problem = getattr(exc, "problem", None) or exc
+        raise DirectoryError(
+            f"{path} is not valid YAML (line {line}, column {column}): {problem}"
+        ) from None
     try:
         sync = LdapSync.model_validate(data)
         check_tenant(sync.tenant)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}"
+            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {detail(e, 'en')}"
             for e in exc.errors()[:5]
         )
         raise DirectoryError(f"{path}: {problems}") from None

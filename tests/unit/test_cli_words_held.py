@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGLISH = re.compile(r"[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PRINTS = {("typer", "echo"), ("typer", "secho"), ("err", "print"), ("console", "print")}
+# What the indexer's log says (``watch``'s and ``index``'s lines a person reads).
+LOGS = {("log", "warning"), ("log", "error"), ("log", "info")}
 # What a refusal is raised as, where its English is made for a command line to print.
 REFUSALS = {"BadParameter", "ValueError", "PolicyError"}
 CLI = ("retrieval_svc/cli", "indexer/cli")
@@ -55,10 +57,11 @@ def _sources(*places: str) -> list[Path]:
 
 def english_lines() -> list[str]:
     found = []
-    for path, node in _calls(_sources(*CLI)):
+    indexer = sorted((ROOT / "indexer").rglob("*.py"))
+    for path, node in _calls(sorted({*_sources(*CLI), *indexer})):
         func = node.func
         owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
-        if (owner, getattr(func, "attr", "")) not in PRINTS:
+        if (owner, getattr(func, "attr", "")) not in PRINTS | LOGS:
             continue
         text = _text(node.args[0])
         if text and ENGLISH.search(re.sub(r"\{\}|`[^`]*`", "", text)):
@@ -87,6 +90,7 @@ def refusals_no_row_says() -> list[str]:
 
 
 def test_no_command_line_echoes_an_english_sentence_of_its_own() -> None:
+    """Nor does the indexer's log (``index``, ``watch``) say one: each is a row."""
     # (parsed on a thread of its own: CPython 3.11's parser can fail with "AST constructor
     # recursion depth mismatch" on a thread whose recursion count an earlier test left off)
     with ThreadPoolExecutor(1) as pool:
@@ -99,3 +103,32 @@ def test_every_refusal_a_command_line_prints_is_said_again_in_chinese() -> None:
     Chinese where Typer or the command prints it."""
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(refusals_no_row_says).result() == []
+
+
+# A line a script prints: echo, printf or its log helper, with a double-quoted literal.
+SCRIPT_SAYS = re.compile(
+    r"""(?:^|[;&|{(]\s*|\s)(?:echo|log|printf)\s+(?:'[^']*'\s+)?"((?:[^"\\]|\\.|\$\([^)]*\))*)\""""
+)
+
+
+def script_english_lines() -> list[str]:
+    """Lines of scripts/ that print an English sentence not through ``say2`` (scripts/_say.sh)
+    or es.sh's ``say``/``log2`` — values (``$x``, ``$(…)``) aside."""
+    scripts = ROOT / "scripts"
+    found = []
+    paths = [scripts / "test", scripts / "check-deploy", scripts / "demo", *scripts.glob("*.sh")]
+    for path in sorted(p for p in paths if p.name != "_say.sh"):
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+            if line.lstrip().startswith("#") or re.search(r"\b(say2|log2|say) ", line):
+                continue
+            for said in SCRIPT_SAYS.finditer(line):
+                words = re.sub(r"\$\([^)]*\)|\$\{[^}]*\}|\$\w+", "", said.group(1))
+                if ENGLISH.search(words):
+                    found.append(f"scripts/{path.name}:{number}: {line.strip()[:80]}")
+    return found
+
+
+def test_no_script_prints_an_english_sentence_of_its_own() -> None:
+    """scripts/test's ``test:`` lines, check-deploy's, the servers' and installers' lines: each
+    in both languages through ``say2``, so a Chinese terminal reads Chinese."""
+    assert script_english_lines() == []

@@ -32,3 +32,26 @@ def test_every_word_is_in_both_languages() -> None:
             used |= set(re.findall(r"\bt\.([a-z_]+)", template.read_text(encoding="utf-8")))
             used |= set(re.findall(r't\["([a-z_]+)"\]', template.read_text(encoding="utf-8")))
         assert used <= set(words), used - set(words)
+
+
+ROOT = Path(__file__).parents[2]
+PAGES = ("search_as", "why_not", "policy", "knowledge_bases", "documents", "audit")
+TWINS = sorted(
+    page
+    for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    if not page.name.endswith(".zh-CN.md") and page.with_suffix(".zh-CN.md").is_file()
+)
+
+
+@pytest.mark.parametrize("page", TWINS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_chinese_docs_name_the_console_pages_as_the_console_does(page: Path) -> None:
+    """Where a page names a console page (*Search as*), its Chinese twin names it by the
+    console's own Chinese word, so a reader finds the page the docs send them to."""
+    english = page.read_text(encoding="utf-8")
+    chinese = page.with_suffix(".zh-CN.md").read_text(encoding="utf-8")
+    missing = [
+        WORDS["zh"][key]
+        for key in PAGES
+        if f"*{WORDS['en'][key]}*" in english and WORDS["zh"][key] not in chinese
+    ]
+    assert not missing, f"{page.name}'s twin does not name {missing}"

@@ -127,8 +127,6 @@ def test_a_chinese_page_links_anchors_that_exist(page: Path) -> None:
 
 # The facts a condensed paragraph drops first: the names a reader types or looks for (settings,
 # metrics, files of the repository, benchmark commands, options) and the figures measured.
-# README.zh-CN.md is left out until its 数据 section carries README's figures.
-FACT_PAGES = [page for page in STRICT if page != "README.md"]
 NAME = re.compile(
     r"\b(?:RSVC_[A-Z0-9_]*[A-Z0-9]|rsvc_[a-z0-9_]*[a-z0-9])\b"
     r"|(?<![\w/.-])(?:tests|bench|retrieval_svc|indexer|scripts|helm|examples)/[\w./-]*\w"
@@ -173,14 +171,14 @@ def section_gaps(page: str, facts: Callable[[str], set[Any]]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("page", FACT_PAGES)
+@pytest.mark.parametrize("page", STRICT)
 def test_each_section_of_the_twin_names_what_the_page_names(page: str) -> None:
     """Settings, metrics, files, benchmark commands and options of an English section are in
     the matching section of its twin: a paragraph condensed away fails here."""
     assert not section_gaps(page, names), section_gaps(page, names)
 
 
-@pytest.mark.parametrize("page", FACT_PAGES)
+@pytest.mark.parametrize("page", STRICT)
 def test_each_section_of_the_twin_carries_the_pages_figures(page: str) -> None:
     """Every measured figure of an English section is in the matching section of its twin."""
     assert not section_gaps(page, figures), section_gaps(page, figures)

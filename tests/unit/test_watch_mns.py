@@ -8,13 +8,18 @@ much or drips is given up on (503) and the listener keeps serving."""
 from __future__ import annotations
 
 import base64
+import logging
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from indexer.watch import mns_signature, pushed
 from indexer.watch.events import Heard
+from indexer.watch.health import Status, WatchMetrics, rejected
 from indexer.watch.mns_signature import (
     DEFAULT_CERT_HOSTS,
     MnsVerifier,
@@ -153,6 +158,45 @@ def test_a_certificate_server_that_misbehaves_is_given_up_on(setup: Setup, path:
     good = signed(body, KEY, setup.certs.url("/cert.pem"))
     assert post(setup.listener.port, body, good) == 200  # (the listener still serves)
     assert [h.keys for h in setup.heard()] == [{"a.md"}]
+
+
+def test_a_certificate_host_that_never_answers_does_not_hold_the_listener(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    def never(*_: object) -> socket.socket:  # (as a resolver or a connect that hangs)
+        release.wait(120)
+        raise OSError("released")
+
+    monkeypatch.setattr(mns_signature, "_connect", never)
+    body = notification("corp", "kb/a.md")
+    try:
+        assert post(setup.listener.port, body, signed(body, KEY, setup.certs.url("/c"))) == 503
+    finally:
+        release.set()
+    assert setup.problems() == ["mns_cert_unavailable"]
+
+
+def test_a_flood_of_refused_pushes_is_counted_but_does_not_fill_the_log(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(pushed, "REFUSALS_WINDOW_S", 3600.0)  # (one window, however slow)
+    body = notification("corp", "kb/a.md")
+    stale = signed(body, KEY, setup.certs.url("/cert.pem"), when=0.0)
+    flood = pushed.LOGGED_REFUSALS + 5
+    with caplog.at_level(logging.WARNING):
+        assert {post(setup.listener.port, body, stale) for _ in range(flood)} == {403}
+        unread = [r for h in setup.heard() for r in h.rejected]
+        assert [r.quiet for r in unread] == [False] * pushed.LOGGED_REFUSALS + [True] * 5
+        status, metrics = Status(), WatchMetrics({"source": "t"})
+        rejected(status, metrics, unread)
+    assert status.rejected == flood
+    counted = metrics.rejected.labels(reason="mns_stale", source="t")._value.get()
+    assert counted == flood
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("could not be read" in line for line in lines) == pushed.LOGGED_REFUSALS
+    assert sum("counted" in line for line in lines) == 1
 
 
 def test_two_headers_of_one_signed_name_are_refused(setup: Setup) -> None:

@@ -223,7 +223,7 @@ def test_a_refused_name_is_said_in_chinese(tmp_path: Path, argv: list[str], said
     assert english_left(done.stderr.replace("'", "`")) == [], done.stderr
 
 
-@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh"])
+@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh", "samba-ad.sh"])
 @pytest.mark.parametrize(("lang", "said"), [("zh_CN.UTF-8", "用法："), ("C.UTF-8", "usage: ")])
 def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, said: str) -> None:
     """``scripts/ldap.sh`` and ``scripts/pg.sh`` (the guide starts slapd) say their lines in
@@ -286,3 +286,22 @@ def test_a_value_typer_converts_is_refused_without_pydantic_s_words() -> None:
     done = CliRunner(env=env).invoke(svc, ["new-key", "--name", "k", "--mode", "bogus"])
     assert done.exit_code == 2 and "'bogus' is not one of" in done.stderr, done.stderr
     assert "Value error" not in done.stderr, done.stderr
+
+
+def test_an_id_two_directory_entries_share_is_said_in_chinese() -> None:
+    """The sync's refusal of an id two entries share (``uid=bob`` and ``uid=Bob``), as the sync
+    makes it, is Chinese under a Chinese locale, naming both entries; English as it was."""
+    from retrieval_svc.directory.groups import Directory, checked_users
+    from retrieval_svc.words import problem
+
+    directory = Directory(
+        users={"uid=bob,ou=people,dc=corp": "bob", "uid=Bob,ou=eng,dc=corp": "Bob"}
+    )
+    users, (refused,) = checked_users(directory)
+    assert users == {}
+    said = say("sync_skipped", "zh", what=problem(refused, "zh"))
+    assert said.startswith("已跳过：用户 ID 'bob' "), said
+    assert "uid=bob,ou=people,dc=corp ('bob')" in said and "uid=Bob,ou=eng,dc=corp ('Bob')" in said
+    assert english_left(said) == [], said
+    assert problem(refused, "en") == refused
+    assert refused.startswith("user id 'bob' is held by 2 entries as the directory compares ids")

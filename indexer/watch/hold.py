@@ -33,6 +33,7 @@ from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
 
 from indexer.store import HELD_ROLE, versioned
 from indexer.writing import BULK_BYTES
+from retrieval_svc.words import say
 
 log = logging.getLogger("indexer.watch")
 
@@ -113,7 +114,7 @@ async def write_holds(
             if info.get("result") == "created":
                 back.append((str(info["_index"]), str(info["_id"])))
         elif info.get("status") != 409:
-            log.error("a hold of %s failed: %s", info.get("_id"), info.get("error"))
+            log.error(say("hold_failed", chunk=info.get("_id"), why=info.get("error")))
     if back:
         fence = versioned(stamp)
         gone = [{"_op_type": "delete", "_index": i, "_id": d, **fence} for i, d in back]

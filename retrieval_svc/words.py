@@ -60,6 +60,7 @@ LINES: dict[str, tuple[str, str]] = {
     "rules_not_recorded": ("the rules change was not recorded in the permission history: {why}", "规则变更没有记入权限历史：{why}"),
     "run_not_kept": ("the run's record for the console not kept: {why}", "本次运行给控制台的记录没有保存：{why}"),
     "bulk_item_failed": ("bulk item failed: {why}", "批量写入的一项失败：{why}"),
+    "hold_failed": ("holding chunk {chunk} failed (it answers as before until written again): {why}", "扣住分段 {chunk} 失败（在重新写入之前，它照旧回答）：{why}"),
     "refresh_retrying": ("refresh of {index}: a shard copy is unavailable; retrying", "刷新 {index}：有分片副本不可用；重试"),
     "sids_unknown": ("{why}: every deny naming a SID not well-known refuses every person", "{why}：凡拒绝项指向非知名 SID 的，一律对所有人拒绝"),
     "warning": ("warning: {what}", "警告：{what}"),

@@ -207,6 +207,10 @@ def problem(text: object, lang: str | None = None) -> str:
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
 
+# The values a problem counts with: a match whose count is not a number is another shape.
+_COUNTS = {"number", "line", "column", "n"}
+_COUNT = re.compile(r"[\d,?]+")
+
 # A rules file's rule as a problem names it: ``rule 2`` or ``rule 2 (finance/**)``.
 _RULE = re.compile(r"rule (\d+)(?: \((.*)\))?", re.S)
 
@@ -234,6 +238,9 @@ def _problem_zh(text: str) -> str:
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
             first = found.group(1) if english.startswith("{") and found.groups() else ""
             if ": " in first:  # (a place before it, "file: rule 1: …": said apart, below)
+                continue
+            counts = [v for k, v in found.groupdict().items() if k in _COUNTS]
+            if not all(_COUNT.fullmatch(v) for v in counts):  # ("line {number}" is a number)
                 continue
             values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)

@@ -70,7 +70,8 @@ def english_lines() -> list[str]:
 
 
 def refusals_no_row_says() -> list[str]:
-    """Each English refusal (its values as 'x') that no problem row says again in Chinese."""
+    """Each English refusal (its values as 1: a count or a name alike) that no problem row
+    says again in Chinese."""
     from retrieval_svc.words import problem
 
     found = []
@@ -79,12 +80,12 @@ def refusals_no_row_says() -> list[str]:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if name not in REFUSALS:
             continue
-        text = "".join(_text(arg, "'x'") or "" for arg in node.args[:1])
+        text = "".join(_text(arg, "1") or "" for arg in node.args[:1])
         if isinstance(node.args[0], ast.BinOp):  # ("…" "…" split over lines is one Constant)
             continue
-        if text and ENGLISH.search(re.sub(r"'x'|`[^`]*`", "", text)):
+        if text and ENGLISH.search(re.sub(r"`[^`]*`", "", text)):
             said = problem(text, "zh")
-            if not CJK.search(said) or ENGLISH.search(re.sub(r"'x'|`[^`]*`|（[^）]*）", "", said)):
+            if not CJK.search(said) or ENGLISH.search(re.sub(r"`[^`]*`|（[^）]*）", "", said)):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:70]}")
     return found
 

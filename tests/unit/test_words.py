@@ -263,6 +263,11 @@ def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, 
             "nobody holds a group through it",
             "外部安全主体 S-1-5-21-1（属于 cn=g）：不在本目录中；没有人经由它持有组",
         ),
+        (
+            "pol.csv line 1: a p line must be: p, subject, tenant, knowledge_id, read",
+            "pol.csv 第 1 行：p 行必须是：p, subject, tenant, knowledge_id, read",
+        ),
+        ("policy.csv does not exist", "policy.csv 不存在"),
         ("something no row says", "something no row says"),
     ],
 )

@@ -225,15 +225,11 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     await asyncio.to_thread(preload_segmenter)  # (the word dictionary: before any query)
     # Which cluster it writes to, said once at start (never a password in the URL).
     cluster = ", ".join(shown_url(url) for url in settings.es_hosts)
+    writes_to = say(
+        "writes_to", cluster=cluster, alias=settings.index_alias, installation=settings.installation
+    )
     log.warning(
-        "%s; tenants %s",
-        say(
-            "writes_to",
-            cluster=cluster,
-            alias=settings.index_alias,
-            installation=settings.installation,
-        ),
-        ", ".join(settings.tenants),
+        "%s", say("serves_tenants", writes_to=writes_to, tenants=", ".join(settings.tenants))
     )
     try:
         if await legacy_layout(es, settings.index_alias):

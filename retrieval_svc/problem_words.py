@@ -12,6 +12,8 @@ from __future__ import annotations
 # Why a name, a role or an id was refused (retrieval_svc.names, acl.admin): made in English
 # where they are decided, said again in the reader's language where they are printed.
 PROBLEMS: dict[str, tuple[str, str]] = {
+    "tenants_exact": ("tenants match exactly", "租户按名称精确匹配"),
+    "tenants_exact_every": ("tenants match exactly ('*' alone means every tenant)", "租户按名称精确匹配（单独一个 '*' 表示所有租户）"),
     "problem_at_line": ("{origin} line {number}: {problem}", "{origin} 第 {number} 行：{problem}"),
     "name_not_text": ("{what} must be text, not {kind}", "{what} 必须是文本，而不是 {kind}"),
     "name_empty": ("{what} is empty", "{what} 为空"),

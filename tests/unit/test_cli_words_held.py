@@ -99,6 +99,41 @@ def test_no_command_line_echoes_an_english_sentence_of_its_own() -> None:
         assert pool.submit(english_lines).result() == []
 
 
+def progress_words() -> list[str]:
+    """A progress bar's description or unit written as a literal (it shows in a terminal only,
+    where no captured-output test looks)."""
+    found = []
+    for path in sorted((ROOT / "indexer/cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_task"):
+                continue
+            said = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "unit")]
+            for arg in said:
+                text = _text(arg)
+                if text and re.search(r"[A-Za-z]{3,}", text.replace("{}", "")):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    return found
+
+
+def test_the_progress_bars_speak_through_the_word_table() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(progress_words).result() == []
+
+
+def test_the_scripts_a_guide_runs_have_no_english_only_line() -> None:
+    """``scripts/es.sh`` and ``scripts/libreoffice.sh`` (the guides' first step) say every
+    line through ``log2``/``die2``/``say2``: English under an English locale, Chinese under a
+    Chinese one."""
+    one_language = re.compile(r"(^|[;{&|]\s*)(log|die|echo) \"[^\"]*[A-Za-z]{3,} [A-Za-z]{2,}")
+    found = [
+        f"{name}:{n}: {line.strip()[:70]}"
+        for name in ("es.sh", "libreoffice.sh")
+        for n, line in enumerate((ROOT / "scripts" / name).read_text("utf-8").splitlines(), 1)
+        if one_language.search(line.strip())
+    ]
+    assert found == []
+
+
 def test_every_refusal_a_command_line_prints_is_said_again_in_chinese() -> None:
     """``--every xx``, ``--tenant ' x'``, ``--shard 5/2``, a key entry that cannot work: the
     English made where the value is refused has a row (``words.PROBLEMS``) that says it in

@@ -15,6 +15,7 @@ import re
 import string
 
 from retrieval_svc.causes import CAUSES
+from retrieval_svc.log_words import LOGS
 from retrieval_svc.problem_words import PROBLEMS, WHAT_ZH
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
 from retrieval_svc.validation_words import chinese_of
@@ -191,6 +192,7 @@ LINES: dict[str, tuple[str, str]] = {
 
 PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
+LINES.update(LOGS)  # (what the service's log says: retrieval_svc.log_words)
 # Problems whose values may themselves hold "; " (a list of entries): said again whole,
 # before a text is split into the problems it joins.
 WHOLE = ("user_id_shared",)

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGLISH = re.compile(r"[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PRINTS = {("typer", "echo"), ("typer", "secho"), ("err", "print"), ("console", "print")}
-# What the indexer's log says (``watch``'s and ``index``'s lines a person reads).
+# What the indexer's and the service's logs say (``watch``'s, ``index``'s, the service's
+# lines an operator reads).
 LOGS = {("log", "warning"), ("log", "error"), ("log", "info")}
 # What a refusal is raised as, where its English is made for a command line to print.
 REFUSALS = {"BadParameter", "ValueError", "PolicyError"}
@@ -57,8 +58,8 @@ def _sources(*places: str) -> list[Path]:
 
 def english_lines() -> list[str]:
     found = []
-    indexer = sorted((ROOT / "indexer").rglob("*.py"))
-    for path, node in _calls(sorted({*_sources(*CLI), *indexer})):
+    logged = [*(ROOT / "indexer").rglob("*.py"), *(ROOT / "retrieval_svc").rglob("*.py")]
+    for path, node in _calls(sorted({*_sources(*CLI), *logged})):
         func = node.func
         owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
         if (owner, getattr(func, "attr", "")) not in PRINTS | LOGS:
@@ -91,7 +92,7 @@ def refusals_no_row_says() -> list[str]:
 
 
 def test_no_command_line_echoes_an_english_sentence_of_its_own() -> None:
-    """Nor does the indexer's log (``index``, ``watch``) say one: each is a row."""
+    """Nor does the indexer's log (``index``, ``watch``) or the service's: each is a row."""
     # (parsed on a thread of its own: CPython 3.11's parser can fail with "AST constructor
     # recursion depth mismatch" on a thread whose recursion count an earlier test left off)
     with ThreadPoolExecutor(1) as pool:

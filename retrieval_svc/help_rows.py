@@ -6,8 +6,7 @@ from __future__ import annotations
 TENANT_RULE = "规则适用的租户。"
 SINCE = "回溯多久：7d、24h、30m 或 ISO 日期。"
 DB_URL = (
-    "策略数据库的 SQLAlchemy URL（sqlite:///policy.db、"
-    "postgresql+psycopg://user:pass@host/db）。"
+    "策略数据库的 SQLAlchemy URL（sqlite:///policy.db、postgresql+psycopg://user:pass@host/db）。"
 )
 
 HELP: dict[str, str] = {
@@ -23,7 +22,8 @@ HELP: dict[str, str] = {
     "clients, policy watcher and\nmodel) behind one socket; metrics are added up across them "
     "(prometheus-client's\nmultiprocess mode, in a fresh folder unless PROMETHEUS_MULTIPROC_DIR "
     "names one).": (
-        "运行 HTTP 服务。\n\n多个工作进程时，每个都是完整的服务进程（各有自己的客户端、策略监视器和\n"
+        "运行 HTTP 服务。\n\n"
+        "多个工作进程时，每个都是完整的服务进程（各有自己的客户端、策略监视器和\n"
         "模型），共用一个套接字；指标在各进程间累加（prometheus-client 的多进程模式，\n"
         "使用一个新目录，除非 PROMETHEUS_MULTIPROC_DIR 指定了目录）。"
     ),

@@ -124,7 +124,9 @@ HELP: dict[str, str] = {
     "Apply the index template and create the tenant's first index if missing.": (
         "应用索引模板，并在缺少时创建该租户的第一个索引。"
     ),
-    "Delete a knowledge base's chunks, or some documents'.": "删除一个知识库的分块，或其中某些文档的分块。",
+    "Delete a knowledge base's chunks, or some documents'.": (
+        "删除一个知识库的分块，或其中某些文档的分块。"
+    ),
     "Knowledge base to delete from.": "要从中删除的知识库。",
     "Only these documents (repeatable).": "只删除这些文档（可重复）。",
     "Really delete; without it, only count.": "真正删除；不加此选项时只计数。",

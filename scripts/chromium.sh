@@ -6,6 +6,7 @@
 #
 #   scripts/chromium.sh
 set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/_say.sh"
 case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 log() { echo "chromium: $*" >&2; }
 
@@ -19,7 +20,7 @@ find_both
 font=$(ls /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc 2>/dev/null || true)
 if { [ -z "$browser" ] || [ -z "$driver" ] || [ -z "$font" ]; } && [ "$(id -u)" = 0 ] &&
   command -v apt-get >/dev/null; then
-  log "installing Debian's $PACKAGES packages (once, a few minutes)"
+  log "$(say2 "installing Debian's $PACKAGES packages (once, a few minutes)" "安装 Debian 的 $PACKAGES 软件包（只需一次，几分钟）")"
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q $PACKAGES >/dev/null 2>&1 ||
     { apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 &&
@@ -27,5 +28,5 @@ if { [ -z "$browser" ] || [ -z "$driver" ] || [ -z "$font" ]; } && [ "$(id -u)" 
   find_both
 fi
 [ -n "$browser" ] && [ -n "$driver" ] ||
-  { log "error: chromium and chromedriver not found (install Debian's chromium chromium-driver)"; exit 1; }
+  { log "$(say2 "error: chromium and chromedriver not found (install Debian's chromium chromium-driver)" "错误：找不到 chromium 和 chromedriver（请安装 Debian 的 chromium chromium-driver）")"; exit 1; }
 printf '%s\n%s\n' "$browser" "$driver"

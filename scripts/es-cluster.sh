@@ -17,6 +17,7 @@
 # Every node is master-eligible and holds data. Three nodes on a 2-core machine share the same
 # CPUs: this tests behaviour (a node lost and back), not capacity.
 set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/_say.sh"
 case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 source "$(dirname "${BASH_SOURCE[0]}")/es.sh"
 
@@ -90,7 +91,7 @@ cmd_cluster_start() {
   done
   [ "$BASE" = "$CACHE" ] || chmod 755 "$(dirname "$BASE")" "$BASE"
   mkdir -p "$CLUSTER"
-  log "starting a 3-node cluster on 127.0.0.1:$FIRST-$((FIRST + 2)) (heap $NODE_HEAP each, data: $CLUSTER)"
+  log "$(say2 "starting a 3-node cluster on 127.0.0.1:$FIRST-$((FIRST + 2)) (heap $NODE_HEAP each, data: $CLUSTER)" "在 127.0.0.1:$FIRST-$((FIRST + 2)) 上启动 3 节点集群（每个堆 $NODE_HEAP，数据：$CLUSTER）")"
   for i in "${NODES[@]}"; do start_node "$i"; done
   if ! wait_nodes "http://127.0.0.1:$FIRST" 3 300; then
     tail -n 30 "$(node_dir 0)/logs/retrieval-svc-3n-$FIRST.log" >&2 2>/dev/null || true
@@ -112,7 +113,7 @@ cmd_cluster_stop() {
     kill -9 "$pid" 2>/dev/null || true
   done
   rm -rf "$CLUSTER"
-  log "stopped the 3-node cluster"
+  log "$(say2 "stopped the 3-node cluster" "已停止 3 节点集群")"
 }
 
 cmd_kill() {
@@ -120,7 +121,7 @@ cmd_kill() {
   local pid
   pid=$(node_pid "$1") || die "node n$1 is not running"
   kill -9 "$pid"
-  log "killed n$1 (pid $pid) with SIGKILL"
+  log "$(say2 "killed n$1 (pid $pid) with SIGKILL" "已用 SIGKILL 终止 n$1（pid $pid）")"
 }
 
 cmd_restart() {
@@ -130,7 +131,7 @@ cmd_restart() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then die "node n$1 is still running"; fi
   start_node "$1"
   wait_nodes "http://127.0.0.1:$FIRST" 3 300 || die "n$1 did not rejoin the cluster"
-  log "n$1 is back"
+  log "$(say2 "n$1 is back" "n$1 已恢复")"
 }
 
 case "${1:-}" in

@@ -15,8 +15,8 @@ BIN=$GOBIN_DIR/minio
 case "$1" in
   path)
     if [ ! -x "$BIN" ] || [ ! -f "$GOBIN_DIR/.minio-$VERSION" ]; then
-      command -v go >/dev/null || { echo "error: Go is needed to build MinIO" >&2; exit 1; }
-      echo "setup: building MinIO $VERSION with go install (once, several minutes)" >&2
+      command -v go >/dev/null || { say2 "error: Go is needed to build MinIO" "错误：构建 MinIO 需要 Go" >&2; exit 1; }
+      say2 "setup: building MinIO $VERSION with go install (once, several minutes)" "setup：用 go install 构建 MinIO $VERSION（只需一次，几分钟）" >&2
       mkdir -p "$GOBIN_DIR"
       GOBIN=$GOBIN_DIR GOFLAGS=-mod=mod go install "$MODULE@$VERSION"
       touch "$GOBIN_DIR/.minio-$VERSION"

@@ -33,6 +33,7 @@
 # loopback, never a deployment. Needs root (the address on `lo`, the namespace, Samba as a DC).
 # Its folder is under /var/tmp (users' SMB sessions run as their own uid and must reach it).
 set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/_say.sh"
 
 # Under RSVC_SERVERS_DIR when scripts/test set it (its servers, stopped together on any exit).
 BASE=${RSVC_SERVERS_DIR:+$RSVC_SERVERS_DIR/samba-ad}
@@ -56,7 +57,7 @@ ensure_samba() {
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing=1
   done
   if [ "$missing" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing Debian's samba, samba-ad-dc, smbclient, winbind, krb5-user and ldb-tools (once)"
+    log "$(say2 "installing Debian's samba, samba-ad-dc, smbclient, winbind, krb5-user and ldb-tools (once)" "安装 Debian 的 samba、samba-ad-dc、smbclient、winbind、krb5-user 和 ldb-tools（只需一次）")"
     export DEBIAN_FRONTEND=noninteractive
     local pkgs="samba samba-ad-dc smbclient winbind krb5-user ldb-tools openssl"
     # shellcheck disable=SC2086
@@ -65,7 +66,7 @@ ensure_samba() {
   fi
   for tool in samba samba-tool smbclient smbcacls openssl; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
-      { log "error: $tool not found (install Debian's samba, samba-ad-dc and smbclient)"; exit 1; }
+      { log "$(say2 "error: $tool not found (install Debian's samba, samba-ad-dc and smbclient)" "错误：找不到 $tool（请安装 Debian 的 samba、samba-ad-dc 和 smbclient）")"; exit 1; }
   done
 }
 
@@ -87,7 +88,7 @@ claim_address() {
     return 0
   done
   flock -u 9
-  log "error: no free loopback address in 127.0.0.20-250${wanted:+ (asked for $wanted)}"
+  log "$(say2 "error: no free loopback address in 127.0.0.20-250${wanted:+ (asked for $wanted)}" "错误：127.0.0.20-250 中没有空闲的回环地址${wanted:+（要求的是 $wanted）}")"
   return 1
 }
 
@@ -211,10 +212,10 @@ wait_ready() {  # dir address
     done
     [ "$ok" = 1 ] && break
     kill -0 "$(cat "$d/pid/samba.pid" 2>/dev/null || echo 0)" 2>/dev/null ||
-      { log "error: samba exited while starting; its log:"; tail -n 30 "$d/log/samba.log" >&2 || true; return 1; }
+      { log "$(say2 "error: samba exited while starting; its log:" "错误：samba 在启动时退出；它的日志：")"; tail -n 30 "$d/log/samba.log" >&2 || true; return 1; }
     sleep 0.2
   done
-  [ "$ok" = 1 ] || { log "error: the DC did not listen on $a (389, 636, 88, 445)"; return 1; }
+  [ "$ok" = 1 ] || { log "$(say2 "error: the DC did not listen on $a (389, 636, 88, 445)" "错误：DC 没有在 $a 上监听（389、636、88、445）")"; return 1; }
   # A session needs winbindd too: wait until the administrator can list the share.
   for _ in $(seq 1 300); do
     if smbclient -s "$d/etc/smb.conf" "//$a/$SHARE" -U "Administrator%$ADMIN_PASSWORD" \
@@ -223,7 +224,7 @@ wait_ready() {  # dir address
     fi
     sleep 0.2
   done
-  log "error: an SMB session to //$a/$SHARE failed; smbd's log:"
+  log "$(say2 "error: an SMB session to //$a/$SHARE failed; smbd's log:" "错误：到 //$a/$SHARE 的 SMB 会话失败；smbd 的日志：")"
   tail -n 30 "$d/log/smbd.log" >&2 || true
   return 1
 }
@@ -245,13 +246,13 @@ case "$cmd" in
   start)
     ensure_samba
     [ "$(id -u)" = 0 ] ||
-      { log "error: needs root (an address on lo, a mount namespace, Samba as a DC)"; exit 1; }
+      { log "$(say2 "error: needs root (an address on lo, a mount namespace, Samba as a DC)" "错误：需要 root（lo 上的地址、挂载命名空间、作为 DC 的 Samba）")"; exit 1; }
     mkdir -p "$BASE"
     chmod 755 "$BASE"
     address=$(claim_address "${2:-}")
     dir=$BASE/$address
     done_ok=0
-    trap '[ "$done_ok" = 1 ] || { log "start failed: removing $address and $dir"; forget "$dir" "$address"; }' EXIT
+    trap '[ "$done_ok" = 1 ] || { log "$(say2 "start failed: removing $address and $dir" "启动失败：删除 $address 和 $dir")"; forget "$dir" "$address"; }' EXIT
     rm -rf "$dir"
     mkdir -p "$dir"/{etc,private,bind-dns,lock,state,cache,pid,run,log,share,share2,share3,run-samba}
     chmod 755 "$dir"
@@ -266,8 +267,8 @@ case "$cmd" in
       socket_dir=/run/samba/winbindd
       if [ -S "$socket_dir/pipe" ]; then
         holder=$(ss -Hxlp 2>/dev/null | grep -F "$socket_dir/pipe" | grep -o 'users:.*' || true)
-        log "error: cannot make a mount namespace here, and $socket_dir/pipe is held" \
-          "(${holder:-a stale socket: remove it if no winbindd runs}); one DC per machine"
+        log "$(say2 "error: cannot make a mount namespace here, and $socket_dir/pipe is held (${holder:-a stale socket: remove it if no winbindd runs}); one DC per machine" \
+          "错误：这里无法创建挂载命名空间，而 $socket_dir/pipe 已被占用（${holder:-一个残留的套接字：如果没有 winbindd 在运行就删除它}）；每台机器只能有一个 DC")"
         false
       fi
     fi
@@ -279,7 +280,7 @@ case "$cmd" in
       --option="cache directory = $dir/cache" --option="pid directory = $dir/pid" \
       --option="private dir = $dir/private" --option="binddns dir = $dir/bind-dns" \
       >"$dir/log/provision.log" 2>&1 ||
-      { log "error: provisioning failed; its log:"; tail -n 30 "$dir/log/provision.log" >&2; false; }
+      { log "$(say2 "error: provisioning failed; its log:" "错误：provision 失败；它的日志：")"; tail -n 30 "$dir/log/provision.log" >&2; false; }
     provisioned=$(date +%s.%N)
     domain_sid=$(grep -o 'DOMAIN SID: *S-[0-9-]*' "$dir/log/provision.log" | grep -o 'S-.*')
     write_tls "$dir" "$address"
@@ -344,7 +345,7 @@ ENV
   stop)
     address=${2:-}
     [[ "$address" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
-      { echo "usage: scripts/samba-ad.sh stop ADDRESS" >&2; exit 2; }
+      { say2 "usage: scripts/samba-ad.sh stop ADDRESS" "用法：scripts/samba-ad.sh stop ADDRESS" >&2; exit 2; }
     exec 9>"$LOCK"
     flock 9
     forget "$BASE/$address" "$address"
@@ -352,7 +353,7 @@ ENV
   halt|resume)
     address=${2:-}
     [[ "$address" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] && [ -f "$BASE/$address/dc.env" ] ||
-      { echo "usage: scripts/samba-ad.sh $cmd ADDRESS (a DC this script started)" >&2; exit 2; }
+      { say2 "usage: scripts/samba-ad.sh $cmd ADDRESS (a DC this script started)" "用法：scripts/samba-ad.sh $cmd ADDRESS（本脚本启动的 DC）" >&2; exit 2; }
     dir=$BASE/$address
     if [ "$cmd" = halt ]; then
       stop_dc "$dir"
@@ -375,7 +376,7 @@ ENV
     done
     ;;
   *)
-    echo "usage: scripts/samba-ad.sh start [ADDRESS] | stop ADDRESS | halt ADDRESS | resume ADDRESS | stop-all | status | --help" >&2
+    say2 "usage: scripts/samba-ad.sh start [ADDRESS] | stop ADDRESS | halt ADDRESS | resume ADDRESS | stop-all | status | --help" "用法：scripts/samba-ad.sh start [ADDRESS] | stop ADDRESS | halt ADDRESS | resume ADDRESS | stop-all | status | --help" >&2
     exit 2
     ;;
 esac

@@ -15,8 +15,8 @@ BIN=$GOBIN_DIR/weed
 case "$1" in
   path)
     if [ ! -x "$BIN" ] || [ ! -f "$GOBIN_DIR/.weed-$VERSION" ]; then
-      command -v go >/dev/null || { echo "error: Go is needed to build SeaweedFS" >&2; exit 1; }
-      echo "setup: building SeaweedFS $VERSION with go build (once, about 8 minutes)" >&2
+      command -v go >/dev/null || { say2 "error: Go is needed to build SeaweedFS" "错误：构建 SeaweedFS 需要 Go" >&2; exit 1; }
+      say2 "setup: building SeaweedFS $VERSION with go build (once, about 8 minutes)" "setup：用 go build 构建 SeaweedFS $VERSION（只需一次，约 8 分钟）" >&2
       dir=$(go mod download -json "$MODULE@$VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
       work=$(mktemp -d)
       trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT

@@ -25,6 +25,7 @@ from indexer.shards import Shard, from_environment
 from indexer.sources import ObjectStoreOptions, SmbSource, Source, open_source
 from indexer.sources.local import refuse_links_inside
 from retrieval_svc.acl.known_sids import KnownSids, known_sids
+from retrieval_svc.config_words import named
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
 from retrieval_svc.words import again, problem, say
@@ -69,10 +70,10 @@ def _rules_or_exit(path: Path | None) -> AclRules | None:
     try:
         rules = load_rules(path)
     except RulesError as exc:
-        typer.echo(say("rules_error", why=again(str(exc), "not_yaml")), err=True)
+        typer.echo(say("rules_error", why=problem(str(exc))), err=True)
         raise typer.Exit(2) from None
     for warning in rules.warnings:
-        typer.echo(f"warning: {rules.path}: {warning}", err=True)
+        typer.echo(say("warning", what=named(rules.path, problem(warning))), err=True)
     return rules
 
 

@@ -45,6 +45,7 @@ from wcmatch import glob
 
 from indexer.metadata_limits import MetadataLimitError, refuse_aliases
 from retrieval_svc.acl import RoleValueError, parse_roles
+from retrieval_svc.config_words import detail
 from retrieval_svc.key_entry import reserved_role
 
 MAX_RULES_BYTES = 1_048_576
@@ -330,7 +331,7 @@ def _shadowed(rules: Sequence[Rule]) -> list[str]:
             if all(any(_covers(e, p) for e in earlier.patterns) for p in later.patterns):
                 warnings.append(
                     f"{later.describe()} can never match: {earlier.describe()} comes first and "
-                    "matches everything it does (the first matching rule wins; move it up)"
+                    "matches everything it does (the first matching rule wins: move it up)"
                 )
                 break
     return warnings
@@ -363,7 +364,7 @@ def parse_rules(text: str, path: str = "rules") -> AclRules:
     try:
         parsed = _File.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(f"{_where(e['loc'])}: {detail(e, 'en')}" for e in exc.errors()[:5])
         raise RulesError(f"{path}: {problems}") from None
     rules = tuple(
         Rule(

@@ -18,7 +18,8 @@ only held would land, answering with older, wider roles. The orderings:
   (``if_seq_no``/``if_primary_term``): never over a newer write, never brought back.
 
 A chunk this holding already held (held, at a version of its number) is left as it is, so a
-document held again by the next rules edit costs a read, not a write.
+document held again by the next rules edit (or the re-listing after it) costs reading its
+roles: the roles are read first, whole chunks, vectors and all, only of those to write.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
 
 from indexer.store import HELD_ROLE, versioned
 from indexer.writing import BULK_BYTES
+from retrieval_svc.words import say
 
 log = logging.getLogger("indexer.watch")
 
@@ -43,23 +45,46 @@ async def hold_actions(
 ) -> AsyncIterator[dict[str, Any]]:
     """The writes that hold the chunks of ``doc_ids`` as they are stored now, each carrying
     ``version`` (None: the chunk's sequence number, written only if unchanged); none for a
-    chunk this holding already held."""
-    mark = "version" if version is not None else "seq_no_primary_term"
+    chunk this holding already held. Roles are read first, whole chunks (their vectors) only
+    of those to write."""
     for i in range(0, len(doc_ids), TERMS):
-        body = {"query": {"terms": {"document_id": doc_ids[i : i + TERMS]}}, mark: True}
+        query = {"terms": {"document_id": doc_ids[i : i + TERMS]}}
+        body = {"query": query, "_source": ["access_roles"], "version": True}
+        page: list[dict[str, str]] = []
         async for hit in async_scan(es, index=alias, query=body, size=1000):
-            chunk = hit["_source"]
-            if chunk.get("access_roles") == [HELD_ROLE] and (
+            if hit.get("_source", {}).get("access_roles") == [HELD_ROLE] and (
                 version is None or hit["_version"] >> 32 >= version >> 32
             ):
                 continue  # (held already, at this holding's number or later: fenced)
-            chunk["access_roles"] = [HELD_ROLE]
-            fence: dict[str, Any] = (
-                {"version": version, "version_type": "external_gte"}
-                if version is not None
-                else {"if_seq_no": hit["_seq_no"], "if_primary_term": hit["_primary_term"]}
-            )
-            yield {"_index": hit["_index"], "_id": hit["_id"], "_source": chunk, **fence}
+            page.append({"_index": hit["_index"], "_id": hit["_id"]})
+            if len(page) == 500:
+                for action in await _read_back(es, page, version):
+                    yield action
+                page = []
+        for action in await _read_back(es, page, version):
+            yield action
+
+
+async def _read_back(
+    es: AsyncElasticsearch, page: list[dict[str, str]], version: int | None
+) -> list[dict[str, Any]]:
+    """The holds of the chunks ``page``, each read whole as it is now (one gone: none)."""
+    if not page:
+        return []
+    found = await es.mget(docs=page, realtime=True)
+    actions = []
+    for doc in found["docs"]:
+        if not doc.get("found"):
+            continue
+        chunk = doc["_source"]
+        chunk["access_roles"] = [HELD_ROLE]
+        fence: dict[str, Any] = (
+            {"version": version, "version_type": "external_gte"}
+            if version is not None
+            else {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]}
+        )
+        actions.append({"_index": doc["_index"], "_id": doc["_id"], "_source": chunk, **fence})
+    return actions
 
 
 async def write_holds(
@@ -89,7 +114,7 @@ async def write_holds(
             if info.get("result") == "created":
                 back.append((str(info["_index"]), str(info["_id"])))
         elif info.get("status") != 409:
-            log.error("a hold of %s failed: %s", info.get("_id"), info.get("error"))
+            log.error(say("hold_failed", chunk=info.get("_id"), why=info.get("error")))
     if back:
         fence = versioned(stamp)
         gone = [{"_op_type": "delete", "_index": i, "_id": d, **fence} for i, d in back]

@@ -6,7 +6,8 @@ only (nothing is read): each folder's modification and change times, each file's
 modification and change times (a sidecar, a rules file inside the folder and a link are files
 here too), and the rules file in force. Once that re-listing has settled everything without a
 failure, the stamps are stored; a change after the walk began is seen again next time (the
-kept listing is never newer than what was settled).
+kept listing is never newer than what was settled). A bucket (or a share) has no stamps kept —
+its events wait in its queue — only the rules in force.
 
 **Where.** In Elasticsearch, in the tenant's runs index beside the source's lease and status
 record (one document per knowledge base, source and shard, compressed; ~155 KB at 10,000
@@ -253,28 +254,36 @@ class Since:
 
 
 async def since_kept(
-    es: AsyncElasticsearch, index: str, doc_id: str, root: Path, rules: AclRules | None
+    es: AsyncElasticsearch, index: str, doc_id: str, source: Source, rules: AclRules | None
 ) -> Since | None:
-    """What changed in ``root`` since its kept listing; None where the start re-lists alone
-    (nothing kept, unreadable, another folder, too many differences)."""
+    """What changed in ``source`` since its kept listing (a bucket's: its rules alone); None
+    where the start re-lists alone (nothing kept, unreadable, another source, too many
+    differences)."""
     kept = await read(es, index, doc_id)
     if kept is None:
         return None
-    now = await asyncio.to_thread(walk, root)
-    if now is None:
-        return None
-    keys = changed(kept.listing, now)
-    if keys is None:
-        return None
+    if isinstance(source, LocalSource):
+        now = await asyncio.to_thread(walk, source.root)
+        if now is None:
+            return None
+        keys = changed(kept.listing, now)
+        if keys is None:
+            return None
+    elif kept.listing.root != source.description or kept.listing.folders:
+        return None  # (another source's record)
+    else:
+        keys = set()
     then = kept.rules.fingerprint() if kept.rules is not None else None
     rules_changed = then != (rules.fingerprint() if rules is not None else None)
     return Since(keys, rules_changed, kept.rules, kept.at)
 
 
 async def walk_source(source: Source) -> Listing | None:
-    """A folder source's stamps (a bucket's: None — its events wait in its queue instead)."""
+    """A folder source's stamps; a bucket's (or share's) none — its events wait in its queue —
+    so only the rules in force are kept for it: a rules edit made while no watcher ran is
+    then held at the start, as a folder's is."""
     if not isinstance(source, LocalSource):
-        return None
+        return Listing(source.description, 0, 0)
     return await asyncio.to_thread(walk, source.root)
 
 
@@ -291,12 +300,10 @@ async def keep(
 async def at_start(
     es: AsyncElasticsearch, index: str, doc_id: str, source: Source, rules: AclRules | None
 ) -> Since | None:
-    """What changed in a folder source since its kept listing, said; None where the start
-    re-lists alone (a bucket, nothing kept, unreadable, Elasticsearch away)."""
-    if not isinstance(source, LocalSource):
-        return None
+    """What changed in a source since its kept listing (a bucket's: its rules), said; None
+    where the start re-lists alone (nothing kept, unreadable, Elasticsearch away)."""
     try:
-        since = await since_kept(es, index, doc_id, source.root, rules)
+        since = await since_kept(es, index, doc_id, source, rules)
     except Exception as exc:  # (Elasticsearch away: the whole re-listing alone)
         log.warning(say("listing_kept_not_read", kind=type(exc).__name__, why=exc))
         return None

@@ -307,6 +307,16 @@ def test_two_entries_with_one_id_get_nothing_and_are_named(
     assert synced.exit_code == 0, synced.output
     assert "user id 'bob' is held by 2 entries" in synced.stderr
     assert "ou=contractors" in synced.stderr and "line separator" in synced.stderr
+    # The same refusal under a Chinese locale is Chinese, naming both entries.
+    zh = CliRunner().invoke(
+        app,
+        ["policy", "--db", policy_db_url, "sync-ldap", str(sync), "--force"],
+        env={"TEST_LDAP_PASSWORD": ADMIN[1], "RSVC_LANG": "zh"},
+    )
+    assert zh.exit_code == 0, zh.output
+    (shared,) = [line for line in zh.stderr.splitlines() if "'bob'" in line]
+    assert shared.startswith("已跳过：用户 ID 'bob' ") and "ou=contractors" in shared, shared
+    assert "is held by" not in shared and "refused for each" not in shared, shared
     assert grants(policy_db_url) == {'g, "user:eve, admin", 财务专员, acme'}
     acl = AccessControl(source=PolicyDatabase(DEFAULT_MODEL, policy_db_url))
     assert acl.user_roles("bob", "acme") == set() and acl.skipped == ()

@@ -97,6 +97,8 @@ async def test_an_earlier_holder_s_late_write_over_a_held_chunk_is_refused(
     assert not await _bulk(es, index, {"h": [chunk("h", ["法务"], "v1")]}, report, first.version)
     await es.indices.refresh(index=index)
     assert await hold_documents(es, index, ["h"], second.version) == 1
+    held = (await es.get(index=index, id="h-1"))["_source"]
+    assert held == chunk("h", ["user:"], "v1")  # (the chunk as stored, only its roles held)
     # The first holder wakes, its write of what it read earlier lands: refused, still held.
     late = {"h": [chunk("h", [], "v0")]}
     assert await _bulk(es, index, late, report, first.version) == {"h"}

@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 
 from indexer.permissions import load_rules
 from indexer.pipeline import IndexOptions
+from indexer.sources import ObjectRef, ObjectStoreOptions, ObjectStoreSource
 from indexer.sources.local import LocalSource
 from indexer.watch import last_listing
 from indexer.watch import watcher as watcher_module
-from indexer.watch.events import FileStamps
+from indexer.watch.events import FileStamps, Heard
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from indexer.workers import ParserPool
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.tenancy import tenant_alias
-from tests.integration.test_watch_pass_es import WAIT_S, Gated, stored, until
+from tests.integration.test_watch_pass_es import WAIT_S, Gated, heard_from, stored, until
+from tests.support import S3_KEY_ID, S3_SECRET
 from tests.support.corpus import TENANT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
@@ -340,6 +344,120 @@ async def test_a_rules_edit_while_down_is_held_though_the_file_changes_again_at_
         await until(
             lambda: all(roles != () for roles, _ in stored(es_sync, index, kb).values()),
             "both folders answer no one before the whole listing",
+        )
+        assert not source.gates["(listing)"].is_set()
+    finally:
+        for gate in source.gates.values():
+            gate.set()
+        stop.set()
+        await running
+
+
+class GatedBucket(ObjectStoreSource):
+    """A bucket whose whole listing waits until the test opens ``gate``."""
+
+    def __init__(self, url: str, options: ObjectStoreOptions) -> None:
+        super().__init__(url, options)
+        self.gate = threading.Event()
+
+    def list(self) -> Iterator[ObjectRef]:
+        listed = list(super().list())
+        self.gate.wait(WAIT_S)
+        return iter(listed)
+
+
+async def test_a_buckets_rules_edit_while_down_is_held_before_the_whole_listing(
+    tmp_path: Path,
+    es: AsyncElasticsearch,
+    es_sync: Elasticsearch,
+    alias: str,
+    bucket: tuple[Any, str],
+    s3_server: str,
+) -> None:
+    # A bucket keeps no stamps (its events wait in its queue), but the rules in force at its
+    # last whole listing are kept: an edit made while no watcher ran is held at the start.
+    client, name = bucket
+    for key in ("公共/甲.md", "公共/乙.md"):
+        client.put_object(Bucket=name, Key=key, Body=f"# {key}\n\n第一版。".encode())
+    s3 = ObjectStoreOptions(
+        endpoint=s3_server, region="us-east-1", access_key_id=S3_KEY_ID,
+        secret_access_key=S3_SECRET,
+    )  # fmt: skip
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(OPEN, encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    kb = "watch-restart-bucket-rules"
+    options = IndexOptions(
+        knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
+    )
+    await watched_once(es, es_sync, ObjectStoreSource(f"s3://{name}", s3), options, alias, 2)
+
+    rules.write_text(OPEN.replace("access_roles: []", "access_roles: [法务]"), encoding="utf-8")
+    source = GatedBucket(f"s3://{name}", s3)
+    options = replace(options, acl_rules=load_rules(rules))
+    second = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0)
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    try:
+        await until(
+            lambda: all(roles != () for roles, _ in stored(es_sync, index, kb).values()),
+            "the restricted folder answers no one before the whole listing",
+        )
+        assert not source.gate.is_set()
+        source.gate.set()
+        await until(
+            lambda: all(r == ("法务",) for r, _ in stored(es_sync, index, kb).values()),
+            "then written with 法务",
+        )
+    finally:
+        source.gate.set()
+        stop.set()
+        await running
+
+
+async def test_what_is_heard_before_a_whole_listing_is_narrowed_before_it_is_compared(
+    tmp_path: Path,
+    es: AsyncElasticsearch,
+    es_sync: Elasticsearch,
+    alias: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A change heard while the watcher starts (or while a re-listing is due) is narrowed at
+    # once, not folded into the whole listing, whose comparison takes a minute at 100,000
+    # objects.
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    for name in ("甲", "乙"):
+        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    kb = "watch-heard-before-listing"
+    options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
+    await watched_once(es, es_sync, LocalSource(root), options, alias, 2)
+
+    (root / "公共/乙.md").unlink()  # (heard as the new watcher starts)
+
+    async def nothing_kept(*_args: object) -> None:  # (a first start, or a bucket's)
+        return None
+
+    monkeypatch.setattr(last_listing, "at_start", nothing_kept)
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+    heard.put_nowait(Heard({"公共/乙.md"}, at=0.0))
+    source = Gated(root)
+    source.close("(listing)")
+    second = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=heard_from(heard),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    try:
+        await until(
+            lambda: "公共/乙.md" not in stored(es_sync, index, kb),
+            "the deletion heard is in force before the whole listing is compared",
         )
         assert not source.gates["(listing)"].is_set()
     finally:

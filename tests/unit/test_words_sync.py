@@ -5,6 +5,7 @@ under an English locale."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,45 @@ def test_a_rules_edit_not_recorded_is_warned_of_in_chinese(monkeypatch: pytest.M
     warning = recorder.said("re-listing", report)
     assert warning is not None and warning.startswith("规则变更没有记入权限历史："), warning
     assert "无法打开数据库文件" in warning and english_left(warning) == [], warning
+
+
+RULES = {
+    "fields": "unmatched: refuse\nrules:\n  - match: '**'\n    roles: [a]\n",
+    "no-unmatched": "rules: []\n",
+    "shadowed": "unmatched: refuse\nrules:\n  - match: '**'\n    access_roles: [a]\n"
+    "  - match: 'x/**'\n    access_roles: [b]\n",
+    "user-role": "unmatched: refuse\nrules:\n  - match: '**'\n    access_roles: [user:x]\n",
+    "not-a-mapping": "- a\n",
+}
+
+
+@pytest.mark.parametrize("name", [*RULES, "not-utf8", "missing", "manifest"])
+def test_a_rules_file_refused_or_warned_of_in_chinese(tmp_path: Path, name: str) -> None:
+    """``--acl-rules`` refused (or a rule that can never match warned of) and a missing
+    ``--manifest``: Chinese under zh, the rules' own words aside."""
+    from typer.testing import CliRunner
+
+    from indexer.cli import app as indexer
+
+    (tmp_path / "share").mkdir()
+    (tmp_path / "share" / "a.md").write_text("# a\n", encoding="utf-8")
+    rules = tmp_path / "acl.yaml"
+    if name in RULES:
+        rules.write_text(RULES[name], encoding="utf-8")
+    if name == "not-utf8":
+        rules.write_bytes(b"\xff\xfe")
+    argv = ["index", "--knowledge-id", "kb", str(tmp_path / "share"), "--acl-rules", str(rules)]
+    if name == "manifest":
+        argv = [*argv[:4], "--manifest", str(tmp_path / "none.jsonl")]
+    env = {"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "RSVC_LANG": "",
+           "RSVC_ES_URL": "http://127.0.0.1:1"}  # fmt: skip
+    done = CliRunner(env=env).invoke(indexer, argv)
+    assert done.exit_code != 0, done.output
+    if name == "manifest":  # (Typer's panel, its lines joined)
+        said = " ".join(line.strip("│ ") for line in done.stderr.splitlines() if "│" in line)
+    else:
+        said = done.stderr.splitlines()[0]
+        assert said.startswith("警告：" if name == "shadowed" else "错误："), said
+    assert CJK.search(said), said
+    assert english_left(said.replace("'", "`")) == [], said
+    assert ": " not in re.sub(r"'[^']*'|（[^）]*）", "", said), said  # (English punctuation)

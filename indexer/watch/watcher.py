@@ -96,6 +96,7 @@ class Watcher(Keeping):
         # What changed since the last listing kept (a start): looked at before the first
         # whole re-listing, a batch at a time.
         self._first_keys: list[str] = []
+        self._rules_keys: list[str] = []  # what a rules edit held: read again before re-listing
         self._kept_looked = False
         self._next_relisting = 0.0
         self._backoff = 1.0
@@ -210,10 +211,11 @@ class Watcher(Keeping):
             ):  # (settled beside a re-listing, which is fenced from them; many: re-listed)
                 self.pending.add(self.narrowed)
                 self.narrowed = Heard()
-            first = bool(self._first_keys)  # (a start's differences: before the re-listing)
-            if first:
-                batch, self._first_keys = self._first_keys[:MANY_KEYS], self._first_keys[MANY_KEYS:]
-                self.pending.add(Heard(set(batch), at=time.time()))
+            # (before the re-listing: a start's differences; what a rules edit held, a pass each)
+            first = bool(self._first_keys or self._rules_keys)
+            if waiting := self._first_keys or (self._rules_keys if not self._events_pass else []):
+                self.pending.add(Heard(set(waiting[:MANY_KEYS]), at=time.time()))
+                del waiting[:MANY_KEYS]
             due = self.everything or time.monotonic() >= self._next_relisting
             # (a re-listing waits for the passes running; many keys are cheaper listed than
             # looked at)
@@ -315,8 +317,8 @@ class Watcher(Keeping):
             self._rules_before = replace(self.options, acl_rules=since.rules_before)
 
     async def _narrow_rules(self) -> None:
-        """A rules edit held in force from the index at once (a pass running or not); the
-        re-listing it asked for follows."""
+        """A rules edit held in force from the index at once (a pass running or not); what it
+        held is read again at once, before the re-listing it asked for."""
         before, self._rules_before = self._rules_before, None
         assert before is not None
         try:
@@ -327,6 +329,7 @@ class Watcher(Keeping):
         except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
             log.warning(say("rules_edit_not_held", why=exc))
             return
+        self._rules_keys.extend(done.keys)
         self.said("rules", done)
 
     async def _passed(self, done_pass: _Pass) -> None:

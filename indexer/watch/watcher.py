@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 __all__ = ["MANY_KEYS", "Events", "WatchOptions", "Watcher"]
 
 MANY_KEYS = 200  # keys heard at once past which one listing is cheaper than a look at each
+READ_AGAIN = 1000  # documents a rules edit held, read again a pass at a time
 
 
 class Watcher(Keeping):
@@ -211,11 +212,16 @@ class Watcher(Keeping):
             ):  # (settled beside a re-listing, which is fenced from them; many: re-listed)
                 self.pending.add(self.narrowed)
                 self.narrowed = Heard()
-            # (before the re-listing: a start's differences; what a rules edit held, a pass each)
-            first = bool(self._first_keys or self._rules_keys)
-            if waiting := self._first_keys or (self._rules_keys if not self._events_pass else []):
-                self.pending.add(Heard(set(waiting[:MANY_KEYS]), at=time.time()))
-                del waiting[:MANY_KEYS]
+            # (before the re-listing: a start's differences; what a rules edit held, read again
+            # in the re-listing's place, events settled beside it)
+            if first := bool(self._first_keys or self._rules_keys):
+                if batch := self._first_keys[:MANY_KEYS]:
+                    self.pending.add(Heard(set(batch), at=time.time()))
+                    del self._first_keys[:MANY_KEYS]
+                elif not self._running():
+                    self._read_again(self._rules_keys[:READ_AGAIN])
+                    del self._rules_keys[:READ_AGAIN]
+                    continue
             due = self.everything or time.monotonic() >= self._next_relisting
             # (a re-listing waits for the passes running; many keys are cheaper listed than
             # looked at)
@@ -274,17 +280,29 @@ class Watcher(Keeping):
         relist: bool,
         everything: bool,
         planned: dict[str, tuple[str, str]] | None = None,
+        beside: bool = False,  # (in the re-listing's place, events settled beside it)
     ) -> None:
         """Run ``work`` as the pass, with the fence of what is narrowed from now on (the pass
         must not write it) and what it plans to write (``work`` fills it when it lists)."""
         fence, planned = Fence(), dict(planned or {})
         task = asyncio.create_task(work(fence, planned))
         task.add_done_callback(lambda _task: self._wake.set())
-        if relist:
+        if relist or beside:
             self._relisting_pass = _Pass(task, fence, taken, relist, everything, planned)
         else:
             self._events_pass = _Pass(task, fence, taken, relist, everything, planned)
         self.status.state = "re-listing" if relist else "indexing"
+
+    def _read_again(self, keys: list[str]) -> None:
+        """What a rules edit held, read and written again with its new roles in a pass of its
+        own, as a re-listing's (what is heard meanwhile is settled beside it, fenced)."""
+
+        async def work(fence: Fence, planned: dict[str, tuple[str, str]]) -> Settled:
+            plan = await narrow(self.es, self.source, self.options, keys, spare=fence.keys)
+            planned.update(plan.planned)
+            return await self._finish(plan, fence)
+
+        self._start(work, Heard(set(keys), at=time.time()), False, False, beside=True)
 
     async def _finish(self, plan: Plan, fence: Fence, _planned: object = None) -> Settled:
         pool = await self.pool.ready() if self.pool is not None and plan.write else None

@@ -38,7 +38,10 @@ def _settles(said: str, since: int) -> list[tuple[str, int]]:
 
 
 def test_a_rules_edit_rewrites_what_it_held_before_the_re_listing(
-    share: Path, alias: str, es_sync: Elasticsearch, watchers: list[Watching]
+    share: Path,  # noqa: F811
+    alias: str,
+    es_sync: Elasticsearch,
+    watchers: list[Watching],  # noqa: F811
 ) -> None:
     kb = "watch-rules-read-again"
     for name in ("判决", "合同", "函件"):

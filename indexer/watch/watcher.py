@@ -357,7 +357,8 @@ class Watcher(Keeping):
             self._relisting_pass = None
         else:
             self._events_pass = None
-        for key in done_pass.fence.keys.values():
+        again = set(self._rules_keys)  # (read again anyway: not many keys to re-list for)
+        for key in (k for k in done_pass.fence.keys.values() if k not in again):
             self.narrowed.keys.add(key)
             self.narrowed.at = self.narrowed.at or time.time()
         try:

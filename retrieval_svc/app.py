@@ -23,6 +23,7 @@ from retrieval_svc.audit import Audit
 from retrieval_svc.auth.key_file import KeyFile
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
+from retrieval_svc.causes import cause
 from retrieval_svc.config_checks import shown_url
 from retrieval_svc.deps import authenticate
 from retrieval_svc.direct import DirectRoutes
@@ -95,7 +96,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.auth_disabled:
-            log.warning("AUTH IS DISABLED: every caller is trusted. Never run so in production.")
+            log.warning(say("log_auth_disabled"))
         async with AsyncExitStack() as stack:  # a refused start still closes what it opened
             app.state.rsvc = await open_state(settings, metrics, stack)
             if mcp is not None:
@@ -224,15 +225,11 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
     await asyncio.to_thread(preload_segmenter)  # (the word dictionary: before any query)
     # Which cluster it writes to, said once at start (never a password in the URL).
     cluster = ", ".join(shown_url(url) for url in settings.es_hosts)
+    writes_to = say(
+        "writes_to", cluster=cluster, alias=settings.index_alias, installation=settings.installation
+    )
     log.warning(
-        "%s; tenants %s",
-        say(
-            "writes_to",
-            cluster=cluster,
-            alias=settings.index_alias,
-            installation=settings.installation,
-        ),
-        ", ".join(settings.tenants),
+        "%s", say("serves_tenants", writes_to=writes_to, tenants=", ".join(settings.tenants))
     )
     try:
         if await legacy_layout(es, settings.index_alias):
@@ -262,7 +259,7 @@ async def open_state(settings: Settings, metrics: Metrics, stack: AsyncExitStack
         )
         raise ConfigurationError(what) from exc
     except (ApiError, TransportError) as exc:
-        log.warning("could not prepare the index now (%s); /readyz will say so", exc)
+        log.warning(say("log_index_not_prepared", why=cause(exc) or exc))
     audit = Audit(settings, es, metrics)
     await audit.start()
     stack.push_async_callback(audit.stop)
@@ -352,7 +349,7 @@ def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> Callable
             f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
             "set RSVC_METRICS_PORT to a free port"
         ) from exc
-    log.info("metrics on http://%s:%d/metrics", host, port)
+    log.info(say("log_metrics_on", host=host, port=port))
 
     def stop() -> None:
         server.shutdown()

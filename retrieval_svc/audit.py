@@ -29,6 +29,7 @@ from retrieval_svc.chunks import UnifiedChunk
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.settings import Settings
 from retrieval_svc.tenancy import tenant_slug
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("rsvc.audit")
@@ -195,7 +196,7 @@ class Audit:
                     cleaned = time.monotonic()
             except Exception as exc:  # the cluster is away: these events are lost, counted
                 self.metrics.audit_events.labels(outcome="failed").inc(len(batch))
-                log.warning("audit: %d events not written (%s)", len(batch), type(exc).__name__)
+                log.warning(say("log_audit_not_written", n=len(batch), why=type(exc).__name__))
 
     async def search(
         self,

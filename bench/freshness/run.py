@@ -189,6 +189,14 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
         "narrowing": summary(narrowing) if narrowing else None,
         "widening": summary(widening) if widening else None,
         "by_kind": by_kind,
+        "each": [  # (when each change was made and in force: a tail traced to its moment)
+            {
+                "kind": c.kind,
+                "at": _clock(c.at),
+                "in_force": _clock(c.done_at) if c.done_at else None,
+            }
+            for c in sorted(done, key=lambda c: c.at)
+        ],
         "kept": kept,
         "still_dark": still_dark,
     }
@@ -225,12 +233,14 @@ def _interruption(
     return None
 
 
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
+
+
 def _mark(what: str) -> None:
     """When the benchmark killed or started the watcher (stderr, beside the watcher's own
     lines: what a restart's window spent starting and what the watcher spent)."""
-    now = time.time()
-    stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
-    print(f"freshness: {stamp} the watcher {what}", file=sys.stderr, flush=True)
+    print(f"freshness: {_clock(time.time())} the watcher {what}", file=sys.stderr, flush=True)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:

@@ -201,7 +201,8 @@ async def claim_cluster(es: AsyncElasticsearch, settings: IndexSettings) -> None
         alias=settings.index_alias,
         installation=settings.installation,
     )
-    typer.echo(said, err=True)
+    # (through the console a progress bar draws on, so the line is not drawn into the bar)
+    err.print(said, markup=False, highlight=False)
     await claim(
         es,
         settings.index_alias,

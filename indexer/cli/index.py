@@ -281,7 +281,11 @@ def index(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err, disable=not show, transient=True) as bar:
-        task = bar.add_task(f"reading {escape(src.description)}", total=None, unit="documents")
+        task = bar.add_task(
+            say("progress_reading", source=escape(src.description)),
+            total=None,
+            unit=say("progress_documents"),
+        )
 
         async def work(es: AsyncElasticsearch, settings: IndexSettings) -> Report:
             async with open_embedder(settings) as (embedder, model):
@@ -289,7 +293,11 @@ def index(
                     await before_writing(es, settings)
                     await ensure_configured_index(es, settings, model, tenant)
                 embedding = (
-                    bar.add_task(f"embedding ({model.model})", total=None, unit="chunks")
+                    bar.add_task(
+                        say("progress_embedding", model=escape(model.model)),
+                        total=None,
+                        unit=say("progress_chunks"),
+                    )
                     if model and not dry_run
                     else None
                 )

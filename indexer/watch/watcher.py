@@ -246,6 +246,11 @@ class Watcher(Keeping):
                 if self.lease is not None and not self.lease.fresh:  # (never on a lapsed one)
                     await self.lease.renew()
                 if relist:  # (listed in the pass: the loop narrows what it hears meanwhile)
+                    # (heard before it: narrowed now, not at its comparison — a minute at
+                    # 100,000 objects; it lists after this and writes them)
+                    if taken.keys and len(taken.keys) <= MANY_KEYS:
+                        early = await narrow(self.es, self.source, self.options, taken.keys)
+                        self.said("events", early.done)
                     self._start(self._relisting, taken, True, everything)
                     continue
                 fences = [p.fence for p in running]

@@ -43,6 +43,7 @@ from retrieval_svc.acl.policy_store import (
 )
 from retrieval_svc.acl.sids import PERSON_ROLES
 from retrieval_svc.tenancy import EVERY_TENANT
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 # pycasbin logs its model and every policy line (user ids and their roles) at INFO while it
@@ -155,14 +156,14 @@ class AccessControl:
     def _swap(self, loaded: PolicyIndex | PolicyError) -> bool:
         if isinstance(loaded, PolicyError):
             self.last_error = str(loaded)
-            log.error("policy reload failed, keeping the last good policy: %s", loaded)
+            log.error(say("log_policy_reload_failed", why=loaded))
             self._on_reload("error")
             return False
         before = self._loaded.skipped
         self._loaded = loaded  # one assignment: a request sees the old policy or the new
         self.last_error = None
         self._report_skipped(before, loaded.skipped)
-        log.info("policy reloaded from %s", self.source.describe())
+        log.info(say("log_policy_reloaded", source=self.source.describe()))
         self._on_reload("ok")
         return True
 
@@ -176,11 +177,9 @@ class AccessControl:
         seen = {(s.where, s.values) for s in before}
         fresh = [s for s in now if (s.where, s.values) not in seen]
         for line in fresh[:20]:
-            log.error("policy line skipped (a grant not given): %s", line.describe())
+            log.error(say("log_policy_line_skipped", line=line.describe()))
         if len(fresh) > 20:
-            log.error(
-                "policy: %d more lines skipped; `retrieval-svc policy check`", len(fresh) - 20
-            )
+            log.error(say("log_policy_more_skipped", n=len(fresh) - 20))
         self._on_skipped(len(now))
 
     def reload(self) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 from retrieval_svc.auth.keys import KeyStore
 from retrieval_svc.key_entry import ApiKeyConfig
 from retrieval_svc.settings import Settings, parse_api_keys
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class KeyFile:
             data = self._read()
         except OSError as exc:
             self.error = f"cannot read {self.path}: {exc.strerror}"
-            log.error("API keys file: %s; the keys in force stay", self.error)
+            log.error(say("log_keys_file_error", why=self.error))
             return False
         if _digest(data) == self.digest:  # (back to the keys in force: nothing is wrong now)
             self.error = ""
@@ -72,13 +73,11 @@ class KeyFile:
             keys = self._validated(parse_api_keys(data.decode("utf-8"), self.path))
         except Exception as exc:  # (any reason the file cannot be used: said, nothing changes)
             self.error = str(exc)
-            log.error("API keys file %s not reloaded: %s; the keys in force stay", self.path, exc)
+            log.error(say("log_keys_not_reloaded", path=self.path, why=exc))
             return False
         self.store.replace(keys)
         self.digest, self.loaded_at, self.error = _digest(data), time.time(), ""
-        log.warning(
-            "API keys reloaded from %s: %d keys (digest %s)", self.path, len(keys), self.digest
-        )
+        log.warning(say("log_keys_reloaded", path=self.path, n=len(keys), digest=self.digest))
         return True
 
     def _validated(self, from_file: list[ApiKeyConfig]) -> list[ApiKeyConfig]:

@@ -32,6 +32,7 @@ import jwt
 from retrieval_svc.acl.values import RoleValueError, parse_roles
 from retrieval_svc.errors import IdentityProviderUnavailable, InvalidPrincipalToken
 from retrieval_svc.settings import OIDC_ALGORITHM_FAMILIES
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -199,9 +200,7 @@ class OidcVerifier:
         except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning(
-                "could not fetch the identity provider's keys (keeping %d): %s",
-                len(self._keys),
-                self.last_error,
+                say("log_idp_keys", n=len(self._keys), why=self.last_error),
             )
             self._on_fetch("error")
             return

@@ -54,7 +54,7 @@ def _checked(tenant: str | None) -> None:
         try:
             check_tenant(tenant)
         except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            raise typer.BadParameter(problem(exc)) from None
 
 
 @audit_app.command("search")

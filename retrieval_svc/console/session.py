@@ -27,6 +27,7 @@ from elasticsearch import AsyncElasticsearch, NotFoundError
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from retrieval_svc.auth.keys import ApiKeyConfig
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class Sessions:
         except NotFoundError:  # (no such record, or no index yet: nobody signed out)
             return True
         except Exception as exc:  # unknown: fail closed
-            log.warning("console session check failed, treating it as ended: %s", exc)
+            log.warning(say("log_session_check_failed", why=exc))
             return False
         return False
 
@@ -105,7 +106,7 @@ class Sessions:
                 wait_for_completion=False,
             )
         except Exception as exc:
-            log.info("could not forget old console sessions now: %s", exc)
+            log.info(say("log_sessions_not_forgotten", why=exc))
 
     def csrf(self, session: dict[str, str]) -> str:
         """The CSRF token of a session's forms."""

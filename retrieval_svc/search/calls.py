@@ -28,6 +28,7 @@ from retrieval_svc.errors import DeadlineExceeded, QueryRefused, SearchUnavailab
 from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.failures import Reachability, refusal
 from retrieval_svc.tenancy import tenant_alias
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class ElasticCalls:
                 "the tenant's index does not exist; run `retrieval-indexer init --tenant …`"
             )
         if isinstance(exc, SerializationError):  # a value the client cannot write as JSON
-            log.warning("a query could not be serialised: %s", exc)
+            log.warning(say("log_not_serialised", why=exc))
             return QueryRefused("a value of the request cannot be sent to the index")
         if isinstance(exc, ConnectionError | TransportError):
             self.reachability.failed(type(exc).__name__)

@@ -49,6 +49,7 @@ from retrieval_svc.filters.dify_compiler import compile_dify
 from retrieval_svc.filters.tree import And, Condition, Not, Or
 from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.search.tenant_reads import Guard, Owner
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -268,4 +269,4 @@ def _may(at: float, took_s: float) -> bool:
 def _reported(task: asyncio.Task[Owners]) -> None:
     """A background refresh that failed is logged (a request waiting on it gets the error)."""
     if not task.cancelled() and (exc := task.exception()) is not None:
-        log.warning("field catalog refresh failed: %s", exc)
+        log.warning(say("log_catalog_failed", why=exc))

@@ -29,6 +29,7 @@ from retrieval_svc.search.query import (
     search_body,
 )
 from retrieval_svc.search.tenant_reads import TenantReads
+from retrieval_svc.words import say
 
 Mode = Literal["hybrid", "bm25", "vector"]
 
@@ -202,9 +203,7 @@ class SearchEngine(TenantReads):
             if not (in_tenant(source, principal.tenant) and chunk_visible(source, principal.roles)):
                 self._metrics.acl_postcheck_drops.inc()
                 log.error(
-                    "ACL post-check dropped chunk %s for key %s: the query let it through",
-                    hit.get("_id"),
-                    principal.key_name,
+                    say("log_postcheck_dropped", chunk=hit.get("_id"), api_key=principal.key_name)
                 )
                 continue
             out.append(Hit(str(hit.get("_id")), source, scorer(float(hit.get("_score") or 0.0))))

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from retrieval_svc.errors import QueryRefused, SearchUnavailable
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -28,18 +29,13 @@ class Reachability:
         self.failures += 1
         if self.down_since is None:
             self.down_since = time.monotonic()
-            log.warning(
-                "Elasticsearch is unreachable (%s); requests answer 503 until it is back", cause
-            )
+            log.warning(say("log_es_down", why=cause))
 
     def reached(self) -> None:
         """A call reached Elasticsearch."""
         if self.down_since is not None:
-            log.warning(
-                "Elasticsearch is reachable again after %.1f s (%d calls failed meanwhile)",
-                time.monotonic() - self.down_since,
-                self.failures,
-            )
+            seconds = f"{time.monotonic() - self.down_since:.1f}"
+            log.warning(say("log_es_back", seconds=seconds, n=self.failures))
             self.down_since, self.failures = None, 0
 
 

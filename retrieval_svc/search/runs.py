@@ -18,6 +18,7 @@ from elasticsearch import ApiError, AsyncElasticsearch, TransportError
 
 from retrieval_svc import reasons
 from retrieval_svc.tenancy import tenant_slug
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ async def last_runs(
             index=runs_index(index_alias, tenant), ids=knowledge_ids
         )
     except (ApiError, TransportError) as exc:
-        log.warning("last runs not read: %s", type(exc).__name__)
+        log.warning(say("log_runs_not_read", why=type(exc).__name__))
         return {}
     docs = found.body.get("docs", []) if isinstance(found.body, dict) else []
     return {d["_id"]: d["_source"] for d in docs if d.get("found")}
@@ -140,7 +141,7 @@ async def runs_shown(
             size=MOST_SHARD_RECORDS,
         )
     except (ApiError, TransportError) as exc:
-        log.warning("last runs not read: %s", type(exc).__name__)
+        log.warning(say("log_runs_not_read", why=type(exc).__name__))
         return {}
     body = found.body if isinstance(found.body, dict) else {}
     records: dict[str, list[dict[str, Any]]] = {}

@@ -23,6 +23,7 @@ from retrieval_svc.web.providers import (
     ProviderName,
     build_request,
 )
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class WebSearch:
             took = int(seconds * 1000)
             self._observe(cfg.provider or "", status, seconds)
             if detail:
-                log.warning("web search via %s: %s (%d ms)", cfg.provider, detail, took)
+                log.warning(say("log_web_search", provider=cfg.provider, detail=detail, ms=took))
             return WebOutcome(status, cfg.provider, took, items or [], detail)
 
         try:

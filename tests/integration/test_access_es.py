@@ -271,3 +271,20 @@ async def test_the_service_says_which_cluster_it_writes_to_without_its_password(
     assert len(said) == 1, caplog.text
     assert f"{parts.scheme}://{parts.netloc}" in said[0] and corpus in said[0], said
     assert "s3cret-pw" not in caplog.text and "elastic:" not in caplog.text
+
+
+async def test_the_service_says_which_cluster_it_writes_to_in_chinese(
+    corpus: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a Chinese locale the start line is Chinese to its end, the tenants included."""
+    monkeypatch.setenv("RSVC_LANG", "zh")
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY, encoding="utf-8")
+    settings = make_settings(corpus, casbin_policy=policy)
+    with caplog.at_level(logging.WARNING, logger="retrieval_svc.app"):
+        async with app_client(settings):
+            pass
+    said = [r.getMessage() for r in caplog.records if "Elasticsearch 位于" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+    assert f"别名 {corpus} 之下" in said[0] and "；租户 " in said[0], said
+    assert "tenants" not in said[0], said

@@ -24,13 +24,13 @@ from indexer.sources import ObjectRef, ObjectStoreOptions, ObjectStoreSource
 from indexer.sources.local import LocalSource
 from indexer.watch import last_listing
 from indexer.watch import watcher as watcher_module
-from indexer.watch.events import FileStamps
+from indexer.watch.events import FileStamps, Heard
 from indexer.watch.settle import Settled
 from indexer.watch.watcher import Watcher, WatchOptions
 from indexer.workers import ParserPool
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.tenancy import tenant_alias
-from tests.integration.test_watch_pass_es import WAIT_S, Gated, stored, until
+from tests.integration.test_watch_pass_es import WAIT_S, Gated, heard_from, stored, until
 from tests.support import S3_KEY_ID, S3_SECRET
 from tests.support.corpus import TENANT
 
@@ -414,5 +414,54 @@ async def test_a_buckets_rules_edit_while_down_is_held_before_the_whole_listing(
         )
     finally:
         source.gate.set()
+        stop.set()
+        await running
+
+
+async def test_what_is_heard_before_a_whole_listing_is_narrowed_before_it_is_compared(
+    tmp_path: Path,
+    es: AsyncElasticsearch,
+    es_sync: Elasticsearch,
+    alias: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A change heard while the watcher starts (or while a re-listing is due) is narrowed at
+    # once, not folded into the whole listing, whose comparison takes a minute at 100,000
+    # objects.
+    root = tmp_path / "share"
+    (root / "公共").mkdir(parents=True)
+    for name in ("甲", "乙"):
+        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
+    index = tenant_alias(alias, TENANT)
+    await ensure_index(es, alias, tenant=TENANT)
+    kb = "watch-heard-before-listing"
+    options = IndexOptions(knowledge_id=kb, alias=index, tenant=TENANT, workers=0)
+    await watched_once(es, es_sync, LocalSource(root), options, alias, 2)
+
+    (root / "公共/乙.md").unlink()  # (heard as the new watcher starts)
+
+    async def nothing_kept(*_args: object) -> None:  # (a first start, or a bucket's)
+        return None
+
+    monkeypatch.setattr(last_listing, "at_start", nothing_kept)
+    heard: asyncio.Queue[Heard] = asyncio.Queue()
+    heard.put_nowait(Heard({"公共/乙.md"}, at=0.0))
+    source = Gated(root)
+    source.close("(listing)")
+    second = Watcher(
+        es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
+        events=heard_from(heard),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    try:
+        await until(
+            lambda: "公共/乙.md" not in stored(es_sync, index, kb),
+            "the deletion heard is in force before the whole listing is compared",
+        )
+        assert not source.gates["(listing)"].is_set()
+    finally:
+        for gate in source.gates.values():
+            gate.set()
         stop.set()
         await running

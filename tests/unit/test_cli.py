@@ -54,7 +54,9 @@ def test_a_key_for_dify_refuses_what_would_read_as_a_stranger() -> None:
 
 
 def test_a_fixed_key_without_roles_is_refused() -> None:
-    result = CliRunner().invoke(app, ["new-key", "--name", "k", "--mode", "fixed"])
+    result = CliRunner().invoke(
+        app, ["new-key", "--name", "k", "--mode", "fixed"], env={"RSVC_LANG": "en"}
+    )
     assert result.exit_code == 2 and "no roles" in result.stderr
 
 
@@ -72,7 +74,7 @@ def test_serve_refuses_a_key_that_cannot_work(
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps([{"name": "broken", "sha256": hash_key("x" * 20), **entry}]))
     monkeypatch.setenv("RSVC_API_KEYS_FILE", str(keys))
-    result = CliRunner().invoke(app, ["serve", "--port", "1"])
+    result = CliRunner().invoke(app, ["serve", "--port", "1"], env={"RSVC_LANG": "en"})
     assert result.exit_code == 2
     assert says in result.stderr and "Traceback" not in result.output
 
@@ -173,16 +175,19 @@ def test_a_malformed_url_is_one_line_and_exit_2(
     from indexer.cli import app as indexer_app
 
     program, *args = command.split()
-    result = CliRunner().invoke(indexer_app if program == "indexer" else app, args, env=env)
+    cli = indexer_app if program == "indexer" else app
+    result = CliRunner().invoke(cli, args, env={**env, "RSVC_LANG": "en"})
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"configuration error: {variable}: "), line
     assert "Traceback" not in result.output
+    said = CliRunner().invoke(cli, args, env={**env, "RSVC_LANG": "zh"})
+    assert said.exit_code == 2 and said.output.startswith(f"配置错误：{variable}："), said.output
 
 
 def test_audit_search_s_since_past_the_year_one_is_one_line() -> None:
     # Issue #36 §3: --since 99999999d ended in an OverflowError traceback.
-    env = {"RSVC_ES_URL": "http://127.0.0.1:1", "RSVC_AUDIT": "elasticsearch"}
+    env = {"RSVC_ES_URL": "http://127.0.0.1:1", "RSVC_AUDIT": "elasticsearch", "RSVC_LANG": "en"}
     result = CliRunner().invoke(app, ["audit", "search", "--since", "99999999d"], env=env)
     assert result.exit_code == 2 and "before the year 1" in result.output, result.output
     assert ("Traceback" not in result.output and result.exception is None) or isinstance(

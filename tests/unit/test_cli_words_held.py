@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGLISH = re.compile(r"[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PRINTS = {("typer", "echo"), ("typer", "secho"), ("err", "print"), ("console", "print")}
-# What the indexer's log says (``watch``'s and ``index``'s lines a person reads).
+# What the indexer's and the service's logs say (``watch``'s, ``index``'s, the service's
+# lines an operator reads).
 LOGS = {("log", "warning"), ("log", "error"), ("log", "info")}
 # What a refusal is raised as, where its English is made for a command line to print.
 REFUSALS = {"BadParameter", "ValueError", "PolicyError"}
@@ -57,8 +58,8 @@ def _sources(*places: str) -> list[Path]:
 
 def english_lines() -> list[str]:
     found = []
-    indexer = sorted((ROOT / "indexer").rglob("*.py"))
-    for path, node in _calls(sorted({*_sources(*CLI), *indexer})):
+    logged = [*(ROOT / "indexer").rglob("*.py"), *(ROOT / "retrieval_svc").rglob("*.py")]
+    for path, node in _calls(sorted({*_sources(*CLI), *logged})):
         func = node.func
         owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
         if (owner, getattr(func, "attr", "")) not in PRINTS | LOGS:
@@ -70,7 +71,8 @@ def english_lines() -> list[str]:
 
 
 def refusals_no_row_says() -> list[str]:
-    """Each English refusal (its values as 'x') that no problem row says again in Chinese."""
+    """Each English refusal (its values as 1: a count or a name alike) that no problem row
+    says again in Chinese."""
     from retrieval_svc.words import problem
 
     found = []
@@ -79,22 +81,57 @@ def refusals_no_row_says() -> list[str]:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if name not in REFUSALS:
             continue
-        text = "".join(_text(arg, "'x'") or "" for arg in node.args[:1])
+        text = "".join(_text(arg, "1") or "" for arg in node.args[:1])
         if isinstance(node.args[0], ast.BinOp):  # ("…" "…" split over lines is one Constant)
             continue
-        if text and ENGLISH.search(re.sub(r"'x'|`[^`]*`", "", text)):
+        if text and ENGLISH.search(re.sub(r"`[^`]*`", "", text)):
             said = problem(text, "zh")
-            if not CJK.search(said) or ENGLISH.search(re.sub(r"'x'|`[^`]*`|（[^）]*）", "", said)):
+            if not CJK.search(said) or ENGLISH.search(re.sub(r"`[^`]*`|（[^）]*）", "", said)):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:70]}")
     return found
 
 
 def test_no_command_line_echoes_an_english_sentence_of_its_own() -> None:
-    """Nor does the indexer's log (``index``, ``watch``) say one: each is a row."""
+    """Nor does the indexer's log (``index``, ``watch``) or the service's: each is a row."""
     # (parsed on a thread of its own: CPython 3.11's parser can fail with "AST constructor
     # recursion depth mismatch" on a thread whose recursion count an earlier test left off)
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(english_lines).result() == []
+
+
+def progress_words() -> list[str]:
+    """A progress bar's description or unit written as a literal (it shows in a terminal only,
+    where no captured-output test looks)."""
+    found = []
+    for path in sorted((ROOT / "indexer/cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_task"):
+                continue
+            said = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "unit")]
+            for arg in said:
+                text = _text(arg)
+                if text and re.search(r"[A-Za-z]{3,}", text.replace("{}", "")):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    return found
+
+
+def test_the_progress_bars_speak_through_the_word_table() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(progress_words).result() == []
+
+
+def test_the_scripts_a_guide_runs_have_no_english_only_line() -> None:
+    """``scripts/es.sh`` and ``scripts/libreoffice.sh`` (the guides' first step) say every
+    line through ``log2``/``die2``/``say2``: English under an English locale, Chinese under a
+    Chinese one."""
+    one_language = re.compile(r"(^|[;{&|]\s*)(log|die|echo) \"[^\"]*[A-Za-z]{3,} [A-Za-z]{2,}")
+    found = [
+        f"{name}:{n}: {line.strip()[:70]}"
+        for name in ("es.sh", "libreoffice.sh")
+        for n, line in enumerate((ROOT / "scripts" / name).read_text("utf-8").splitlines(), 1)
+        if one_language.search(line.strip())
+    ]
+    assert found == []
 
 
 def test_every_refusal_a_command_line_prints_is_said_again_in_chinese() -> None:

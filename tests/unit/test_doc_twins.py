@@ -125,6 +125,25 @@ def test_a_chinese_page_links_anchors_that_exist(page: Path) -> None:
     assert not broken, f"anchors that do not exist: {broken}"
 
 
+@pytest.mark.parametrize("page", chinese_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_chinese_page_comments_its_commands_in_chinese(page: Path) -> None:
+    """A comment in a Chinese page's code is Chinese (the twins' code is held equal comments
+    aside); the guide's blocks are the English guide's own, run by test_guide_es."""
+    if page.name == "guide.zh-CN.md":
+        return
+    english = []
+    for lang, body in FENCE.findall(page.read_text("utf-8")):
+        for line in body.splitlines() if lang not in SHOWN else []:
+            comment = re.search(r"(^|\s)#\s(.*)$", line)
+            if (
+                comment
+                and re.search(r"[A-Za-z]{3,} [A-Za-z]{2,}", comment.group(2))
+                and not re.search(r"[\u4e00-\u9fff]", comment.group(2))
+            ):
+                english.append(comment.group(2))
+    assert english == []
+
+
 # The facts a condensed paragraph drops first: the names a reader types or looks for (settings,
 # metrics, files of the repository, benchmark commands, options) and the figures measured.
 NAME = re.compile(

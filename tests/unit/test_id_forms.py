@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import stringprep
 import unicodedata
 from pathlib import Path
@@ -217,6 +218,11 @@ def test_a_map_with_any_bad_line_changes_nothing_and_names_the_line(
     run = identity(db, "map", "import", str(bad))
     assert run.exit_code == 2, run.output
     assert f"bad.csv {said}" in run.output and "the map is unchanged" in run.output, run.output
+    # (and in Chinese, whole: no English sentence left in the line)
+    zh = identity(db, "map", "import", str(bad), lang="zh")
+    line = said.replace("line ", "第 ") + " 行"
+    assert zh.exit_code == 2 and f"bad.csv {line}" in zh.output and "映射未改变" in zh.output
+    assert not re.search(r"[A-Za-z]{3,} [A-Za-z]{2,}", zh.output), zh.output
     assert identity(db, "map", "list").stdout == "id,person\nkeep-me,wang\n"
 
 
@@ -237,8 +243,9 @@ def test_the_map_lists_as_the_csv_it_imports(tmp_path: Path) -> None:
     assert sorted(csv.reader(io.StringIO(listed))) == sorted([["id", "person"], *map(list, pairs)])
 
 
-def identity(db: str, *args: str) -> object:
-    return CliRunner().invoke(svc_cli, ["identity", "--db", db, *args])
+def identity(db: str, *args: str, lang: str = "en") -> object:
+    """The command as a terminal in ``lang`` runs it (whatever the suite's own locale)."""
+    return CliRunner().invoke(svc_cli, ["identity", "--db", db, *args], env={"RSVC_LANG": lang})
 
 
 def test_policy_error_is_refused_by_the_admin_too(admin: PolicyAdmin) -> None:

@@ -8,6 +8,7 @@ is the policy's "every tenant", which no tenant can be named).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -46,20 +47,30 @@ def test_a_key_entry_and_the_settings_refuse_it(name: str) -> None:
         Settings(_env_file=None, auth_disabled=True, mcp_tenant=name)  # type: ignore[call-arg]
 
 
-def test_new_key_and_the_indexer_refuse_it_in_one_line(tmp_path: Path) -> None:
-    made = CliRunner().invoke(app, ["new-key", "--name", "k", "--tenant", "acme*"])
-    assert made.exit_code == 2 and "plain name" in made.stderr, made.output
-    env = {"RSVC_ES_URL": "http://127.0.0.1:1"}  # refused before anything is reached
+@pytest.mark.parametrize(("lang", "said"), [("en", "plain name"), ("zh", "普通名称")])
+def test_new_key_and_the_indexer_refuse_it_in_one_line(
+    tmp_path: Path, lang: str, said: str
+) -> None:
+    """In the reader's language, whole (a Chinese terminal shows no English sentence)."""
+    env = {"RSVC_ES_URL": "http://127.0.0.1:1", "RSVC_LANG": lang, "COLUMNS": "300"}
+    made = CliRunner().invoke(app, ["new-key", "--name", "k", "--tenant", "acme*"], env=env)
+    assert made.exit_code == 2 and said in made.stderr, made.output
+    results = [made]
     for command in (
         ["index", str(tmp_path), "--knowledge-id", "kb", "--tenant", "acme*"],
         ["delete", "--knowledge-id", "kb", "--tenant", "*"],
     ):
         result = CliRunner().invoke(indexer_app, command, env=env)
-        assert result.exit_code == 2 and "plain name" in result.output, (command, result.output)
+        assert result.exit_code == 2 and said in result.output, (command, result.output)
+        results.append(result)
     audit = CliRunner().invoke(
         app, ["audit", "search", "--user", "li", "--tenant", "acme*"], env=env
     )
-    assert audit.exit_code == 2 and "plain name" in audit.output, audit.output
+    assert audit.exit_code == 2 and said in audit.output, audit.output
+    if lang == "zh":
+        for result in [*results, audit]:
+            (line,) = [line for line in result.output.splitlines() if said in line]
+            assert not re.search(r"[A-Za-z]{3,} [A-Za-z]{2,}", line), line
 
 
 def test_a_policy_line_with_a_pattern_tenant_is_refused(tmp_path: Path) -> None:
@@ -107,8 +118,11 @@ def test_the_policy_cli_and_admin_refuse_a_pattern_tenant(tmp_path: Path) -> Non
         ["grant-role", "li", "巡检员", "--tenant", "acme*"],
         ["allow", "anyone", "*", "--tenant", "ac?me"],
     ):
-        result = CliRunner().invoke(app, ["policy", "--db", url, *args])
+        result = CliRunner().invoke(app, ["policy", "--db", url, *args], env={"RSVC_LANG": "en"})
         assert result.exit_code != 0 and "plain name" in result.output, (args, result.output)
+        said = CliRunner().invoke(app, ["policy", "--db", url, *args], env={"RSVC_LANG": "zh"})
+        assert said.exit_code != 0 and "普通名称" in said.output and "精确匹配" in said.output
+        assert not re.search(r"[A-Za-z]{3,} [A-Za-z]{2,}", said.output), said.output
     assert {r[2] for r in admin.rules() if r[0] == "p"} == {"*", "acme"}
     exported = admin.export_csv()
     bad = tmp_path / "bad.csv"

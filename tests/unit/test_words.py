@@ -223,7 +223,7 @@ def test_a_refused_name_is_said_in_chinese(tmp_path: Path, argv: list[str], said
     assert english_left(done.stderr.replace("'", "`")) == [], done.stderr
 
 
-@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh", "samba-ad.sh"])
+@pytest.mark.parametrize("script", ["ldap.sh", "pg.sh", "samba-ad.sh", "es.sh"])
 @pytest.mark.parametrize(("lang", "said"), [("zh_CN.UTF-8", "用法："), ("C.UTF-8", "usage: ")])
 def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, said: str) -> None:
     """``scripts/ldap.sh`` and ``scripts/pg.sh`` (the guide starts slapd) say their lines in
@@ -263,6 +263,11 @@ def test_the_server_scripts_speak_the_locale_s_language(script: str, lang: str, 
             "nobody holds a group through it",
             "外部安全主体 S-1-5-21-1（属于 cn=g）：不在本目录中；没有人经由它持有组",
         ),
+        (
+            "pol.csv line 1: a p line must be: p, subject, tenant, knowledge_id, read",
+            "pol.csv 第 1 行：p 行必须是：p, subject, tenant, knowledge_id, read",
+        ),
+        ("policy.csv does not exist", "policy.csv 不存在"),
         ("something no row says", "something no row says"),
     ],
 )
@@ -273,6 +278,33 @@ def test_why_a_sync_skipped_an_entry_is_said_again_in_chinese(english: str, chin
 
     assert problem(english, "zh") == chinese
     assert problem(english, "en") == english
+
+
+def test_what_a_policy_change_did_is_said_in_chinese_whole(tmp_path: Path) -> None:
+    """``policy allow``/``grant-role``/``inherit`` and their undoing say what they did in the
+    reader's language, the change itself included (not "已完成：anyone may read …")."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app
+
+    db = ["policy", "--db", f"sqlite:///{tmp_path / 'p.db'}"]
+    changes = [
+        ["allow", "anyone", "company", "--tenant", "acme"],
+        ["grant-role", "li", "财务", "--tenant", "acme"],
+        ["inherit", "财务", "员工", "--tenant", "acme"],
+        ["disinherit", "财务", "员工", "--tenant", "acme"],
+        ["revoke-role", "li", "财务", "--tenant", "acme"],
+        ["disallow", "anyone", "company", "--tenant", "acme"],
+        ["disallow", "anyone", "company", "--tenant", "acme"],  # (already so)
+    ]
+    said = [CliRunner().invoke(app, [*db, *c], env={"RSVC_LANG": "zh"}) for c in changes]
+    assert all(r.exit_code == 0 for r in said), [r.output for r in said]
+    lines = [r.output.strip() for r in said]
+    assert lines[0] == "已完成：anyone 可以读取 acme 中的 company", lines
+    assert lines[-1].startswith("未变化"), lines
+    assert [english_left(line) for line in lines] == [[]] * len(lines), lines
+    english = CliRunner().invoke(app, [*db, *changes[0]], env={"RSVC_LANG": "en"})
+    assert english.output.strip() == "done: anyone may read company in acme"
 
 
 def test_a_value_typer_converts_is_refused_without_pydantic_s_words() -> None:

@@ -93,3 +93,28 @@ def test_a_server_at_a_closed_port_is_said_in_chinese(tmp_path: Path, what: str)
     assert english_anywhere(said) == [], said
     english = CliRunner(env={**env, "LANG": "C.UTF-8"}).invoke(program, argv)
     assert "connection refused" in english.stderr, english.stderr
+
+
+@pytest.mark.parametrize(("lang", "down", "back"), [
+    ("zh_CN.UTF-8", "连不上 Elasticsearch（ConnectionError）", "Elasticsearch 在 "),
+    ("C.UTF-8", "Elasticsearch is unreachable (ConnectionError)", "Elasticsearch is reachable"),
+])  # fmt: skip
+def test_the_service_logs_an_unreachable_cluster_in_the_locale_s_language(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, lang: str, down: str,
+    back: str,
+) -> None:  # fmt: skip
+    """The service's own log lines are rows too: an operator in a Chinese locale reads
+    Chinese (``retrieval_svc.log_words``)."""
+    import logging
+
+    from retrieval_svc.search.failures import Reachability
+
+    for name in ("RSVC_LANG", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", lang)
+    reach = Reachability()
+    with caplog.at_level(logging.WARNING, logger="retrieval_svc.search.failures"):
+        reach.failed("ConnectionError")
+        reach.reached()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and said[0].startswith(down) and said[1].startswith(back), said

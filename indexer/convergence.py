@@ -133,6 +133,7 @@ class RulesEditRecorder:
         self.pending: str | None = None  # the digest before an edit not yet accounted
         self.held = 0
         self.roles: list[str] = []  # documents whose roles changed before the re-listing
+        self.read_again: Report | None = None  # (the re-listing may find nothing left to do)
 
     def said(self, what: str, report: Report | None, held: int = 0) -> str | None:
         """Account one settle (``what`` as the watcher names it; ``held``: the documents the
@@ -143,11 +144,14 @@ class RulesEditRecorder:
         if what == "rules":
             if self.pending is None:
                 self.pending, self.held, self.roles = self.in_force, 0, []
+                self.read_again = None
             self.in_force = now
             self.held += held
             return None
         if self.pending is not None and report is not None and what == "events":
             self.roles.extend(report.roles_changed)  # (the held documents, read again)
+            self.read_again = report
+        report = report or self.read_again
         if what != "re-listing" or self.pending is None or report is None:
             return None  # (a count of events settled meanwhile is not the edit's)
         before, self.pending = self.pending, None

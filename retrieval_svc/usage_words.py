@@ -92,6 +92,9 @@ def install() -> None:
     so the locale the command runs under counts, not the one it was imported under)."""
     from typer import rich_utils
 
+    from retrieval_svc import help_words
+
+    help_words.install()  # (and --help in it)
     if getattr(rich_utils.rich_format_error, "_rsvc", False):
         return
     english_error = rich_utils.rich_format_error

@@ -169,3 +169,60 @@ def test_no_script_prints_an_english_sentence_of_its_own() -> None:
     """scripts/test's ``test:`` lines, check-deploy's, the servers' and installers' lines: each
     in both languages through ``say2``, so a Chinese terminal reads Chinese."""
     assert script_english_lines() == []
+
+
+def _commands() -> list[tuple[object, tuple[str, ...], object]]:
+    """Every command of both command lines: (its app, its path of names, the Click command)."""
+    from typer.main import get_command
+
+    from indexer.cli import app as indexer
+    from retrieval_svc.cli import app as service
+
+    found: list[tuple[object, tuple[str, ...], object]] = []
+
+    def walk(app: object, path: tuple[str, ...], command: object) -> None:
+        found.append((app, path, command))
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            walk(app, (*path, name), sub)
+
+    for app in (service, indexer):
+        walk(app, (), get_command(app))  # type: ignore[arg-type]
+    return found
+
+
+def test_every_command_and_option_help_has_a_chinese_row() -> None:
+    from retrieval_svc.help_words import HELP, chinese
+
+    helps = {"Show this message and exit."}  # (Click's --help, on every command)
+    for _, _, command in _commands():
+        helps.add(command.help)  # type: ignore[attr-defined]
+        helps.update(p.help for p in command.params if getattr(p, "help", None))  # type: ignore[attr-defined]
+    without = sorted(h for h in helps if not CJK.search(chinese(h) or ""))
+    assert not without, f"help with no Chinese row in retrieval_svc/help_rows*.py: {without}"
+    assert all(CJK.search(z) for z in HELP.values())
+
+
+# What --help may show in Latin letters: option names, metavars, RSVC_* names, code, paths.
+ALLOWED = re.compile(r"--?[\w-]+|<[^>]*>|`[^`]*`|\[[A-Z_ ./]+\]|\S+://\S*|[A-Z][A-Z_]+\b")
+
+
+def test_help_under_a_chinese_locale_prints_no_english_sentence() -> None:
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    zh = {"RSVC_LANG": None, "LC_ALL": None, "LC_MESSAGES": None, "LANG": "zh_CN.UTF-8"}
+    english = []
+    for app, path, command in _commands():
+        result = runner.invoke(app, [*path, "--help"], env=zh)  # type: ignore[arg-type]
+        assert result.exit_code == 0, result.output
+        assert "用法：" in result.output and "显示本帮助并退出。" in result.output
+        for line in result.output.splitlines():
+            if line.strip().startswith("用法："):
+                continue  # (the command's own path and metavars)
+            if found := ENGLISH.search(ALLOWED.sub(" ", line)):
+                english.append(f"{' '.join(path)}: {found.group(0)!r} in {line.strip()!r}")
+        result = runner.invoke(app, [*path, "--help"], env={**zh, "LANG": "C.UTF-8"})  # type: ignore[arg-type]
+        assert "Usage:" in result.output and "─ Options ─" in result.output
+        first = (command.help or "").split("\n")[0][:20]  # type: ignore[attr-defined]
+        assert first in " ".join(result.output.split()), result.output
+    assert not english, "\n".join(english)

@@ -182,6 +182,7 @@ def test_a_flood_of_refused_pushes_is_counted_but_does_not_fill_the_log(
     setup: Setup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(pushed, "REFUSALS_WINDOW_S", 3600.0)  # (one window, however slow)
+    monkeypatch.setenv("RSVC_LANG", "en")  # (the log lines read below, in any terminal's locale)
     body = notification("corp", "kb/a.md")
     stale = signed(body, KEY, setup.certs.url("/cert.pem"), when=0.0)
     flood = pushed.LOGGED_REFUSALS + 5

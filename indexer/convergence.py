@@ -116,9 +116,10 @@ def rules_changed_event(
 
 class RulesEditRecorder:
     """``watch``'s permission history of a rules edit, as ``index`` records one: the edit is
-    settled from the index at once (``rules``), then by the re-listing it asks for; when that
-    re-listing re-tagged or withdrew documents, a ``rules-changed`` event names them (a
-    warning, never a stop, when the history cannot be written)."""
+    settled from the index at once (``rules``), what it held read again at once (``events``),
+    then the re-listing it asks for; when these re-tagged or withdrew documents, a
+    ``rules-changed`` event names them (a warning, never a stop, when the history cannot be
+    written)."""
 
     def __init__(
         self,
@@ -131,6 +132,8 @@ class RulesEditRecorder:
         self.in_force = at_start.fingerprint() if at_start is not None else None
         self.pending: str | None = None  # the digest before an edit not yet accounted
         self.held = 0
+        self.roles: list[str] = []  # documents whose roles changed before the re-listing
+        self.read_again: Report | None = None  # (the re-listing may find nothing left to do)
 
     def said(self, what: str, report: Report | None, held: int = 0) -> str | None:
         """Account one settle (``what`` as the watcher names it; ``held``: the documents the
@@ -140,17 +143,22 @@ class RulesEditRecorder:
         now = rules.fingerprint() if rules is not None else None
         if what == "rules":
             if self.pending is None:
-                self.pending, self.held = self.in_force, 0
+                self.pending, self.held, self.roles = self.in_force, 0, []
+                self.read_again = None
             self.in_force = now
             self.held += held
             return None
+        if self.pending is not None and report is not None and what == "events":
+            self.roles.extend(report.roles_changed)  # (the held documents, read again)
+            self.read_again = report
+        report = report or self.read_again
         if what != "re-listing" or self.pending is None or report is None:
-            return None  # (events settled meanwhile are not the edit's)
+            return None  # (a count of events settled meanwhile is not the edit's)
         before, self.pending = self.pending, None
         counted = replace(
             report,
             documents_retagged=max(report.documents_retagged, self.held),
-            roles_changed=list(report.roles_changed),
+            roles_changed=[*dict.fromkeys([*self.roles, *report.roles_changed])][: Report.KEPT],
         )
         return rules_changed_event(
             self.settings, self.tenant, counted, rules, {"rules": {"digest": before}}

@@ -1,7 +1,8 @@
 """Narrowing from the index alone, without looking at the source: a rules edit (every stored
 document whose rule now gives it something else is held), and many keys heard while a pass
 runs (every stored document at them is held; looking at each would take a request or two per
-key in a bucket). What is held is written again by the re-listing that follows.
+key in a bucket). What a rules edit held is read again at once, by its keys (the watcher settles
+them before the re-listing); the re-listing that follows writes everything else.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from indexer.store import refresh
 from indexer.watch.hold import hold_documents
 from indexer.watch.settle import BATCH, Settled, mine, stored_ids
 from indexer.writing import Fence, fencing
+
+READ_AGAIN = 20_000  # documents a rules edit held past which only the re-listing reads them
 
 
 async def hold_keys(
@@ -77,8 +80,10 @@ async def narrow_rules(
     index holds whose rule gives it something else now (other roles, override or not, or
     unmatched) is held at once. Only the documents below the globs the edit added or removed
     are looked at, when that is exact (``changed_below``): a folder's rule edited in a
-    100,000-document source reads its folder, not the source. The re-listing that follows
-    writes them with their new roles (and handles what the edit newly excludes)."""
+    100,000-document source reads its folder, not the source. The held documents' keys are in
+    ``keys``: the watcher reads and writes them with their new roles right away (so those who
+    keep access wait for their folder, not for a re-listing); the re-listing that follows
+    reconciles the rest (and what the edit newly excludes or includes)."""
     if not after.source_name:
         after = replace(after, source_name=source.description)
     done = Settled()
@@ -100,5 +105,7 @@ async def narrow_rules(
             await hold_documents(es, after.alias, hold, after.stamp)
             await refresh(es, after.alias)
     done.held = len(hold)
+    if len(hold) <= READ_AGAIN:  # (more: one listing is cheaper than a look at each)
+        done.keys = sorted({stored[doc_id] for doc_id in hold if stored[doc_id]})
     done.narrowed_at = time.time()
     return done

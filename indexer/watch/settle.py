@@ -61,6 +61,7 @@ class Settled:
     report: Report | None = None
     failures: list[ListingFailure] = field(default_factory=list)
     listed_s: float = 0.0  # the listing and comparison (a re-listing's cost)
+    keys: list[str] = field(default_factory=list)  # held from the index: to read again
 
     @property
     def ok(self) -> bool:

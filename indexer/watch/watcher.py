@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 __all__ = ["MANY_KEYS", "Events", "WatchOptions", "Watcher"]
 
 MANY_KEYS = 200  # keys heard at once past which one listing is cheaper than a look at each
+READ_AGAIN = 1000  # documents a rules edit held, read again a pass at a time
 
 
 class Watcher(Keeping):
@@ -96,6 +97,7 @@ class Watcher(Keeping):
         # What changed since the last listing kept (a start): looked at before the first
         # whole re-listing, a batch at a time.
         self._first_keys: list[str] = []
+        self._rules_keys: list[str] = []  # what a rules edit held: read again before re-listing
         self._kept_looked = False
         self._next_relisting = 0.0
         self._backoff = 1.0
@@ -210,10 +212,16 @@ class Watcher(Keeping):
             ):  # (settled beside a re-listing, which is fenced from them; many: re-listed)
                 self.pending.add(self.narrowed)
                 self.narrowed = Heard()
-            first = bool(self._first_keys)  # (a start's differences: before the re-listing)
-            if first:
-                batch, self._first_keys = self._first_keys[:MANY_KEYS], self._first_keys[MANY_KEYS:]
-                self.pending.add(Heard(set(batch), at=time.time()))
+            # (before the re-listing: a start's differences; what a rules edit held, read again
+            # in the re-listing's place, events settled beside it)
+            if first := bool(self._first_keys or self._rules_keys):
+                if batch := self._first_keys[:MANY_KEYS]:
+                    self.pending.add(Heard(set(batch), at=time.time()))
+                    del self._first_keys[:MANY_KEYS]
+                elif not self._running():
+                    self._read_again(self._rules_keys[:READ_AGAIN])
+                    del self._rules_keys[:READ_AGAIN]
+                    continue
             due = self.everything or time.monotonic() >= self._next_relisting
             # (a re-listing waits for the passes running; many keys are cheaper listed than
             # looked at)
@@ -277,17 +285,29 @@ class Watcher(Keeping):
         relist: bool,
         everything: bool,
         planned: dict[str, tuple[str, str]] | None = None,
+        beside: bool = False,  # (in the re-listing's place, events settled beside it)
     ) -> None:
         """Run ``work`` as the pass, with the fence of what is narrowed from now on (the pass
         must not write it) and what it plans to write (``work`` fills it when it lists)."""
         fence, planned = Fence(), dict(planned or {})
         task = asyncio.create_task(work(fence, planned))
         task.add_done_callback(lambda _task: self._wake.set())
-        if relist:
+        if relist or beside:
             self._relisting_pass = _Pass(task, fence, taken, relist, everything, planned)
         else:
             self._events_pass = _Pass(task, fence, taken, relist, everything, planned)
         self.status.state = "re-listing" if relist else "indexing"
+
+    def _read_again(self, keys: list[str]) -> None:
+        """What a rules edit held, read and written again with its new roles in a pass of its
+        own, as a re-listing's (what is heard meanwhile is settled beside it, fenced)."""
+
+        async def work(fence: Fence, planned: dict[str, tuple[str, str]]) -> Settled:
+            plan = await narrow(self.es, self.source, self.options, keys, spare=fence.keys)
+            planned.update(plan.planned)
+            return await self._finish(plan, fence)
+
+        self._start(work, Heard(set(keys), at=time.time()), False, False, beside=True)
 
     async def _finish(self, plan: Plan, fence: Fence, _planned: object = None) -> Settled:
         pool = await self.pool.ready() if self.pool is not None and plan.write else None
@@ -320,8 +340,8 @@ class Watcher(Keeping):
             self._rules_before = replace(self.options, acl_rules=since.rules_before)
 
     async def _narrow_rules(self) -> None:
-        """A rules edit held in force from the index at once (a pass running or not); the
-        re-listing it asked for follows."""
+        """A rules edit held in force from the index at once (a pass running or not); what it
+        held is read again at once, before the re-listing it asked for."""
         before, self._rules_before = self._rules_before, None
         assert before is not None
         try:
@@ -332,6 +352,7 @@ class Watcher(Keeping):
         except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
             log.warning(say("rules_edit_not_held", why=exc))
             return
+        self._rules_keys.extend(done.keys)
         self.said("rules", done)
 
     async def _passed(self, done_pass: _Pass) -> None:
@@ -341,7 +362,8 @@ class Watcher(Keeping):
             self._relisting_pass = None
         else:
             self._events_pass = None
-        for key in done_pass.fence.keys.values():
+        again = set(self._rules_keys)  # (read again anyway: not many keys to re-list for)
+        for key in (k for k in done_pass.fence.keys.values() if k not in again):
             self.narrowed.keys.add(key)
             self.narrowed.at = self.narrowed.at or time.time()
         try:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import hypothesis
 import pytest
 
-from tests.support import groups, time_bound_tokens
+from tests.support import ES_URL, groups, others_cluster, time_bound_tokens
 
 # No per-example time limit: a shared CI machine may be slow at any moment (issue #18).
 hypothesis.settings.register_profile(
@@ -69,12 +70,20 @@ if importlib.util.find_spec("xdist"):  # (a virtualenv made before it was a dev 
         return groups.scheduler(config, log)
 
 
+# No test contacts 127.0.0.1:9200 unless RSVC_ES_URL names it (another team's cluster is there).
+others_cluster.refuse_default_port(ES_URL)
+
+
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
         if name.startswith("RSVC_"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(Path(__file__).parent)  # no stray .env is read
+    others_cluster.touched.clear()
+    yield
+    touched, others_cluster.touched[:] = list(others_cluster.touched), []
+    assert not touched, f"this test connected to {touched}: not the suite's Elasticsearch"
 
 
 @pytest.fixture(scope="session")

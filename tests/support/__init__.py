@@ -19,8 +19,10 @@ from retrieval_svc.app import create_app
 from retrieval_svc.auth.keys import ApiKeyConfig, IdentityMode, hash_key
 from retrieval_svc.settings import Settings
 
-# Read once at import, before the autouse fixture clears RSVC_* variables.
-ES_URL = os.environ.get("RSVC_ES_URL", "http://127.0.0.1:9200")
+# Read once at import, before the autouse fixture clears RSVC_* variables. Unset, a closed port
+# (the ES fixtures then fail saying how to start one), never the product's default 9200: on a
+# shared machine another team's Elasticsearch answers there (tests/support/others_cluster.py).
+ES_URL = os.environ.get("RSVC_ES_URL") or "http://127.0.0.1:9"
 # Where scripts/test keeps the servers it stops on any exit (read here, before a test's clean
 # environment hides it: a server started from inside a test still lands there).
 SERVERS_DIR = os.environ.get("RSVC_SERVERS_DIR", "")

@@ -12,7 +12,6 @@ from sqlalchemy import event
 
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 
-
 # Every table the policy database makes, through the two ways that make them: the store's
 # ensure() (the service, the commands) and the history's read (`policy history`, the console).
 TABLES = ["policy_event", "grant_source", "directory_owned_role", "directory_sid"]

@@ -57,7 +57,21 @@ def tables(rule_table: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
 def ensure_tables(engine: Engine, rule_table: str) -> None:
     """Create the rule table (the shape pycasbin's SQLAlchemy adapter gives it) and the
     history tables if missing, and an index on the rules by (ptype, v0, v1), so checking a few
-    lines never reads them all."""
+    lines never reads them all.
+
+    Another process making them at the same moment (a watcher recording a rules edit while a
+    command reads the history, a sync beside the service) makes one CREATE fail with "already
+    exists" between its check and its statement: a second pass finds them made. Whatever
+    still fails on the second pass is raised."""
+    import sqlalchemy as sa
+
+    try:
+        _ensure_tables(engine, rule_table)
+    except sa.exc.DBAPIError:
+        _ensure_tables(engine, rule_table)
+
+
+def _ensure_tables(engine: Engine, rule_table: str) -> None:
     import sqlalchemy as sa
 
     from retrieval_svc.acl import directory_sids, grant_sources, owned

@@ -22,9 +22,11 @@ uvicorn's ``serve`` does).
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -39,11 +41,17 @@ from retrieval_svc.words import say
 log = logging.getLogger(__name__)
 
 MAX_REQUESTS = 16  # requests read at once; more are answered 503 (the sender tries again)
+# Connections open at once: from one sender address, and in all. One more is answered 503 and
+# closed unread, so a sender that opens connections and never finishes them (no key is needed
+# to look signed) holds at most its share, never every slot or thread.
+MAX_PER_SENDER = MAX_REQUESTS // 2
+MAX_CONNECTIONS = 4 * MAX_REQUESTS
+BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # Requests refused before anyone was authenticated (MNS's signature) get a log line each up to
 # this many a window; the rest are counted (the metric, the status record) and one line says so.
 LOGGED_REFUSALS = 20
 REFUSALS_WINDOW_S = 60.0
-READ_TIMEOUT_S = 10.0  # a sender slower than this is cut off
+READ_TIMEOUT_S = 10.0  # a sender silent this long, or whose body takes longer, is cut off
 
 
 def parse_address(spec: str) -> tuple[str, int]:
@@ -78,9 +86,13 @@ class Listener:
         self._slots = threading.BoundedSemaphore(MAX_REQUESTS)
         self._refusals = threading.Lock()
         self._window_ends, self._logged = 0.0, 0
-        self._server = ThreadingHTTPServer(parse_address(address), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(parse_address(address), self._handler())
         self._thread: threading.Thread | None = None
+
+    @property
+    def connections(self) -> int:
+        """Connections open now (each read on a thread of its own)."""
+        return self._server.connections
 
     @property
     def port(self) -> int:
@@ -150,11 +162,31 @@ class Listener:
                     else:
                         listener._queue(Heard(kind="pushed"), [Rejected("too_large", sender)])
                     return self._answer(413)
-                body = self.rfile.read(int(length))
+                body = self._body(int(length))
+                if body is None:  # (cut off: too slow, or gone)
+                    return self._answer(408)
                 if signed and (refused := self._unsigned(body)):
                     listener.refused(refused, sender)
                     return self._answer(503 if refused == UNAVAILABLE else 403)
                 self._answer(200 if listener.take(body, sender) else 400)
+
+            def _body(self, length: int) -> bytes | None:
+                """The body, read within ``READ_TIMEOUT_S`` in all (not each read's)."""
+                deadline, parts, left = time.monotonic() + READ_TIMEOUT_S, [], length
+                try:
+                    while left > 0:
+                        if (remaining := deadline - time.monotonic()) <= 0:
+                            return None
+                        self.connection.settimeout(remaining)
+                        if not (part := self.rfile.read1(min(left, 64 * 1024))):
+                            return None
+                        parts.append(part)
+                        left -= len(part)
+                except OSError:
+                    return None
+                finally:
+                    self.connection.settimeout(READ_TIMEOUT_S)
+                return b"".join(parts)
 
             def _unsigned(self, body: bytes) -> str:
                 """Why MNS did not sign this request (``""``: it did)."""
@@ -213,6 +245,60 @@ class Listener:
                     yield heard
         finally:
             stopping.cancel()
+
+
+class _Server(ThreadingHTTPServer):
+    """A thread a connection, at most ``MAX_PER_SENDER`` a sender address and
+    ``MAX_CONNECTIONS`` in all; a connection that breaks off is dropped without a word (a
+    sender cannot write tracebacks into the watcher's output by hanging up)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self._open: collections.Counter[str] = collections.Counter()
+        self._counting = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        sender = str(client_address[0])
+        with self._counting:
+            full = self._open[sender] >= MAX_PER_SENDER or self._open.total() >= MAX_CONNECTIONS
+            if not full:
+                self._open[sender] += 1
+        if full:
+            try:
+                request.setblocking(False)
+                request.send(BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._closed(sender)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._closed(str(client_address[0]))
+
+    def _closed(self, sender: str) -> None:
+        with self._counting:
+            self._open[sender] -= 1
+            if self._open[sender] <= 0:
+                del self._open[sender]
+
+    @property
+    def connections(self) -> int:
+        with self._counting:
+            return self._open.total()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # (a bug here still says so)
+            super().handle_error(request, client_address)
 
 
 def token_from(path: str | None, environ: dict[str, Any]) -> str:

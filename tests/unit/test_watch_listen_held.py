@@ -1,0 +1,92 @@
+"""The listener for pushed events as an attacker without a key would hold it: one sender that
+opens connections and never finishes them (a signed-looking request whose body drips, or
+headers that never end) takes at most ``MAX_PER_SENDER`` of the listener's connections, so
+another sender's delivery is still read and answered."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from indexer.watch import pushed
+from indexer.watch.mns_signature import MnsVerifier, cert_hosts
+from indexer.watch.pushed import Listener
+
+EVENT = json.dumps({"Records": [{"eventTime": "2026-12-04T09:00:00Z", "s3": {
+    "bucket": {"name": "corp"}, "object": {"key": "kb/a.md"}}}]}).encode()  # fmt: skip
+# What the attacker sends and never finishes: a request that looks signed (no key is needed to
+# say so) whose body is 100 bytes, of which it sends two; or headers without their end.
+DRIPS = {
+    "body": b"POST /n HTTP/1.1\r\nHost: w\r\nx-mns-signing-cert-url: aGk=\r\n"
+    b"Content-Length: 100\r\n\r\nab",
+    "headers": b"POST /n HTTP/1.1\r\nHost: w\r\nx-mns-date: ",
+}
+
+
+@pytest.fixture
+def listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[Listener]:
+    # (the held connections must outlast the test however slow the machine: no sender's
+    # silence is cut off while it runs)
+    monkeypatch.setattr(pushed, "READ_TIMEOUT_S", 600.0)
+    verifier = MnsVerifier(cert_hosts("127.0.0.1:1"))
+    served = Listener("127.0.0.1:0", "tok-en", "corp", "kb/", mns=verifier)
+    served.serve()
+    yield served
+    served.close()
+
+
+def refused_at_once(sock: socket.socket) -> bool:
+    """Whether the listener answered (503) or closed this connection instead of reading on."""
+    sock.settimeout(0.5)  # (a connection being read gives nothing back: it is held)
+    try:
+        sock.recv(64)  # (an answer, or b"": closed)
+        return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("drip", sorted(DRIPS))
+def test_one_sender_cannot_hold_every_connection(listener: Listener, drip: str) -> None:
+    held: list[socket.socket] = []
+    try:
+        for _ in range(pushed.MAX_REQUESTS + 8):  # (held until the listener refuses one)
+            sock = socket.create_connection(("127.0.0.1", listener.port), 30, ("127.0.0.2", 0))
+            held.append(sock)
+            sock.sendall(DRIPS[drip])
+            if refused_at_once(sock):
+                break
+        with socket.create_connection(("127.0.0.1", listener.port), 60) as other:
+            other.sendall(b"POST /n HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok-en\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(EVENT), EVENT))  # fmt: skip
+            assert other.recv(64).startswith(b"HTTP/1.1 200 "), "another sender was refused"
+    finally:
+        for sock in held:
+            sock.close()
+    assert listener.inbox.get_nowait().keys == {"a.md"}
+    assert len(held) <= pushed.MAX_PER_SENDER + 1, len(held)
+
+
+@pytest.mark.parametrize("drip", sorted(DRIPS))
+def test_a_sender_that_hangs_up_mid_request_writes_nothing(
+    listener: Listener, drip: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A connection reset while its request is read is dropped: no traceback on the watcher's
+    output (one a reset, as http.server's default prints, would be a flood nobody counts)."""
+    for _ in range(3):
+        sock = socket.create_connection(("127.0.0.1", listener.port), 30, ("127.0.0.2", 0))
+        sock.sendall(DRIPS[drip])
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # (a reset, not a goodbye)
+    deadline = time.monotonic() + 120
+    while listener.connections and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert listener.connections == 0
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err + out and "Exception occurred" not in err + out, err

@@ -20,10 +20,12 @@ host (``DEFAULT_CERT_HOSTS`` — Alibaba's documented certificate hosts — or t
 ``*`` is one DNS label), port 443 unless the entry names one, no user, query or fragment;
 the same signature was not taken already (an exact replay inside the window). Only then is
 the certificate fetched — once per URL (cached), one fetch at a time and at most
-``FETCHES_PER_MINUTE``, never following a redirect, at most ``CERT_BYTES``, the whole fetch cut
-off after ``FETCH_DEADLINE_S`` and waited for a second more, its name's resolving included (a
-slow server or resolver cannot hold the listener), TLS verified against
-the system's CAs or ``ca_file``. The certificate's dates are not checked: the trust is in the
+``FETCHES_PER_MINUTE`` for one sender (an IPv4 address, an IPv6 /64: a sender that asks for
+certificates that are not there spends its own budget, not MNS's) and
+``FETCHES_PER_MINUTE_IN_ALL``, never following a redirect, at most ``CERT_BYTES``, the whole
+fetch cut off after ``FETCH_DEADLINE_S`` and waited for a second more, its name's resolving
+included (a slow server or resolver cannot hold the listener), TLS verified against the
+system's CAs or ``ca_file``. The certificate's dates are not checked: the trust is in the
 host it came from. Nothing here raises: a request is refused with a problem code.
 """
 
@@ -36,6 +38,7 @@ import email.utils
 import hashlib
 import hmac
 import http.client
+import ipaddress
 import re
 import socket
 import ssl
@@ -56,7 +59,8 @@ DEFAULT_CERT_HOSTS = ("mnstest.oss-cn-hangzhou.aliyuncs.com", "mns-cert.oss-*.al
 WINDOW_S = 15 * 60.0  # a request dated further from now is refused (MNS's own window)
 CERT_BYTES = 16 * 1024  # a certificate is ~1-2 KiB
 FETCH_DEADLINE_S = 3.0  # the whole fetch (MNS waits 5 s for its answer)
-FETCHES_PER_MINUTE = 10  # certificate fetches of URLs not yet cached
+FETCHES_PER_MINUTE = 10  # certificate fetches of URLs not yet cached, for one sender
+FETCHES_PER_MINUTE_IN_ALL = 60  # (and for every sender together)
 CACHED_CERTS = 32
 CACHE_S = 24 * 3600.0
 REPLAYS_KEPT = 10_000
@@ -155,20 +159,25 @@ class MnsVerifier:
         self._taken: dict[bytes, float] = {}  # signature → until when it is a replay
         self._lock = threading.Lock()
         self._fetching = threading.Lock()
-        self._fetched: collections.deque[float] = collections.deque()
+        self._fetched: dict[str, collections.deque[float]] = {}  # by sender: when
 
-    def problem(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> str:
+    def problem(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes, sender: str = ""
+    ) -> str:
         """``""`` when MNS signed this request (its signature is then kept as taken), else
-        why not (``SIGNATURE_PROBLEMS``). Never raises."""
+        why not (``SIGNATURE_PROBLEMS``). ``sender``: the address it came from (whose
+        certificate fetches budget it spends). Never raises."""
         try:
-            self._verify(method, path, headers, body)
+            self._verify(method, path, headers, body, sender)
         except _Refused as exc:
             return exc.problem
         except Exception:  # (a shape no check here foresaw: refused, never raised)
             return "mns_bad_signature"
         return ""
 
-    def _verify(self, method: str, path: str, raw: list[tuple[str, str]], body: bytes) -> None:
+    def _verify(
+        self, method: str, path: str, raw: list[tuple[str, str]], body: bytes, sender: str
+    ) -> None:
         headers = _once_each(raw)
         signature = _signature(headers.get("authorization", ""))
         now = time.time()
@@ -181,7 +190,7 @@ class MnsVerifier:
         with self._lock:
             if self._taken.get(signature, 0.0) > now:
                 raise _Refused("mns_replayed")
-        key = self._key(where)
+        key = self._key(where, sender)
         try:
             key.verify(signature, string_to_sign(method, path, headers), padding.PKCS1v15(),
                        hashes.SHA1())  # fmt: skip
@@ -194,8 +203,9 @@ class MnsVerifier:
                 self._taken = {s: t for s, t in self._taken.items() if t > now}
             self._taken[signature] = when + self.window_s + 1.0
 
-    def _key(self, where: CertUrl) -> rsa.RSAPublicKey:
-        """The certificate's key: cached, else fetched (one fetch at a time, within budget)."""
+    def _key(self, where: CertUrl, sender: str) -> rsa.RSAPublicKey:
+        """The certificate's key: cached, else fetched (one fetch at a time, within the
+        sender's budget and everyone's)."""
         if (cached := self._cached(where)) is not None:
             return cached
         if not self._fetching.acquire(timeout=FETCH_DEADLINE_S):
@@ -203,12 +213,7 @@ class MnsVerifier:
         try:
             if (cached := self._cached(where)) is not None:
                 return cached
-            now = time.monotonic()
-            while self._fetched and self._fetched[0] < now - 60.0:
-                self._fetched.popleft()
-            if len(self._fetched) >= FETCHES_PER_MINUTE:
-                raise _Refused(UNAVAILABLE)
-            self._fetched.append(now)
+            self._spend(_budget_of(sender))
             key = _public_key(_fetched_within(where, self.ca_file))
         finally:
             self._fetching.release()
@@ -218,6 +223,21 @@ class MnsVerifier:
                 self._keys.popitem(last=False)
         return key
 
+    def _spend(self, whose: str) -> None:
+        """One fetch from ``whose`` budget (and everyone's), else refused: unavailable."""
+        now = time.monotonic()
+        for one in list(self._fetched):
+            times = self._fetched[one]
+            while times and times[0] < now - 60.0:
+                times.popleft()
+            if not times:
+                del self._fetched[one]
+        mine = self._fetched.get(whose, ())
+        in_all = sum(len(times) for times in self._fetched.values())
+        if len(mine) >= FETCHES_PER_MINUTE or in_all >= FETCHES_PER_MINUTE_IN_ALL:
+            raise _Refused(UNAVAILABLE)
+        self._fetched.setdefault(whose, collections.deque()).append(now)
+
     def _cached(self, where: CertUrl) -> rsa.RSAPublicKey | None:
         with self._lock:
             found = self._keys.get(where.key)
@@ -225,6 +245,18 @@ class MnsVerifier:
                 return None
             self._keys.move_to_end(where.key)
             return found[0]
+
+
+def _budget_of(sender: str) -> str:
+    """Whose fetch budget a sender spends: its IPv4 address, its IPv6 address's /64 (one
+    host holds a whole /64)."""
+    try:
+        address = ipaddress.ip_address(sender.split("%")[0])
+    except ValueError:
+        return sender
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(getattr(address, "ipv4_mapped", None) or address)
 
 
 def _once_each(raw: list[tuple[str, str]]) -> dict[str, str]:

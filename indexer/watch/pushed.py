@@ -192,7 +192,8 @@ class Listener:
                 """Why MNS did not sign this request (``""``: it did)."""
                 assert listener.mns is not None
                 headers = list(self.headers.items())
-                return listener.mns.problem(self.command, self.path, headers, body)
+                sender = str(self.client_address[0])
+                return listener.mns.problem(self.command, self.path, headers, body, sender)
 
             def do_GET(self) -> None:
                 self._answer(405)

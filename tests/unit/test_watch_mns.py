@@ -8,6 +8,7 @@ much or drips is given up on (503) and the listener keeps serving."""
 from __future__ import annotations
 
 import base64
+import http.client
 import logging
 import socket
 import threading
@@ -263,3 +264,43 @@ def test_the_string_to_sign_is_alibabas_documented_example() -> None:
 def test_alibabas_certificate_hosts_by_default(host: str, port: int, allowed: bool) -> None:
     assert any(one.allows(host, port) for one in cert_hosts(None)) is allowed
     assert len(cert_hosts("")) == len(DEFAULT_CERT_HOSTS)
+
+
+def test_a_sender_that_spends_the_fetch_budget_spends_only_its_own(setup: Setup) -> None:
+    """Whoever reaches the port can ask for certificates that are not there (an allowed host,
+    any path: no key needed) until the fetch budget is spent; then MNS's own first delivery,
+    from another address, must still have its certificate fetched and be heard."""
+    junk = notification("corp", "kb/x.md")
+
+    def post_from(source: str, body: bytes, headers: dict[str, str]) -> int:
+        connection = http.client.HTTPConnection(
+            "127.0.0.1", setup.listener.port, timeout=60, source_address=(source, 0)
+        )
+        try:
+            connection.request("POST", "/notifications", body=body, headers=headers)
+            return connection.getresponse().status
+        finally:
+            connection.close()
+
+    for i in range(mns_signature.FETCHES_PER_MINUTE + 2):
+        missing = setup.certs.url(f"/missing-{i}.pem")
+        assert post_from("127.0.0.2", junk, signed(junk, OTHER_KEY, missing)) == 503
+    assert len(setup.certs.asked) == mns_signature.FETCHES_PER_MINUTE  # (its budget, spent)
+    body = notification("corp", "kb/a.md")
+    assert post_from("127.0.0.1", body, signed(body, KEY, setup.certs.url("/cert.pem"))) == 200
+    assert setup.certs.asked[-1] == "/cert.pem"
+    assert [h.keys for h in setup.heard() if h.keys] == [{"a.md"}]
+
+
+@pytest.mark.parametrize(
+    ("sender", "whose"),
+    [
+        ("203.0.113.7", "203.0.113.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff::9", "2001:db8:1:2::/64"),  # (one host holds the /64)
+        ("::ffff:203.0.113.7", "203.0.113.7"),
+        ("", ""),
+    ],
+)
+def test_a_senders_budget_is_its_address_or_its_ipv6_64(sender: str, whose: str) -> None:
+    assert mns_signature._budget_of(sender) == whose

@@ -26,6 +26,7 @@ import collections
 import hmac
 import logging
 import queue
+import re
 import sys
 import threading
 import time
@@ -51,6 +52,7 @@ BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: cl
 # this many a window; the rest are counted (the metric, the status record) and one line says so.
 LOGGED_REFUSALS = 20
 REFUSALS_WINDOW_S = 60.0
+LENGTH = re.compile(r"[0-9]{1,15}")  # a Content-Length read (ASCII digits, within reason)
 READ_TIMEOUT_S = 10.0  # a sender silent this long, or whose body takes longer, is cut off
 
 
@@ -153,7 +155,7 @@ class Listener:
                 if not signed and not listener.allowed(self.headers.get("Authorization")):
                     return self._answer(401)
                 length = self.headers.get("Content-Length", "")
-                if not length.isdigit():
+                if not LENGTH.fullmatch(length):  # (not '²', nor 5,000 digits: int() raises)
                     return self._answer(411)
                 sender = self.client_address[0]
                 if int(length) > listener.limits.body_bytes:

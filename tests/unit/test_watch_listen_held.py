@@ -90,3 +90,17 @@ def test_a_sender_that_hangs_up_mid_request_writes_nothing(
     assert listener.connections == 0
     out, err = capfd.readouterr()
     assert "Traceback" not in err + out and "Exception occurred" not in err + out, err
+
+
+@pytest.mark.parametrize("length", [b"\xb2", b"1" * 5000, b"-1", b"0x10", "١٢".encode()])
+def test_a_length_that_is_not_ascii_digits_is_411_and_writes_nothing(
+    listener: Listener, length: bytes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """'²' is a digit to str.isdigit but not to int(), nor are 5,000 digits: each raised in
+    the handler, dropped the connection unanswered and printed a traceback (no key needed)."""
+    with socket.create_connection(("127.0.0.1", listener.port), 60) as sock:
+        sock.sendall(DRIPS["body"].split(b"Content-Length")[0] + b"Content-Length: " + length
+                     + b"\r\n\r\n")  # fmt: skip
+        assert sock.recv(64).startswith(b"HTTP/1.1 411 ")
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err + out, err

@@ -50,6 +50,11 @@ log = logging.getLogger("indexer.watch.watcher")
 
 STATE = "watch-state"  # the record's kind (not a run, a watcher's status or a lease)
 MAX_FILES = 500_000  # past this, a folder's stamps are not kept (the start re-lists alone)
+MAX_FOLDERS = MAX_FILES  # (and past this many folders)
+# A kept listing's entries are counted by their quotes before it is parsed (a file's name and
+# stamp have four, a folder's key and stamp four): a record forged to inflate into millions of
+# tiny entries would take gigabytes to parse (4 million: 0.8 GB) — refused unparsed instead.
+MAX_QUOTES = 4 * (MAX_FILES + MAX_FOLDERS)
 MAX_STORED = 64 * 1024 * 1024  # the compressed record's bound, read or written
 MAX_RAW = 256 * 1024 * 1024  # its bound once inflated (a record that inflates past it: refused)
 MAX_KEYS = 20_000  # differences past which a start is left to the whole re-listing
@@ -99,7 +104,7 @@ def walk(root: Path) -> Listing | None:
             continue
         listing.folders[key] = (f"{here.st_mtime_ns:x}-{here.st_ctime_ns:x}", files)
         listing.files += len(files)
-        if listing.files > MAX_FILES:
+        if listing.files > MAX_FILES or len(listing.folders) > MAX_FOLDERS:
             return None
     return listing
 
@@ -222,6 +227,8 @@ def _parse(record: dict[str, Any]) -> Kept:
     raw = inflate.decompress(base64.b64decode(packed, validate=True), MAX_RAW)
     if inflate.unconsumed_tail or not inflate.eof:
         raise ValueError("the listing is too large, or cut short")
+    if raw.count(b'"') > MAX_QUOTES:
+        raise ValueError("the listing holds more entries than a kept one can")
     data = json.loads(raw.decode("utf-8", "surrogatepass"))
     if not isinstance(data, dict):
         raise ValueError("the listing is not an object")
@@ -237,6 +244,8 @@ def _parse(record: dict[str, Any]) -> Kept:
     if not isinstance(root, str) or not isinstance(device, int) or not isinstance(inode, int):
         raise ValueError("which folder it was cannot be read")
     listing = Listing(root, device, inode, folders, sum(len(f) for _, f in folders.values()))
+    if listing.files > MAX_FILES or len(folders) > MAX_FOLDERS:
+        raise ValueError("the listing holds more entries than a kept one can")
     rules = rules_from(record.get("rules"), str(record.get("rules_path") or ""))
     at = record.get("at")
     return Kept(listing, rules, float(at) if isinstance(at, int | float) else 0.0)

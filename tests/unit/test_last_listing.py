@@ -95,3 +95,41 @@ def test_a_record_that_cannot_be_read_is_refused(
     assert last_listing._parse(kept(b'{"": ["1-2", {"a.md": "3"}]}')).listing.files == 1
     with pytest.raises((ValueError, KeyError, TypeError)):
         last_listing._parse(record)
+
+
+def tiny_entries(files: int, folders: int = 1) -> bytes:
+    """A listing of ``files`` files spread over ``folders`` folders, each entry as small as
+    JSON allows (what a record forged to inflate into millions of entries holds)."""
+    each = -(-files // folders)
+    names = [f'"{i:x}":""' for i in range(each)]
+    body = ",".join(f'"{f:x}":["",{{{",".join(names)}}}]' for f in range(folders))
+    return ("{" + body + "}").encode()
+
+
+@pytest.mark.parametrize(("files", "folders"), [(41, 1), (3, 41), (144, 12)])
+def test_a_record_of_more_entries_than_a_listing_keeps_is_refused_before_it_is_parsed(
+    files: int, folders: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing of more files (or folders) than ``walk`` keeps is forged: refused (the start
+    re-lists whole), and refused by counting, before it is parsed into memory (4 million tiny
+    entries inflate from 11 MiB into 0.8 GB once parsed)."""
+    monkeypatch.setattr(last_listing, "MAX_FILES", 20)
+    monkeypatch.setattr(last_listing, "MAX_FOLDERS", 20)
+    monkeypatch.setattr(last_listing, "MAX_QUOTES", 4 * 40)
+    assert last_listing._parse(kept(tiny_entries(20, 2))).listing.files == 20
+    parsed: list[object] = []
+    monkeypatch.setattr(last_listing.json, "loads", lambda *a: parsed.append(a) or {})
+    with pytest.raises(ValueError, match="more entries"):
+        last_listing._parse(kept(tiny_entries(files, folders)))
+    assert parsed == []  # (refused unparsed)
+
+
+def test_a_folder_of_more_folders_than_kept_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(last_listing, "MAX_FOLDERS", 5)
+    for i in range(6):
+        (tmp_path / f"d{i}").mkdir()
+    assert walk(tmp_path) is None
+    monkeypatch.setattr(last_listing, "MAX_FOLDERS", 7)
+    assert walk(tmp_path) is not None

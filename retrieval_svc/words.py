@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import re
 import string
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from retrieval_svc.causes import CAUSES
 from retrieval_svc.log_words import LOGS
@@ -254,8 +257,28 @@ def _problem_zh(text: str) -> str:
     return text
 
 
+# A reader other than the process's own terminal (a console page in its browser's language):
+# the lines said while it is set are in its language, also on threads started meanwhile
+# (``asyncio.to_thread`` copies the context).
+_READER: ContextVar[str | None] = ContextVar("rsvc_reader_language", default=None)
+
+
+@contextmanager
+def reader_language(lang: str) -> Iterator[None]:
+    """Say every line in ``lang`` (``zh`` or ``en``) within this block, whatever the locale."""
+    token = _READER.set("zh" if lang.lower().startswith("zh") else "en")
+    try:
+        yield
+    finally:
+        _READER.reset(token)
+
+
 def cli_language() -> str:
-    """``zh`` under a Chinese locale or ``RSVC_LANG=zh``, else ``en``."""
+    """The reader's language where one is set (``reader_language``), else ``zh`` under a
+    Chinese locale or ``RSVC_LANG=zh``, else ``en``."""
+    reader = _READER.get()
+    if reader is not None:
+        return reader
     for name in ("RSVC_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(name, "")
         if value:

@@ -19,9 +19,11 @@ from retrieval_svc.acl.identities import Seen, Status
 from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError
 from retrieval_svc.auth.keys import ApiKeyConfig
 from retrieval_svc.console.pages import _guarded, router
+from retrieval_svc.console.text import language
 from retrieval_svc.deps import StateDep
 from retrieval_svc.state import AppState
 from retrieval_svc.tenancy import EVERY_TENANT
+from retrieval_svc.words import reader_language
 
 
 @router.api_route("/policy", methods=["GET", "POST"])
@@ -57,7 +59,9 @@ async def policy(request: Request, state: StateDep) -> Response:
             try:
                 if action not in changes:
                     raise ValueError(f"unknown change {action!r}")
-                await asyncio.to_thread(changes[action])
+                # (a refusal in the page's language, not the server's terminal's)
+                with reader_language(language(request.headers.get("accept-language"))):
+                    await asyncio.to_thread(changes[action])
                 await asyncio.to_thread(state.acl.reload)  # in force now, for every page
                 done = action
             except (PolicyError, ValueError) as exc:  # refused: the page still shows the policy

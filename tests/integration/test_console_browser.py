@@ -355,7 +355,8 @@ def test_the_policy_page_marks_directory_roles_and_skipped_lines(console: str) -
             form = {"csrf": csrf, "action": "grant-role", "user": "zhou", "role": "目录角色"}
             refused = http.post("/console/policy", data=form, headers={"Accept-Language": "zh-CN"})
         assert refused.status_code == 200
-        assert "owned by the directory sync 'sync-ldap'" in html.unescape(refused.text)
+        # The refusal in the page's language, whatever the server's terminal speaks.
+        assert "归目录同步 'sync-ldap' 所有" in html.unescape(refused.text), refused.text
         assert 'id="lines-skipped">1 条本租户的策略记录无法解读' in refused.text
         assert (
             '目录角色 <span class="muted owned">(由目录同步授予 sync-ldap)</span>: zhou-sync'

@@ -29,6 +29,8 @@ from tests.support import ES_URL, app_client, auth, make_settings
 from tests.support.corpus import SAMPLES_KB, own
 from tests.support.tcp_proxy import TcpProxy, killed_at_bulk
 
+pytestmark = pytest.mark.english_lines  # (it reads the service's English log lines)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from elasticsearch import Elasticsearch
 
 from tests.integration.test_watch_es import (  # noqa: F401 (fixtures: share, watchers)
@@ -23,6 +24,8 @@ from tests.integration.test_watch_es import (  # noqa: F401 (fixtures: share, wa
     watchers,
     write,
 )
+
+pytestmark = pytest.mark.english_lines  # (it reads the watcher's English lines)
 
 
 def _settles(said: str, since: int) -> list[tuple[str, int]]:

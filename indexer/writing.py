@@ -23,6 +23,17 @@ from retrieval_svc.words import say
 # A bulk request's most bytes: under 1 MiB, past which aiohttp sends a body in one blocking
 # write (and warns that it may hold the event loop the other stages run on).
 BULK_BYTES = 960 * 1024
+# How every write of chunks is sent: requests under BULK_BYTES, a 429 tried again with a
+# back-off, each item's failure reported with it (never raised).
+BULK: dict[str, Any] = {
+    "chunk_size": 500,
+    "max_chunk_bytes": BULK_BYTES,
+    "max_retries": 5,
+    "initial_backoff": 1,
+    "retry_on_status": (429,),
+    "raise_on_error": False,
+    "raise_on_exception": False,
+}
 
 log = logging.getLogger("indexer.pipeline")  # (the run's one log, as before the split)
 
@@ -52,13 +63,7 @@ async def _bulk(
     async for ok, item in async_streaming_bulk(
         es,
         actions(),
-        chunk_size=500,
-        max_chunk_bytes=BULK_BYTES,
-        max_retries=5,
-        initial_backoff=1,
-        retry_on_status=(429,),
-        raise_on_error=False,
-        raise_on_exception=False,
+        **BULK,
     ):
         if ok:
             report.chunks_indexed += 1

@@ -1,5 +1,5 @@
 """An API key's configuration entry (design.md §6): its name, hash, tenant, scope and
-identity mode, refused at start when it cannot work.
+identity mode, refused at start when it cannot work; and the keys file that holds entries.
 
 The ground floor, with settings (which reads the entries): imports nothing of the project but
 the naming rules and the id shapes (pure patterns).
@@ -8,11 +8,14 @@ the naming rules and the id shapes (pure patterns).
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Literal, Self
+from pathlib import Path
+from typing import Any, Literal, Self
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from retrieval_svc.id_shapes import shape_problem
@@ -155,3 +158,43 @@ class ApiKeyConfig(BaseModel):
     def may_read(self, knowledge_id: str) -> bool:
         """Whether this key is scoped to ``knowledge_id`` (``*`` patterns allowed)."""
         return any(fnmatchcase(knowledge_id, pattern) for pattern in self.knowledge_ids)
+
+
+# The keys file (RSVC_API_KEYS_FILE): entries as JSON or YAML, read at start and on each
+# change (retrieval_svc.auth.key_file).
+
+
+def load_api_keys(path: Path) -> list[ApiKeyConfig]:
+    """Read API key entries from a JSON or YAML file (a list, or ``{"keys": [...]}``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read API keys file {path}: {exc.strerror}") from exc
+    return parse_api_keys(text, path)
+
+
+def parse_api_keys(text: str, path: Path) -> list[ApiKeyConfig]:
+    """The API key entries of ``text``, the content of the file at ``path`` (JSON by its
+    suffix, else YAML)."""
+    data: Any = _parsed(text, path)
+    if isinstance(data, dict):
+        data = data.get("keys", [])
+    if not isinstance(data, list):
+        raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
+    return [ApiKeyConfig.model_validate(entry) for entry in data]
+
+
+def _parsed(text: str, path: Path) -> Any:
+    """``text`` read as JSON (by the file's suffix) or YAML; ValueError naming the line."""
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        where, problem = (exc.lineno, exc.colno), exc.msg
+        kind = "JSON"
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        problem, kind = str(getattr(exc, "problem", None) or exc), "YAML"
+    raise ValueError(
+        f"API keys file {path} is not valid {kind} (line {where[0]}, column {where[1]}): {problem}"
+    )

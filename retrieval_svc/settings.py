@@ -5,13 +5,11 @@ Every setting, its default and its meaning is listed in ``docs/configuration.md`
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import (
     Field,
     SecretStr,
@@ -21,7 +19,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from retrieval_svc.config_checks import database_url, http_url
-from retrieval_svc.key_entry import ApiKeyConfig, reserved_role
+from retrieval_svc.key_entry import ApiKeyConfig, load_api_keys, reserved_role
 from retrieval_svc.tenancy import (
     DEFAULT_TENANT,
     MAX_INDEX_ALIAS,
@@ -378,39 +376,3 @@ class Settings(IndexSettings):
                 "(see `retrieval-svc new-key`), or RSVC_AUTH_DISABLED=true for local development"
             )
         return self
-
-
-def load_api_keys(path: Path) -> list[ApiKeyConfig]:
-    """Read API key entries from a JSON or YAML file (a list, or ``{"keys": [...]}``)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot read API keys file {path}: {exc.strerror}") from exc
-    return parse_api_keys(text, path)
-
-
-def parse_api_keys(text: str, path: Path) -> list[ApiKeyConfig]:
-    """The API key entries of ``text``, the content of the file at ``path`` (JSON by its
-    suffix, else YAML)."""
-    data: Any = _parsed(text, path)
-    if isinstance(data, dict):
-        data = data.get("keys", [])
-    if not isinstance(data, list):
-        raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
-    return [ApiKeyConfig.model_validate(entry) for entry in data]
-
-
-def _parsed(text: str, path: Path) -> Any:
-    """``text`` read as JSON (by the file's suffix) or YAML; ValueError naming the line."""
-    try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        where, problem = (exc.lineno, exc.colno), exc.msg
-        kind = "JSON"
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        problem, kind = str(getattr(exc, "problem", None) or exc), "YAML"
-    raise ValueError(
-        f"API keys file {path} is not valid {kind} (line {where[0]}, column {where[1]}): {problem}"
-    )

@@ -16,6 +16,7 @@ import string
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from retrieval_svc.causes import CAUSES
 from retrieval_svc.log_words import LOGS
@@ -290,6 +291,11 @@ def say(key: str, lang: str | None = None, **values: object) -> str:
     """Line ``key`` in ``lang`` (the command line's own when None) with ``values``."""
     english, chinese = LINES[key]
     return (chinese if (lang or cli_language()) == "zh" else english).format(**values)
+
+
+def es_refused(url: str, exc: Any) -> str:
+    """What Elasticsearch at ``url`` answered when it refused a call (an ``ApiError``)."""
+    return say("es_refused", url=url, status=exc.meta.status, error=exc.error, message=exc.message)
 
 
 def reason(text: str, lang: str | None = None) -> str:

@@ -34,7 +34,7 @@ from retrieval_svc.search.index import LEGACY_MESSAGE, legacy_layout
 from retrieval_svc.search.installation import ForeignIndices, claim
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import check_tenant
-from retrieval_svc.words import cli_language, problem, say
+from retrieval_svc.words import cli_language, es_refused, problem, say
 
 app = typer.Typer(
     help="Load documents into retrieval-svc's chunk index.",
@@ -134,13 +134,7 @@ def run(
     except ApiError as exc:
         if _debug:
             raise
-        said = say(
-            "es_refused",
-            url=settings.es_url,
-            status=exc.meta.status,
-            error=exc.error,
-            message=exc.message,
-        )
+        said = es_refused(settings.es_url, exc)
         typer.echo(said, err=True)
         raise typer.Exit(EXIT_UNREACHABLE) from None
     except EmbeddingError as exc:

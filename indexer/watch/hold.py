@@ -32,7 +32,7 @@ from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk, async_scan, async_streaming_bulk
 
 from indexer.store import HELD_ROLE, versioned
-from indexer.writing import BULK_BYTES
+from indexer.writing import BULK
 from retrieval_svc.words import say
 
 log = logging.getLogger("indexer.watch")
@@ -100,13 +100,7 @@ async def write_holds(
     async for ok, item in async_streaming_bulk(
         es,
         actions,
-        chunk_size=500,
-        max_chunk_bytes=BULK_BYTES,
-        max_retries=5,
-        initial_backoff=1,
-        retry_on_status=(429,),
-        raise_on_error=False,
-        raise_on_exception=False,
+        **BULK,
     ):
         info = next(iter(item.values()))
         if ok:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from retrieval_svc.auth.keys import KeyStore
-from retrieval_svc.key_entry import ApiKeyConfig
-from retrieval_svc.settings import Settings, parse_api_keys
+from retrieval_svc.key_entry import ApiKeyConfig, parse_api_keys
+from retrieval_svc.settings import Settings
 from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)

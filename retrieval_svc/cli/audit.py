@@ -21,7 +21,7 @@ from retrieval_svc.metrics import Metrics
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.search.tenant_reads import TenantReads
 from retrieval_svc.tenancy import check_tenant
-from retrieval_svc.words import cli_language, problem, say
+from retrieval_svc.words import cli_language, es_refused, problem, say
 
 audit_app = typer.Typer(
     help="Read the audit trail (RSVC_AUDIT=elasticsearch): who retrieved what, and when.",
@@ -116,13 +116,7 @@ def search(
     try:
         events, titles = asyncio.run(fetch())
     except ApiError as exc:
-        said = say(
-            "es_refused",
-            url=settings.es_url,
-            status=exc.meta.status,
-            error=exc.error,
-            message=exc.message,
-        )
+        said = es_refused(settings.es_url, exc)
         typer.echo(said, err=True)
         raise typer.Exit(3) from None
     except TransportError as exc:

@@ -36,7 +36,7 @@ def anyio_backend() -> str:
 
 def stored(es: Elasticsearch, alias: str) -> set[str]:
     es.indices.refresh(index=f"{alias}.*", ignore_unavailable=True, allow_no_indices=True)
-    found = es.options(ignore_status=404).search(
+    found = es.options(ignore_status=(404, 503)).search(
         index=f"{alias}.*", query={"term": {"knowledge_id": KB}}, size=100
     )
     return {h["_source"]["document_name"] for h in found.body.get("hits", {}).get("hits", [])}

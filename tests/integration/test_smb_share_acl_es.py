@@ -283,7 +283,7 @@ def test_watch_picks_up_a_share_acl_change_with_its_re_listing(
 
     def doc() -> dict[str, Any]:
         es_sync.indices.refresh(index=f"{alias}.*", ignore_unavailable=True, allow_no_indices=True)
-        found = es_sync.options(ignore_status=404).search(
+        found = es_sync.options(ignore_status=(404, 503)).search(
             index=f"{alias}.*", query={"term": {"document_name": "公开.md"}}, size=1
         )
         hits = found.body.get("hits", {}).get("hits", [])

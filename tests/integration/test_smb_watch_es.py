@@ -91,10 +91,13 @@ def watchers() -> Iterator[list[Watching]]:
 
 def stored(es: Elasticsearch, alias: str) -> dict[str, dict[str, Any]]:
     es.indices.refresh(index=f"{alias}.*", ignore_unavailable=True, allow_no_indices=True)
-    found = es.options(ignore_status=404).search(
+    found = es.options(ignore_status=(404, 503)).search(
         index=f"{alias}.*", query={"term": {"knowledge_id": KB}}, size=100
     )
-    return {h["_source"]["document_name"]: h["_source"] for h in found.body["hits"]["hits"]}
+    return {
+        h["_source"]["document_name"]: h["_source"]
+        for h in found.body.get("hits", {}).get("hits", [])
+    }
 
 
 def test_a_dacl_changed_on_the_share_narrows_the_index_without_re_reading(

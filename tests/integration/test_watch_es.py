@@ -90,7 +90,7 @@ def watchers() -> Iterator[list[Watching]]:
 def stored(es: Elasticsearch, alias: str, kb: str) -> dict[str, tuple[str, ...]]:
     """Each stored document's name → the roles its chunks hold (``()``: public)."""
     es.indices.refresh(index=f"{alias}.*", ignore_unavailable=True, allow_no_indices=True)
-    found = es.options(ignore_status=404).search(
+    found = es.options(ignore_status=(404, 503)).search(
         index=f"{alias}.*",
         query={"term": {"knowledge_id": kb}},
         size=1000,

@@ -100,7 +100,7 @@ def shown(alias: str, kb: str) -> dict[str, Any]:
 
 def lease_roles(es: Elasticsearch, alias: str, kb: str) -> set[str]:
     """The roles holding a lease of ``kb``'s sources now (``index``, ``watch``)."""
-    found = es.options(ignore_status=404).search(
+    found = es.options(ignore_status=(404, 503)).search(
         index=f"{alias}-runs.*", query={"term": {"knowledge_id": kb}}, size=100
     )
     now = time.time()

@@ -91,7 +91,8 @@ def test_the_server_s_life_is_said_in_the_terminal_s_language(
     monkeypatch.setenv("LANG", lang)
     _serve_once()
     lines = server_lines.lines
-    assert len(lines) >= 8, lines  # started, startup ×2, running, shutting down, shutdown ×2, finished
+    # started, startup ×2, running, shutting down, shutdown ×2, finished
+    assert len(lines) >= 8, lines
     column = 1 if lang.startswith("zh") else 0
     assert all(_row(column).fullmatch(line) for line in lines), lines
     assert all(bool(CJK.search(line)) == (column == 1) for line in lines), lines
@@ -141,7 +142,9 @@ def test_a_line_the_table_does_not_know_passes_unchanged(
     assert (record.msg, record.args) == (msg, args)
 
 
-@pytest.mark.parametrize(("lang", "said"), [("zh_CN.UTF-8", "正在关闭"), ("C.UTF-8", "Shutting down")])
+@pytest.mark.parametrize(
+    ("lang", "said"), [("zh_CN.UTF-8", "正在关闭"), ("C.UTF-8", "Shutting down")]
+)
 def test_serve_s_logging_says_uvicorn_s_lines_in_words(lang: str, said: str) -> None:
     """``serve`` configures its log so (a process of its own: the log's set-up is global)."""
     import json

@@ -61,6 +61,7 @@ LINES: dict[str, tuple[str, str]] = {
     "event_mns_cert_refused": ("an MNS delivery whose signing certificate is not at https on an allowed host", "MNS 推送的签名证书地址不是允许主机上的 https 地址"),
     "event_mns_cert_unavailable": ("an MNS delivery whose signing certificate could not be fetched now (answered 503: MNS tries again)", "MNS 推送的签名证书暂时无法获取（已回复 503：MNS 会重试）"),
     "event_mns_replayed": ("an MNS delivery already taken, sent again (a replay)", "已接收过的 MNS 推送被再次发送（重放）"),
+    "event_mns_cert_expired": ("an MNS delivery whose signing certificate is expired or not yet valid by this host's clock (5 minutes' skew allowed)", "MNS 推送的签名证书按本机时钟已过期或尚未生效（允许 5 分钟偏差）"),
     "watching": ("watching {source}: /metrics, /healthz, /readyz on port {port}", "正在监视 {source}：/metrics、/healthz、/readyz 在端口 {port}"),
     "rules_not_recorded": ("the rules change was not recorded in the permission history: {why}", "规则变更没有记入权限历史：{why}"),
     "run_not_kept": ("the run's record for the console not kept: {why}", "本次运行给控制台的记录没有保存：{why}"),

@@ -25,8 +25,10 @@ certificates that are not there spends its own budget, not MNS's) and
 ``FETCHES_PER_MINUTE_IN_ALL``, never following a redirect, at most ``CERT_BYTES``, the whole
 fetch cut off after ``FETCH_DEADLINE_S`` and waited for a second more, its name's resolving
 included (a slow server or resolver cannot hold the listener), TLS verified against the
-system's CAs or ``ca_file``. The certificate's dates are not checked: the trust is in the
-host it came from. Nothing here raises: a request is refused with a problem code.
+system's CAs or ``ca_file``. The certificate must be valid now by this host's clock, give or
+take ``CERT_SKEW_S`` (clocks drift; the request's own date is held to ``WINDOW_S``): an expired
+key, or one not yet in force, signs nothing. Nothing here raises: a request is refused with a
+problem code.
 """
 
 from __future__ import annotations
@@ -62,16 +64,33 @@ FETCH_DEADLINE_S = 3.0  # the whole fetch (MNS waits 5 s for its answer)
 FETCHES_PER_MINUTE = 10  # certificate fetches of URLs not yet cached, for one sender
 FETCHES_PER_MINUTE_IN_ALL = 60  # (and for every sender together)
 CACHED_CERTS = 32
-CACHE_S = 24 * 3600.0
+CACHE_S = 24 * 3600.0  # a certificate kept this long at most, and never past its expiry
+CERT_SKEW_S = 5 * 60.0  # clock skew allowed around a certificate's validity dates
+RECHECK_S = 5 * 60.0  # a certificate out of its dates is fetched again after this long
 REPLAYS_KEPT = 10_000
 
 # Why a pushed request was refused (the metric's label, the word table's rows ``event_…``).
 SIGNATURE_PROBLEMS = (
     "mns_stale", "mns_bad_signature", "mns_cert_refused", "mns_cert_unavailable", "mns_replayed",
+    "mns_cert_expired",
 )  # fmt: skip
 UNAVAILABLE = "mns_cert_unavailable"  # (503: the sender tries again; the others are 403)
 
 _LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+
+
+@dataclass(frozen=True, slots=True)
+class SigningCert:
+    """A signing certificate's key and the dates it is valid between (seconds since the
+    epoch)."""
+
+    key: rsa.RSAPublicKey
+    not_before: float
+    not_after: float
+
+    def valid_at(self, now: float) -> bool:
+        """Whether ``now`` is within its dates, ``CERT_SKEW_S`` either side."""
+        return self.not_before - CERT_SKEW_S <= now <= self.not_after + CERT_SKEW_S
 
 
 class _Refused(Exception):
@@ -153,9 +172,9 @@ class MnsVerifier:
         self, hosts: tuple[CertHost, ...], ca_file: str | None = None, window_s: float = WINDOW_S
     ) -> None:
         self.hosts, self.ca_file, self.window_s = hosts, ca_file, window_s
-        self._keys: collections.OrderedDict[str, tuple[rsa.RSAPublicKey, float]] = (
+        self._keys: collections.OrderedDict[str, tuple[SigningCert, float]] = (
             collections.OrderedDict()
-        )
+        )  # URL → the certificate, and until when (this host's clock) it is kept
         self._taken: dict[bytes, float] = {}  # signature → until when it is a replay
         self._lock = threading.Lock()
         self._fetching = threading.Lock()
@@ -190,9 +209,11 @@ class MnsVerifier:
         with self._lock:
             if self._taken.get(signature, 0.0) > now:
                 raise _Refused("mns_replayed")
-        key = self._key(where, sender)
+        cert = self._cert(where, sender)
+        if not cert.valid_at(time.time()):
+            raise _Refused("mns_cert_expired")
         try:
-            key.verify(signature, string_to_sign(method, path, headers), padding.PKCS1v15(),
+            cert.key.verify(signature, string_to_sign(method, path, headers), padding.PKCS1v15(),
                        hashes.SHA1())  # fmt: skip
         except InvalidSignature:
             raise _Refused("mns_bad_signature") from None
@@ -203,8 +224,8 @@ class MnsVerifier:
                 self._taken = {s: t for s, t in self._taken.items() if t > now}
             self._taken[signature] = when + self.window_s + 1.0
 
-    def _key(self, where: CertUrl, sender: str) -> rsa.RSAPublicKey:
-        """The certificate's key: cached, else fetched (one fetch at a time, within the
+    def _cert(self, where: CertUrl, sender: str) -> SigningCert:
+        """The signing certificate: cached, else fetched (one fetch at a time, within the
         sender's budget and everyone's)."""
         if (cached := self._cached(where)) is not None:
             return cached
@@ -214,14 +235,16 @@ class MnsVerifier:
             if (cached := self._cached(where)) is not None:
                 return cached
             self._spend(_budget_of(sender))
-            key = _public_key(_fetched_within(where, self.ca_file))
+            cert = _signing_cert(_fetched_within(where, self.ca_file))
         finally:
             self._fetching.release()
+        now = time.time()  # (kept a day, never past its expiry; out of its dates, 5 minutes)
+        until = min(now + CACHE_S, max(cert.not_after + CERT_SKEW_S, now + RECHECK_S))
         with self._lock:
-            self._keys[where.key] = (key, time.monotonic() + CACHE_S)
+            self._keys[where.key] = (cert, until)
             while len(self._keys) > CACHED_CERTS:
                 self._keys.popitem(last=False)
-        return key
+        return cert
 
     def _spend(self, whose: str) -> None:
         """One fetch from ``whose`` budget (and everyone's), else refused: unavailable."""
@@ -238,10 +261,10 @@ class MnsVerifier:
             raise _Refused(UNAVAILABLE)
         self._fetched.setdefault(whose, collections.deque()).append(now)
 
-    def _cached(self, where: CertUrl) -> rsa.RSAPublicKey | None:
+    def _cached(self, where: CertUrl) -> SigningCert | None:
         with self._lock:
             found = self._keys.get(where.key)
-            if found is None or found[1] < time.monotonic():
+            if found is None or found[1] < time.time():
                 return None
             self._keys.move_to_end(where.key)
             return found[0]
@@ -380,15 +403,16 @@ def _cut(live: list[socket.socket]) -> None:
             pass
 
 
-def _public_key(data: bytes) -> rsa.RSAPublicKey:
+def _signing_cert(data: bytes) -> SigningCert:
     try:
         if data.lstrip().startswith(b"-----BEGIN"):
             cert = x509.load_pem_x509_certificate(data)
         else:
             cert = x509.load_der_x509_certificate(data)
         key = cert.public_key()
+        dates = cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
     except ValueError:
         raise _Refused(UNAVAILABLE) from None
     if not isinstance(key, rsa.RSAPublicKey) or not 1024 <= key.key_size <= 8192:
         raise _Refused(UNAVAILABLE)
-    return key
+    return SigningCert(key, *dates)

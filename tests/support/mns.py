@@ -33,9 +33,16 @@ def new_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def certificate(key: rsa.RSAPrivateKey, name: str, ip: str | None = None) -> bytes:
+def certificate(
+    key: rsa.RSAPrivateKey,
+    name: str,
+    ip: str | None = None,
+    *,
+    valid: tuple[float, float] = (-86400.0, 30 * 86400.0),
+) -> bytes:
     """A self-signed certificate of ``key`` (PEM); with ``ip``, one a TLS server can present
-    for that address and a client can trust as its own CA."""
+    for that address and a client can trust as its own CA. ``valid``: from and until when,
+    in seconds from now."""
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -44,8 +51,8 @@ def certificate(key: rsa.RSAPrivateKey, name: str, ip: str | None = None) -> byt
         .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
+        .not_valid_before(now + datetime.timedelta(seconds=valid[0]))
+        .not_valid_after(now + datetime.timedelta(seconds=valid[1]))
     )
     if ip is not None:
         san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))])

@@ -59,7 +59,16 @@ class Setup:
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
-    pages = {"/cert.pem": certificate(KEY, "mns-signing"), "/other.pem": b"not a certificate"}
+    day = 86400.0
+    pages = {
+        "/cert.pem": certificate(KEY, "mns-signing"),
+        "/other.pem": b"not a certificate",
+        "/expired.pem": certificate(KEY, "mns-signing", valid=(-90 * day, -3600.0)),
+        "/early.pem": certificate(KEY, "mns-signing", valid=(3600.0, 90 * day)),
+        # (out of their dates by two minutes: within the skew allowed)
+        "/just-expired.pem": certificate(KEY, "mns-signing", valid=(-90 * day, -120.0)),
+        "/just-early.pem": certificate(KEY, "mns-signing", valid=(120.0, 90 * day)),
+    }
     with cert_server(tmp_path, pages) as certs:
         verifier = MnsVerifier(cert_hosts(f"127.0.0.1:{certs.port}"), str(certs.ca_file))
         listener = Listener("127.0.0.1:0", "tok-en", "corp", "kb/", mns=verifier)
@@ -148,6 +157,38 @@ def test_the_same_delivery_sent_again_is_a_replay(setup: Setup) -> None:
     assert post(setup.listener.port, body, headers) == 200
     assert post(setup.listener.port, body, headers) == 403
     assert setup.problems() == ["mns_replayed"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/expired.pem", 403), ("/early.pem", 403), ("/just-expired.pem", 200),
+     ("/just-early.pem", 200)],
+)  # fmt: skip
+def test_a_certificate_out_of_its_dates_signs_nothing(setup: Setup, path: str, status: int) -> None:
+    body = notification("corp", "kb/a.md")
+    assert post(setup.listener.port, body, signed(body, KEY, setup.certs.url(path))) == status
+    assert setup.problems() == ([] if status == 200 else ["mns_cert_expired"])
+
+
+def test_a_certificate_that_expires_while_kept_is_fetched_again_and_refused(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time as clock
+
+    url = setup.certs.url("/cert.pem")
+    body = notification("corp", "kb/a.md")
+    assert post(setup.listener.port, body, signed(body, KEY, url)) == 200
+    later = clock.time() + 31 * 86400.0  # (the certificate is valid for 30 days)
+
+    class Later:  # (this host's clock, a month on, stopped there; the request dated then)
+        monotonic = staticmethod(clock.monotonic)
+        time = staticmethod(lambda: later)
+
+    monkeypatch.setattr(mns_signature, "time", Later)
+    body = notification("corp", "kb/b.md")
+    assert post(setup.listener.port, body, signed(body, KEY, url, when=later)) == 403
+    assert setup.problems() == ["mns_cert_expired"]
+    assert setup.certs.asked == ["/cert.pem", "/cert.pem"]  # (not kept past its expiry)
 
 
 @pytest.mark.parametrize("path", ["/redirect", "/huge", "/slow", "/other.pem", "/missing"])

@@ -33,3 +33,24 @@ LOGS: dict[str, tuple[str, str]] = {
     "log_session_check_failed": ("console session check failed, treating it as ended: {why}", "控制台会话检查失败，按已结束处理：{why}"),
     "log_sessions_not_forgotten": ("could not forget old console sessions now: {why}", "现在无法清除旧的控制台会话：{why}"),
 }  # fmt: skip
+
+# uvicorn's own lines about the server's life (its English exactly, the values it logs named):
+# the service says each again in the reader's language (``observability.UvicornWords``).
+UVICORN: dict[str, tuple[str, str]] = {
+    "uvicorn_started": ("Started server process [{pid}]", "已启动服务进程 [{pid}]"),
+    "uvicorn_waiting_startup": ("Waiting for application startup.", "正在等待应用启动。"),
+    "uvicorn_startup_complete": ("Application startup complete.", "应用启动完成。"),
+    "uvicorn_startup_failed": ("Application startup failed. Exiting.", "应用启动失败，正在退出。"),
+    "uvicorn_running": ("Uvicorn running on {url} (Press CTRL+C to quit)", "Uvicorn 正在 {url} 上运行（按 CTRL+C 退出）"),
+    "uvicorn_shutting_down": ("Shutting down", "正在关闭"),
+    "uvicorn_waiting_connections": ("Waiting for connections to close. (CTRL+C to force quit)", "正在等待连接关闭。（按 CTRL+C 强制退出）"),
+    "uvicorn_waiting_tasks": ("Waiting for background tasks to complete. (CTRL+C to force quit)", "正在等待后台任务完成。（按 CTRL+C 强制退出）"),
+    "uvicorn_waiting_shutdown": ("Waiting for application shutdown.", "正在等待应用关闭。"),
+    "uvicorn_shutdown_complete": ("Application shutdown complete.", "应用关闭完成。"),
+    "uvicorn_shutdown_failed": ("Application shutdown failed. Exiting.", "应用关闭失败，正在退出。"),
+    "uvicorn_finished": ("Finished server process [{pid}]", "服务进程 [{pid}] 已结束"),
+    "uvicorn_parent_started": ("Started parent process [{pid}]", "已启动父进程 [{pid}]"),
+    "uvicorn_waiting_child": ("Waiting for child process [{pid}]", "正在等待子进程 [{pid}]"),
+    "uvicorn_parent_stopping": ("Stopping parent process [{pid}]", "正在停止父进程 [{pid}]"),
+}  # fmt: skip
+LOGS.update(UVICORN)

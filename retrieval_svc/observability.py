@@ -17,7 +17,9 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retrieval_svc.log_words import UVICORN
 from retrieval_svc.metrics import Metrics
+from retrieval_svc.words import again
 
 access_log = logging.getLogger("rsvc.access")
 
@@ -122,6 +124,30 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+class UvicornWords(logging.Filter):
+    """uvicorn's lines about the server's life ("Started server process [N]", "Uvicorn running
+    on …", "Application shutdown complete.") said in the reader's language, their values kept;
+    any other line passes as uvicorn wrote it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            english = record.getMessage()
+        except Exception:  # (a line that cannot be formatted: the handler says so, as ever)
+            return True
+        said = again(english, *UVICORN)
+        if said != english:
+            record.msg, record.args = said, None
+            record.__dict__.pop("color_message", None)  # (uvicorn's English, with colours)
+        return True
+
+
+def say_uvicorn_in_words() -> None:
+    """Put ``UvicornWords`` on uvicorn's server logger (once)."""
+    server = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, UvicornWords) for f in server.filters):
+        server.addFilter(UvicornWords())
+
+
 def configure_logging(level: int = logging.INFO) -> None:
     """JSON lines on stderr for the service and the libraries it logs through."""
     handler = logging.StreamHandler()
@@ -133,4 +159,5 @@ def configure_logging(level: int = logging.INFO) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)  # ours is the access log
+    say_uvicorn_in_words()
     logging.getLogger("elastic_transport").setLevel(logging.WARNING)

@@ -234,7 +234,7 @@ class MnsVerifier:
         try:
             if (cached := self._cached(where)) is not None:
                 return cached
-            self._spend(_budget_of(sender))
+            self._spend(sender_of(sender))
             cert = _signing_cert(_fetched_within(where, self.ca_file))
         finally:
             self._fetching.release()
@@ -270,16 +270,16 @@ class MnsVerifier:
             return found[0]
 
 
-def _budget_of(sender: str) -> str:
-    """Whose fetch budget a sender spends: its IPv4 address, its IPv6 address's /64 (one
-    host holds a whole /64)."""
+def sender_of(address: str) -> str:
+    """Who an address is, for what a sender may spend (certificate fetches, the listener's
+    connections): its IPv4 address, its IPv6 address's /64 (one host holds a whole /64)."""
     try:
-        address = ipaddress.ip_address(sender.split("%")[0])
+        parsed = ipaddress.ip_address(address.split("%")[0])
     except ValueError:
-        return sender
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
-        return str(ipaddress.IPv6Network((address, 64), strict=False))
-    return str(getattr(address, "ipv4_mapped", None) or address)
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(getattr(parsed, "ipv4_mapped", None) or parsed)
 
 
 def _once_each(raw: list[tuple[str, str]]) -> dict[str, str]:

@@ -24,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import hmac
+import http.client
 import logging
 import queue
 import re
+import socket
 import sys
 import threading
 import time
@@ -35,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from indexer.watch.events import Heard, Rejected
-from indexer.watch.mns_signature import UNAVAILABLE, MnsVerifier
+from indexer.watch.mns_signature import UNAVAILABLE, MnsVerifier, sender_of
 from indexer.watch.notices import LIMITS, Limits, read_message
 from retrieval_svc.words import say
 
@@ -53,7 +55,13 @@ BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: cl
 LOGGED_REFUSALS = 20
 REFUSALS_WINDOW_S = 60.0
 LENGTH = re.compile(r"[0-9]{1,15}")  # a Content-Length read (ASCII digits, within reason)
-READ_TIMEOUT_S = 10.0  # a sender silent this long, or whose body takes longer, is cut off
+# A sender silent this long, or whose request line and headers, or whose body, take longer, is
+# cut off: each read's timeout alone lets a sender that drips a byte at a time hold a
+# connection for ever.
+READ_TIMEOUT_S = 10.0
+# The header lines of one request, in all (http.server alone takes 100 lines of 64 KiB: 64
+# connections held so came to 400 MB before anyone was authenticated). MNS sends ~1 KiB.
+HEADER_BYTES = 32 * 1024
 
 
 def parse_address(spec: str) -> tuple[str, int]:
@@ -63,6 +71,29 @@ def parse_address(spec: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"--listen {spec!r}: give HOST:PORT, :PORT or PORT (e.g. :9465)")
     return host, int(port)
+
+
+class _HeaderBudget:
+    """A connection's reader that, while ``budget`` is set, gives the header lines at most that
+    many bytes in all (``http.client.LineTooLong`` past it: the handler answers 431)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw: Any = raw
+        self.budget: int | None = None
+
+    def readline(self, size: int = -1) -> bytes:
+        if self.budget is None:
+            return bytes(self.raw.readline(size))
+        if self.budget <= 0:
+            raise http.client.LineTooLong("headers")
+        line = bytes(self.raw.readline(self.budget + 1 if size < 0 else min(size, self.budget + 1)))
+        self.budget -= len(line)
+        if self.budget < 0:
+            raise http.client.LineTooLong("headers")
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 class Listener:
@@ -141,6 +172,38 @@ class Listener:
         class Handler(BaseHTTPRequestHandler):
             timeout = READ_TIMEOUT_S
             protocol_version = "HTTP/1.1"
+            _deadline: threading.Timer | None = None
+
+            def setup(self) -> None:
+                super().setup()
+                self._headers_read = _HeaderBudget(self.rfile)
+                self.rfile = self._headers_read  # type: ignore[assignment]
+
+            def handle_one_request(self) -> None:
+                """One request, its line and headers read within ``READ_TIMEOUT_S`` in all
+                (the socket shut then); the body has a deadline of its own."""
+                self._deadline = threading.Timer(READ_TIMEOUT_S, self._cut)
+                self._deadline.daemon = True
+                self._deadline.start()
+                try:
+                    super().handle_one_request()
+                finally:
+                    self._deadline.cancel()
+
+            def _cut(self) -> None:
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+            def parse_request(self) -> bool:
+                self._headers_read.budget = HEADER_BYTES
+                try:
+                    return super().parse_request()
+                finally:
+                    self._headers_read.budget = None
+                    if self._deadline is not None:  # (the headers are read)
+                        self._deadline.cancel()
 
             def do_POST(self) -> None:
                 if not listener._slots.acquire(blocking=False):
@@ -157,6 +220,8 @@ class Listener:
                 length = self.headers.get("Content-Length", "")
                 if not LENGTH.fullmatch(length):  # (not '²', nor 5,000 digits: int() raises)
                     return self._answer(411)
+                if "Transfer-Encoding" in self.headers:  # (beside a length: which one frames
+                    return self._answer(411)  # the body? a proxy in front may read the other)
                 sender = self.client_address[0]
                 if int(length) > listener.limits.body_bytes:
                     if signed:  # (not yet known to be MNS's)
@@ -251,9 +316,10 @@ class Listener:
 
 
 class _Server(ThreadingHTTPServer):
-    """A thread a connection, at most ``MAX_PER_SENDER`` a sender address and
-    ``MAX_CONNECTIONS`` in all; a connection that breaks off is dropped without a word (a
-    sender cannot write tracebacks into the watcher's output by hanging up)."""
+    """A thread a connection, at most ``MAX_PER_SENDER`` a sender (an IPv4 address, an IPv6
+    /64: one host holds a whole /64) and ``MAX_CONNECTIONS`` in all; a connection that breaks
+    off is dropped without a word (a sender cannot write tracebacks into the watcher's output
+    by hanging up)."""
 
     daemon_threads = True
 
@@ -262,13 +328,18 @@ class _Server(ThreadingHTTPServer):
         self._counting = threading.Lock()
         super().__init__(address, handler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        sender = str(client_address[0])
+    def admit(self, address: str) -> str | None:
+        """The sender ``address`` counts as, now holding one more connection; ``None``: full."""
+        sender = sender_of(address)
         with self._counting:
-            full = self._open[sender] >= MAX_PER_SENDER or self._open.total() >= MAX_CONNECTIONS
-            if not full:
-                self._open[sender] += 1
-        if full:
+            if self._open[sender] >= MAX_PER_SENDER or self._open.total() >= MAX_CONNECTIONS:
+                return None
+            self._open[sender] += 1
+        return sender
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        sender = self.admit(str(client_address[0]))
+        if sender is None:
             try:
                 request.setblocking(False)
                 request.send(BUSY)
@@ -279,16 +350,16 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._closed(sender)
+            self.closed(sender)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._closed(str(client_address[0]))
+            self.closed(sender_of(str(client_address[0])))
 
-    def _closed(self, sender: str) -> None:
+    def closed(self, sender: str) -> None:
         with self._counting:
             self._open[sender] -= 1
             if self._open[sender] <= 0:

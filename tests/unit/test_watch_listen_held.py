@@ -104,3 +104,68 @@ def test_a_length_that_is_not_ascii_digits_is_411_and_writes_nothing(
         assert sock.recv(64).startswith(b"HTTP/1.1 411 ")
     out, err = capfd.readouterr()
     assert "Traceback" not in err + out, err
+
+
+def test_a_sender_that_drips_its_headers_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each read's timeout alone let a header line dripped a byte at a time hold its connection
+    for ever (64 such senders held every connection): the request line and headers are read
+    within ``READ_TIMEOUT_S`` in all."""
+    monkeypatch.setattr(pushed, "READ_TIMEOUT_S", 1.0)
+    served = Listener("127.0.0.1:0", "tok-en", "corp", "kb/")
+    served.serve()
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), 30) as sock:
+            sock.sendall(b"POST /n HTTP/1.1\r\nHost: w\r\nx-drip: ")
+            cut, until = False, time.monotonic() + 60  # (a byte each 0.2 s: never 1 s silent)
+            while not cut and time.monotonic() < until:
+                try:
+                    sock.sendall(b"x")
+                    cut = refused_at_once_within(sock, 0.2)
+                except OSError:
+                    cut = True
+        assert cut, "a sender dripping its headers was never cut off"
+    finally:
+        served.close()
+
+
+def refused_at_once_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(64) == b""  # (closed)
+    except TimeoutError:
+        return False
+
+
+def test_headers_past_the_limit_are_431_before_anyone_is_authenticated(
+    listener: Listener,
+) -> None:
+    """http.server alone reads 100 header lines of 64 KiB each: 64 connections held so took
+    400 MB of the watcher's memory, no key needed."""
+    line = b"x-mns-pad: " + b"A" * 20_000 + b"\r\n"
+    with socket.create_connection(("127.0.0.1", listener.port), 60) as sock:
+        sock.sendall(b"POST /n HTTP/1.1\r\nHost: w\r\n" + line * 3)
+        assert sock.recv(64).startswith(b"HTTP/1.1 431 ")
+    assert listener.inbox.empty()
+
+
+def test_a_length_beside_transfer_encoding_is_411(listener: Listener) -> None:
+    """Which of the two frames the body? A proxy in front may read the other: refused."""
+    with socket.create_connection(("127.0.0.1", listener.port), 60) as sock:
+        sock.sendall(b"POST /n HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok-en\r\n"
+                     b"Transfer-Encoding: chunked\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(EVENT), EVENT))  # fmt: skip
+        assert sock.recv(64).startswith(b"HTTP/1.1 411 ")
+    assert listener.inbox.empty()
+
+
+def test_one_ipv6_64_is_one_sender(listener: Listener) -> None:
+    """One host holds a whole IPv6 /64: its addresses share one sender's connections."""
+    server = listener._server
+    taken = [server.admit(f"2001:db8:1:2::{i:x}") for i in range(pushed.MAX_PER_SENDER)]
+    assert taken == ["2001:db8:1:2::/64"] * pushed.MAX_PER_SENDER
+    assert server.admit("2001:db8:1:2:ffff::1") is None
+    assert server.admit("2001:db8:1:3::1") == "2001:db8:1:3::/64"
+    assert server.admit("203.0.113.7") == "203.0.113.7"
+    for sender in [*taken, "2001:db8:1:3::/64", "203.0.113.7"]:
+        server.closed(sender)
+    assert listener.connections == 0

@@ -344,4 +344,4 @@ def test_a_sender_that_spends_the_fetch_budget_spends_only_its_own(setup: Setup)
     ],
 )
 def test_a_senders_budget_is_its_address_or_its_ipv6_64(sender: str, whose: str) -> None:
-    assert mns_signature._budget_of(sender) == whose
+    assert mns_signature.sender_of(sender) == whose

@@ -52,5 +52,9 @@ UVICORN: dict[str, tuple[str, str]] = {
     "uvicorn_parent_started": ("Started parent process [{pid}]", "已启动父进程 [{pid}]"),
     "uvicorn_waiting_child": ("Waiting for child process [{pid}]", "正在等待子进程 [{pid}]"),
     "uvicorn_parent_stopping": ("Stopping parent process [{pid}]", "正在停止父进程 [{pid}]"),
+    "uvicorn_child_terminated": ("Terminated child process [{pid}]", "已终止子进程 [{pid}]"),
+    "uvicorn_child_died": ("Child process [{pid}] died", "子进程 [{pid}] 已退出"),
+    "uvicorn_sigint": ("Received SIGINT, exiting.", "收到 SIGINT，正在退出。"),
+    "uvicorn_sigterm": ("Received SIGTERM, exiting.", "收到 SIGTERM，正在退出。"),
 }  # fmt: skip
 LOGS.update(UVICORN)

@@ -53,6 +53,7 @@ from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.embedding import embedder_config, make_embedder
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.settings import IndexSettings, Settings
+from retrieval_svc.words import say
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -60,7 +61,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     paragraphs, questions = load_cmrc(args.data, args.limit, args.queries, args.seed)
     workdir = args.out / "work"
     write_corpus(workdir / "corpus", paragraphs, args.titles)
-    print(f"relevance: {len(paragraphs)} paragraphs, {len(questions)} questions", file=sys.stderr)
+    said = say("relevance_read", paragraphs=len(paragraphs), questions=len(questions))
+    print(said, file=sys.stderr)
     result: dict[str, Any] = {
         "data": "CMRC 2018 dev (" + args.data.name + ")",
         "paragraphs": len(paragraphs),
@@ -88,17 +90,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 tenant=DEFAULT_TENANT,
                 vector_index_type=settings.vector_index_type,
             )
-            print("relevance: indexing through the indexer (with embeddings)…", file=sys.stderr)
+            print(say("relevance_indexing"), file=sys.stderr)
             result["indexer"] = await index_corpus(es, workdir / "corpus", embedder)
             own = await embedder_throughput(es, embedder, min(128, result["indexer"]["chunks"]))
             result["indexer"]["embedder_alone_chunks_per_s"] = own
             result["indexer"]["ratio_to_embedder"] = round(
                 result["indexer"]["chunks_per_s"] / own, 3
             )
-            print(f"relevance: indexer {result['indexer']}", file=sys.stderr)
+            print(say("relevance_indexer", result=result["indexer"]), file=sys.stderr)
 
             relevant = [q.doc for q in questions]
-            print("relevance: raw lists for tuning…", file=sys.stderr)
+            print(say("relevance_raw_lists"), file=sys.stderr)
             defaults = Settings(_env_file=None, auth_disabled=True)
             b, v, embed_ms, took = await raw_lists(
                 es, embedder, questions, defaults.knn_num_candidates, defaults.knn_oversample
@@ -185,7 +187,7 @@ def cli(argv: list[str] | None = None) -> int:
     (args.out / "table.md").write_text(markdown(result), "utf-8")
     plot(result, args.out / "relevance.png")
     print(markdown(result))
-    print(f"results in {args.out}", file=sys.stderr)
+    print(say("relevance_results", out=args.out), file=sys.stderr)
     return 0
 
 

@@ -178,6 +178,8 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         # The custom tool's OpenAPI document names the port the demo serves on.
         tool = httpx.get(f"http://127.0.0.1:{port}/v1/tools/openapi.json", timeout=30).json()
         assert tool["servers"][0]["url"] == f"http://127.0.0.1:{port}"
+        # An English terminal's demo answers a request naming no language in English.
+        assert not CJK.search(unnamed_language_error(port, headers)), banner
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
         demo.wait(timeout=30)
@@ -187,6 +189,64 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         # It says what it stopped, and that an Elasticsearch it did not start keeps running.
         said = (tmp_path / "demo.err").read_text()
         assert f"Elasticsearch at {ES_URL} keeps running" in said, said[-2000:]
+        es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
+        es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
+
+
+CJK = re.compile("[\u4e00-\u9fff]")
+
+
+def unnamed_language_error(port: int, headers: dict[str, str]) -> str:
+    """The ``error_msg`` of a request without Accept-Language (as Dify sends): no query."""
+    refused = httpx.post(
+        f"http://127.0.0.1:{port}/retrieval", json={"knowledge_id": "building-ops"},
+        headers=headers, timeout=30,
+    )  # fmt: skip
+    assert refused.status_code in (400, 422), refused.text
+    return str(refused.json()["error_msg"])
+
+
+@pytest.mark.parametrize(
+    ("given", "chinese"), [(None, True), ("en", False)], ids=["default", "set-en"]
+)
+def test_demo_in_a_chinese_terminal_answers_dify_in_chinese(
+    es_sync: Elasticsearch, tmp_path: Path, given: str | None, chinese: bool
+) -> None:
+    """Under zh_CN.UTF-8 the demo's service speaks Chinese to a request that names no language
+    (RSVC_DEFAULT_LANGUAGE=zh-CN), unless the user set RSVC_DEFAULT_LANGUAGE."""
+    alias = f"rsvc-test-demo-zh-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    env = script_env(
+        RSVC_PORT=str(port), RSVC_ES_URL=ES_URL, RSVC_INDEX_ALIAS=alias,
+        RSVC_DEMO_DIR=str(tmp_path / "demo"), LANG="zh_CN.UTF-8", LC_ALL="",
+        **({"RSVC_DEFAULT_LANGUAGE": given} if given else {}),
+    )  # fmt: skip
+    errors = (tmp_path / "demo.err").open("w")
+    demo = subprocess.Popen(
+        [str(ROOT / "scripts" / "demo")], env=env, stdout=subprocess.PIPE, stderr=errors,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    banner = ""
+    try:
+        assert demo.stdout is not None
+        deadline = time.monotonic() + 300
+        for line in demo.stdout:
+            banner += line
+            if "按 Ctrl-C" in line or time.monotonic() > deadline:
+                break
+        key = re.search(r"Bearer (rsvc_[\w-]+)", banner)
+        assert key is not None, banner
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        said = unnamed_language_error(port, headers)
+        assert bool(CJK.search(said)) == chinese, said
+        tool = httpx.get(f"http://127.0.0.1:{port}/v1/tools/openapi.json", timeout=30).json()
+        assert bool(CJK.search(tool["info"]["description"])) == chinese, tool["info"]
+    finally:
+        os.killpg(demo.pid, signal.SIGTERM)
+        demo.wait(timeout=30)
+        if demo.stdout is not None:
+            demo.stdout.close()
+        errors.close()
         es_sync.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-runs.*")
         es_sync.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))
 

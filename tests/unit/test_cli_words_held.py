@@ -179,6 +179,51 @@ def test_no_script_prints_an_english_sentence_of_its_own() -> None:
     assert script_english_lines() == []
 
 
+# A line a script's inline Python prints: ``print("…"`` or ``print(f"…"``.
+PYTHON_SAYS = re.compile(r"""\bprint\(\s*f?(["'])(.*?)\1""")
+
+
+def script_python_english_lines() -> list[str]:
+    """Lines of the scripts' inline Python (``python - <<'PY'``) that print an English sentence
+    with no Chinese beside it on the line (check-deploy says both: ``"…" if zh else "…"``)."""
+    found = []
+    for path in sorted((ROOT / "scripts").iterdir()):
+        if not path.is_file() or path.suffix == ".py" or path.name.startswith("_"):
+            continue
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+            for said in PYTHON_SAYS.finditer(line):
+                words = re.sub(r"\{[^}]*\}", "", said.group(2))
+                if ENGLISH.search(words) and not CJK.search(line):
+                    found.append(f"scripts/{path.name}:{number}: {line.strip()[:80]}")
+    return found
+
+
+def test_no_script_s_inline_python_prints_an_english_sentence_of_its_own() -> None:
+    """scripts/test's smokes ("relevance smoke ok", "benchmark smoke ok"): the Python checks,
+    the script says the line through ``say2``."""
+    assert script_python_english_lines() == []
+
+
+def bench_english_lines(*places: str) -> list[str]:
+    """What a benchmark prints to the terminal (``print(…, file=sys.stderr)``) as an English
+    literal of its own instead of a row (``say``)."""
+    found = []
+    for path, node in _calls(_sources(*places)):
+        if getattr(node.func, "id", "") != "print" or not any(
+            k.arg == "file" for k in node.keywords
+        ):
+            continue
+        text = _text(node.args[0])
+        if text and re.search(r"[A-Za-z]{3,}", text.replace("{}", "")):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    return found
+
+
+def test_the_relevance_bench_says_its_progress_through_the_word_table() -> None:
+    """``python -m bench.relevance`` (scripts/test's relevance smoke shows its lines)."""
+    assert bench_english_lines("bench/relevance") == []
+
+
 def _commands() -> list[tuple[object, tuple[str, ...], object]]:
     """Every command of both command lines: (its app, its path of names, the Click command)."""
     from typer.main import get_command

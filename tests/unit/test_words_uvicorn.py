@@ -114,6 +114,8 @@ def test_the_server_s_life_is_said_in_the_terminal_s_language(
             "Uvicorn running on http://0.0.0.0:8080 (Press CTRL+C to quit)",
         ),
         ("Stopping parent process [77]", None, "Stopping parent process [77]"),
+        ("Terminated child process [78]", None, "Terminated child process [78]"),
+        ("Received SIGINT, exiting.", None, "Received SIGINT, exiting."),
     ],
 )
 def test_a_line_keeps_its_values(
@@ -124,7 +126,7 @@ def test_a_line_keeps_its_values(
     assert UvicornWords().filter(record)
     said = record.getMessage()
     assert CJK.search(said) and said != english, said
-    assert all(value in said for value in re.findall(r"[\d.]+:?\d*", english)), said
+    assert all(value in said for value in re.findall(r"\d[\d.]*(?::\d+)?", english)), said
     monkeypatch.setenv("RSVC_LANG", "en")
     record = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, msg, args, None)
     assert UvicornWords().filter(record) and record.getMessage() == english

@@ -15,20 +15,16 @@ minutes from its clock; so does this.
 Whoever can reach the port chooses every header, so, in this order and before any network:
 the request is dated within ``WINDOW_S`` of this host's clock (replay window); the body's MD5
 is the ``Content-MD5`` sent (the signature covers that header, not the body: without it any
-body would pass under a captured signature); the certificate URL is ``https`` on an allowed
-host (``DEFAULT_CERT_HOSTS`` — Alibaba's documented certificate hosts — or the operator's:
-``*`` is one DNS label), port 443 unless the entry names one, no user, query or fragment;
-the same signature was not taken already (an exact replay inside the window). Only then is
-the certificate fetched — once per URL (cached), one fetch at a time and at most
-``FETCHES_PER_MINUTE`` for one sender (an IPv4 address, an IPv6 /64: a sender that asks for
-certificates that are not there spends its own budget, not MNS's) and
-``FETCHES_PER_MINUTE_IN_ALL``, never following a redirect, at most ``CERT_BYTES``, the whole
-fetch cut off after ``FETCH_DEADLINE_S`` and waited for a second more, its name's resolving
-included (a slow server or resolver cannot hold the listener), TLS verified against the
-system's CAs or ``ca_file``. The certificate must be valid now by this host's clock, give or
-take ``CERT_SKEW_S`` (clocks drift; the request's own date is held to ``WINDOW_S``): an expired
-key, or one not yet in force, signs nothing. Nothing here raises: a request is refused with a
-problem code.
+body would pass under a captured signature); the certificate URL is one that may be fetched
+(``indexer.watch.mns_cert``: ``https`` on an allowed host); the same signature was not taken
+already (an exact replay inside the window). Only then is the certificate fetched (as
+``mns_cert`` says: no redirect, a size, a deadline) — once per URL (cached), one fetch at a
+time and at most ``FETCHES_PER_MINUTE`` for one sender (an IPv4 address, an IPv6 /64: a
+sender that asks for certificates that are not there spends its own budget, not MNS's) and
+``FETCHES_PER_MINUTE_IN_ALL``. The certificate must be valid now by this host's clock, give
+or take ``CERT_SKEW_S`` (clocks drift; the request's own date is held to ``WINDOW_S``): an
+expired key, or one not yet in force, signs nothing. Nothing here raises: a request is
+refused with a problem code.
 """
 
 from __future__ import annotations
@@ -39,33 +35,39 @@ import collections
 import email.utils
 import hashlib
 import hmac
-import http.client
 import ipaddress
-import re
-import socket
-import ssl
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric import padding
 
-# Alibaba Cloud's: the certificate URL starts with https://mnstest.oss-cn-hangzhou.aliyuncs.com/
-# or https://mns-cert.oss-cn-{region}.aliyuncs.com/ (an OSS bucket's name is its own worldwide).
-DEFAULT_CERT_HOSTS = ("mnstest.oss-cn-hangzhou.aliyuncs.com", "mns-cert.oss-*.aliyuncs.com")
+from indexer.watch.mns_cert import (
+    CERT_SKEW_S,
+    DEFAULT_CERT_HOSTS,
+    FETCH_DEADLINE_S,
+    UNAVAILABLE,
+    CertHost,
+    CertUrl,
+    Refused,
+    SigningCert,
+    cert_hosts,
+    cert_url,
+    fetched_within,
+    signing_cert,
+)
+
+__all__ = [
+    "CERT_SKEW_S", "DEFAULT_CERT_HOSTS", "SIGNATURE_PROBLEMS", "UNAVAILABLE", "CertHost",
+    "MnsVerifier", "cert_hosts", "sender_of", "string_to_sign",
+]  # fmt: skip
+
 WINDOW_S = 15 * 60.0  # a request dated further from now is refused (MNS's own window)
-CERT_BYTES = 16 * 1024  # a certificate is ~1-2 KiB
-FETCH_DEADLINE_S = 3.0  # the whole fetch (MNS waits 5 s for its answer)
 FETCHES_PER_MINUTE = 10  # certificate fetches of URLs not yet cached, for one sender
 FETCHES_PER_MINUTE_IN_ALL = 60  # (and for every sender together)
 CACHED_CERTS = 32
 CACHE_S = 24 * 3600.0  # a certificate kept this long at most, and never past its expiry
-CERT_SKEW_S = 5 * 60.0  # clock skew allowed around a certificate's validity dates
 RECHECK_S = 5 * 60.0  # a certificate out of its dates is fetched again after this long
 REPLAYS_KEPT = 10_000
 
@@ -74,87 +76,6 @@ SIGNATURE_PROBLEMS = (
     "mns_stale", "mns_bad_signature", "mns_cert_refused", "mns_cert_unavailable", "mns_replayed",
     "mns_cert_expired",
 )  # fmt: skip
-UNAVAILABLE = "mns_cert_unavailable"  # (503: the sender tries again; the others are 403)
-
-_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-
-
-@dataclass(frozen=True, slots=True)
-class SigningCert:
-    """A signing certificate's key and the dates it is valid between (seconds since the
-    epoch)."""
-
-    key: rsa.RSAPublicKey
-    not_before: float
-    not_after: float
-
-    def valid_at(self, now: float) -> bool:
-        """Whether ``now`` is within its dates, ``CERT_SKEW_S`` either side."""
-        return self.not_before - CERT_SKEW_S <= now <= self.not_after + CERT_SKEW_S
-
-
-class _Refused(Exception):
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-
-
-@dataclass(frozen=True, slots=True)
-class CertHost:
-    """An allowed certificate host: ``HOST`` (port 443) or ``HOST:PORT``, ``*`` one label."""
-
-    pattern: re.Pattern[str]
-    port: int
-
-    @classmethod
-    def parse(cls, spec: str) -> CertHost:
-        host, colon, port = spec.strip().lower().rpartition(":")
-        if not colon or not port.isdigit():
-            host, port = spec.strip().lower(), "443"
-        labels = host.split(".")
-        if not host or not all(x == "*" or re.fullmatch(r"[a-z0-9*-]+|\d+", x) for x in labels):
-            raise ValueError(f"not a host name: {spec!r}")
-        parts = [_LABEL if x == "*" else re.escape(x).replace(r"\*", "[a-z0-9-]*") for x in labels]
-        return cls(re.compile(r"\.".join(parts)), int(port))
-
-    def allows(self, host: str, port: int) -> bool:
-        return port == self.port and self.pattern.fullmatch(host) is not None
-
-
-def cert_hosts(spec: str | None) -> tuple[CertHost, ...]:
-    """``RSVC_WATCH_MNS_CERT_HOSTS`` (comma-separated), else Alibaba Cloud's hosts."""
-    given = [s for s in (spec or "").split(",") if s.strip()] or list(DEFAULT_CERT_HOSTS)
-    return tuple(CertHost.parse(s) for s in given)
-
-
-@dataclass(frozen=True, slots=True)
-class CertUrl:
-    host: str
-    port: int
-    path: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.host}:{self.port}{self.path}"
-
-
-def cert_url(encoded: str, allowed: Iterable[CertHost]) -> CertUrl:
-    """The certificate's address from ``x-mns-signing-cert-url``, when it may be fetched."""
-    try:
-        text = base64.b64decode(encoded.strip(), validate=True).decode("ascii")
-        parts = urlsplit(text)
-        port = parts.port or 443
-        host = (parts.hostname or "").lower()
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise _Refused("mns_cert_refused") from None
-    plain = len(text) <= 2048 and text.isprintable() and " " not in text
-    if not plain or parts.scheme != "https" or parts.username is not None or parts.password:
-        raise _Refused("mns_cert_refused")
-    if parts.query or parts.fragment or "?" in text or "#" in text or not parts.path:
-        raise _Refused("mns_cert_refused")
-    if not any(one.allows(host, port) for one in allowed):
-        raise _Refused("mns_cert_refused")
-    return CertUrl(host, port, parts.path)
 
 
 def string_to_sign(method: str, path: str, headers: dict[str, str]) -> bytes:
@@ -188,7 +109,7 @@ class MnsVerifier:
         certificate fetches budget it spends). Never raises."""
         try:
             self._verify(method, path, headers, body, sender)
-        except _Refused as exc:
+        except Refused as exc:
             return exc.problem
         except Exception:  # (a shape no check here foresaw: refused, never raised)
             return "mns_bad_signature"
@@ -202,24 +123,24 @@ class MnsVerifier:
         now = time.time()
         when = _date(headers.get("x-mns-date") or headers.get("date", ""))
         if when is None or abs(now - when) > self.window_s:
-            raise _Refused("mns_stale")
+            raise Refused("mns_stale")
         if not _md5_matches(headers.get("content-md5", ""), body):
-            raise _Refused("mns_bad_signature")
+            raise Refused("mns_bad_signature")
         where = cert_url(headers.get("x-mns-signing-cert-url", ""), self.hosts)
         with self._lock:
             if self._taken.get(signature, 0.0) > now:
-                raise _Refused("mns_replayed")
+                raise Refused("mns_replayed")
         cert = self._cert(where, sender)
         if not cert.valid_at(time.time()):
-            raise _Refused("mns_cert_expired")
+            raise Refused("mns_cert_expired")
         try:
             cert.key.verify(signature, string_to_sign(method, path, headers), padding.PKCS1v15(),
                        hashes.SHA1())  # fmt: skip
         except InvalidSignature:
-            raise _Refused("mns_bad_signature") from None
+            raise Refused("mns_bad_signature") from None
         with self._lock:
             if self._taken.get(signature, 0.0) > now:  # (the same, verified twice at once)
-                raise _Refused("mns_replayed")
+                raise Refused("mns_replayed")
             if len(self._taken) >= REPLAYS_KEPT:
                 self._taken = {s: t for s, t in self._taken.items() if t > now}
             self._taken[signature] = when + self.window_s + 1.0
@@ -230,12 +151,12 @@ class MnsVerifier:
         if (cached := self._cached(where)) is not None:
             return cached
         if not self._fetching.acquire(timeout=FETCH_DEADLINE_S):
-            raise _Refused(UNAVAILABLE)
+            raise Refused(UNAVAILABLE)
         try:
             if (cached := self._cached(where)) is not None:
                 return cached
             self._spend(sender_of(sender))
-            cert = _signing_cert(_fetched_within(where, self.ca_file))
+            cert = signing_cert(fetched_within(where, self.ca_file))
         finally:
             self._fetching.release()
         now = time.time()  # (kept a day, never past its expiry; out of its dates, 5 minutes)
@@ -258,7 +179,7 @@ class MnsVerifier:
         mine = self._fetched.get(whose, ())
         in_all = sum(len(times) for times in self._fetched.values())
         if len(mine) >= FETCHES_PER_MINUTE or in_all >= FETCHES_PER_MINUTE_IN_ALL:
-            raise _Refused(UNAVAILABLE)
+            raise Refused(UNAVAILABLE)
         self._fetched.setdefault(whose, collections.deque()).append(now)
 
     def _cached(self, where: CertUrl) -> SigningCert | None:
@@ -291,7 +212,7 @@ def _once_each(raw: list[tuple[str, str]]) -> dict[str, str]:
         signed = name.startswith("x-mns-") or name in ("authorization", "content-md5",
                                                         "content-type", "date")  # fmt: skip
         if name in headers and signed:
-            raise _Refused("mns_bad_signature")
+            raise Refused("mns_bad_signature")
         headers.setdefault(name, value.strip())
     return headers
 
@@ -300,9 +221,9 @@ def _signature(authorization: str) -> bytes:
     try:
         signature = base64.b64decode(authorization.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise _Refused("mns_bad_signature") from None
+        raise Refused("mns_bad_signature") from None
     if not 64 <= len(signature) <= 1024:
-        raise _Refused("mns_bad_signature")
+        raise Refused("mns_bad_signature")
     return signature
 
 
@@ -324,95 +245,3 @@ def _md5_matches(sent: str, body: bytes) -> bool:
     forms = (hexes.encode(), hexes.upper().encode(), digest.digest())
     wanted = [base64.b64encode(form).decode() for form in forms]
     return bool(sent) and any(hmac.compare_digest(sent, one) for one in wanted)
-
-
-def _fetched_within(where: CertUrl, ca_file: str | None) -> bytes:
-    """``fetch_cert`` on a thread of its own, waited for ``FETCH_DEADLINE_S`` (and a second):
-    a name that resolves slowly (the resolver's timeouts are not the socket's) cannot hold the
-    listener either. A thread given up on ends on its own; at most ``FETCHES_PER_MINUTE``."""
-    got: list[bytes | Exception] = []
-
-    def fetch() -> None:
-        try:
-            got.append(fetch_cert(where, ca_file))
-        except Exception as exc:
-            got.append(exc)
-
-    thread = threading.Thread(target=fetch, name="mns-certificate", daemon=True)
-    thread.start()
-    thread.join(FETCH_DEADLINE_S + 1.0)
-    if not got:
-        raise _Refused(UNAVAILABLE)
-    if isinstance(got[0], Exception):
-        raise got[0]
-    return got[0]
-
-
-_connect = socket.create_connection  # (one name, so a test can make it hang)
-
-
-def fetch_cert(where: CertUrl, ca_file: str | None) -> bytes:
-    """The certificate at ``where`` over verified TLS: 200 only (a redirect is not followed),
-    at most ``CERT_BYTES``, the whole exchange cut off after ``FETCH_DEADLINE_S``."""
-    context = ssl.create_default_context(cafile=ca_file)
-    live: list[socket.socket] = []  # (what the deadline shuts: the socket, then its TLS)
-    connection = http.client.HTTPConnection(where.host, where.port)
-    answer: http.client.HTTPResponse | None = None
-    timer = threading.Timer(FETCH_DEADLINE_S, _cut, (live,))
-    timer.daemon = True
-    try:
-        live.append(_connect((where.host, where.port), FETCH_DEADLINE_S))
-        timer.start()
-        tls = context.wrap_socket(
-            live[0], server_hostname=where.host, do_handshake_on_connect=False
-        )
-        live[0] = tls
-        tls.do_handshake()
-        connection.sock = tls
-        connection.putrequest("GET", where.path, skip_host=True, skip_accept_encoding=True)
-        connection.putheader(
-            "Host", where.host if where.port == 443 else f"{where.host}:{where.port}"
-        )
-        connection.putheader("Connection", "close")
-        connection.endheaders()
-        answer = connection.getresponse()
-        length = answer.getheader("Content-Length") or "0"
-        if answer.status != 200 or not length.isdigit() or int(length) > CERT_BYTES:
-            raise _Refused(UNAVAILABLE)
-        body = answer.read(CERT_BYTES + 1)
-        if len(body) > CERT_BYTES:
-            raise _Refused(UNAVAILABLE)
-        return body
-    except (OSError, http.client.HTTPException, ValueError):
-        raise _Refused(UNAVAILABLE) from None
-    finally:
-        timer.cancel()
-        if answer is not None:  # (a socket whose answer is still open is not closed)
-            answer.close()
-        connection.close()
-        for sock in live:
-            sock.close()
-
-
-def _cut(live: list[socket.socket]) -> None:
-    """The fetch's deadline: its socket shut, so whatever call waits on it returns."""
-    for sock in live:
-        try:
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def _signing_cert(data: bytes) -> SigningCert:
-    try:
-        if data.lstrip().startswith(b"-----BEGIN"):
-            cert = x509.load_pem_x509_certificate(data)
-        else:
-            cert = x509.load_der_x509_certificate(data)
-        key = cert.public_key()
-        dates = cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
-    except ValueError:
-        raise _Refused(UNAVAILABLE) from None
-    if not isinstance(key, rsa.RSAPublicKey) or not 1024 <= key.key_size <= 8192:
-        raise _Refused(UNAVAILABLE)
-    return SigningCert(key, *dates)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.watch import mns_signature, pushed
+from indexer.watch import mns_cert, mns_signature, pushed
 from indexer.watch.events import Heard
 from indexer.watch.health import Status, WatchMetrics, rejected
 from indexer.watch.mns_signature import (
@@ -211,7 +211,7 @@ def test_a_certificate_host_that_never_answers_does_not_hold_the_listener(
         release.wait(120)
         raise OSError("released")
 
-    monkeypatch.setattr(mns_signature, "_connect", never)
+    monkeypatch.setattr(mns_cert, "_connect", never)
     body = notification("corp", "kb/a.md")
     try:
         assert post(setup.listener.port, body, signed(body, KEY, setup.certs.url("/c"))) == 503

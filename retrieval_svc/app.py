@@ -47,7 +47,7 @@ from retrieval_svc.limits import (
 )
 from retrieval_svc.mcp import McpRoutes, OidcTokens, build_mcp
 from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess, watch_event_loop
-from retrieval_svc.observability import ObservabilityMiddleware
+from retrieval_svc.observability import ObservabilityMiddleware, configure_logging
 from retrieval_svc.routes import citations, console_off, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.client import make_es_client
@@ -77,7 +77,10 @@ _QUIET_LIBRARIES = ("elastic_transport", "elasticsearch", "httpx", "httpcore")
 
 def app_from_environment() -> FastAPI:
     """The app with settings from the environment: what each worker of
-    ``retrieval-svc serve --workers N`` builds (``uvicorn --factory``)."""
+    ``retrieval-svc serve --workers N`` builds (``uvicorn --factory``), in a process of its own
+    whose logging is set up here (as ``serve`` sets up its own: JSON lines, uvicorn's said in
+    words)."""
+    configure_logging()
     return create_app(Settings())
 
 

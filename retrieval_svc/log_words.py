@@ -8,6 +8,7 @@ Pure data: imports nothing.
 from __future__ import annotations
 
 LOGS: dict[str, tuple[str, str]] = {
+    "log_created_index": ("created index {index} behind alias {alias} (analysis: {analysis})", "已在别名 {alias} 下创建索引 {index}（分词：{analysis}）"),
     "log_metrics_on": ("metrics on http://{host}:{port}/metrics", "指标在 http://{host}:{port}/metrics"),
     "log_auth_disabled": ("AUTH IS DISABLED: every caller is trusted. Never run so in production.", "认证已关闭：信任每一个调用方。切勿在生产环境这样运行。"),
     "log_index_not_prepared": ("could not prepare the index now ({why}); /readyz will say so", "现在无法准备索引（{why}）；/readyz 会报告"),

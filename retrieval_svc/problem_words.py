@@ -121,6 +121,9 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "os_is_a_directory": ("Is a directory", "是文件夹"),
     "os_not_a_directory": ("Not a directory", "不是文件夹"),
     "os_refused": ("Connection refused", "连接被拒绝"),
+    # an index whose vectors are another model's (retrieval_svc.search.index)
+    "model_mismatch": ("index {index} behind alias {alias} holds vectors of {model} ({dims} dimensions), but this process is configured for {wanted} ({wanted_dims} dimensions). Mixing vector spaces would return nonsense: run `retrieval-indexer rebuild` with the new embedder settings (it re-embeds every chunk into a new index and swaps the alias), or set RSVC_EMBEDDER and RSVC_EMBEDDING_* back to the index's model.", "别名 {alias} 下的索引 {index} 存放的是 {model} 的向量（{dims} 维），而本进程配置的是 {wanted}（{wanted_dims} 维）。混用向量空间只会返回无意义的结果：请用新的嵌入模型设置运行 `retrieval-indexer rebuild`（它把每个分块重新嵌入到新索引并切换别名），或把 RSVC_EMBEDDER 和 RSVC_EMBEDDING_* 改回该索引的模型。"),
+    "model_mismatch_no_vectors": ("index {index} behind alias {alias} holds no vectors, but this process is configured for {wanted} ({wanted_dims} dimensions). Mixing vector spaces would return nonsense: run `retrieval-indexer rebuild` with the new embedder settings (it re-embeds every chunk into a new index and swaps the alias), or set RSVC_EMBEDDER to none.", "别名 {alias} 下的索引 {index} 没有向量，而本进程配置的是 {wanted}（{wanted_dims} 维）。混用向量空间只会返回无意义的结果：请用新的嵌入模型设置运行 `retrieval-indexer rebuild`（它把每个分块重新嵌入到新索引并切换别名），或把 RSVC_EMBEDDER 设为 none。"),
 }  # fmt: skip
 
 # The names a problem gives what it is about.

@@ -21,9 +21,11 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch, BadRequestError
 
 from retrieval_svc.embedding.base import EmbeddingModel, ModelMismatch
+from retrieval_svc.problem_words import PROBLEMS
 from retrieval_svc.search.installation import STAMP, claim
 from retrieval_svc.settings import IndexSettings
 from retrieval_svc.tenancy import tenant_alias
+from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
 
@@ -166,16 +168,15 @@ async def index_models(es: AsyncElasticsearch, target: str) -> dict[str, Embeddi
     return out
 
 
-def mismatch_message(alias: str, index: str, stored: EmbeddingModel | None, wanted: str) -> str:
-    """What to tell a user whose configured model is not the index's."""
-    held = f"vectors of {stored.model} ({stored.dims} dimensions)" if stored else "no vectors"
-    return (
-        f"index {index} behind alias {alias!r} holds {held}, but this process is configured "
-        f"for {wanted}. Mixing vector spaces would return nonsense: run "
-        "`retrieval-indexer rebuild` with the new embedder settings (it re-embeds every chunk "
-        "into a new index and swaps the alias), or set RSVC_EMBEDDER and RSVC_EMBEDDING_* back "
-        "to the index's model."
-    )
+def mismatch_message(
+    alias: str, index: str, stored: EmbeddingModel | None, wanted: EmbeddingModel
+) -> str:
+    """What to tell a user whose configured model is not the index's (in English, as a refusal
+    is made; ``words.problem`` says it again in the reader's language)."""
+    values = {"index": index, "alias": alias, "wanted": wanted.model, "wanted_dims": wanted.dims}
+    if stored is None:
+        return PROBLEMS["model_mismatch_no_vectors"][0].format(**values)
+    return PROBLEMS["model_mismatch"][0].format(model=stored.model, dims=stored.dims, **values)
 
 
 async def check_index_model(
@@ -188,10 +189,9 @@ async def check_index_model(
     """
     if embedding is None:
         return
-    wanted = f"{embedding.model} ({embedding.dims} dimensions)"
     for index, stored in (await index_models(es, tenant_indices(alias))).items():
         if stored != embedding:
-            raise ModelMismatch(mismatch_message(alias, index, stored, wanted))
+            raise ModelMismatch(mismatch_message(alias, index, stored, embedding))
 
 
 async def put_template(
@@ -277,7 +277,7 @@ async def ensure_index(
             if exc.error != "resource_already_exists_exception":
                 raise
         else:
-            log.info("created index %s behind alias %s (analysis: %s)", first, own, flavour)
+            log.info(say("log_created_index", index=first, alias=own, analysis=flavour))
     if installation:
         await claim(es, alias, installation, adopt=True)  # (stamps what is not yet its own)
     await primaries_active(es, own)

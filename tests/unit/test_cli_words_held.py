@@ -78,7 +78,7 @@ def english_lines() -> list[str]:
         if (owner, getattr(func, "attr", "")) not in PRINTS | LOGS:
             continue
         text = _text(node.args[0])
-        if text and ENGLISH.search(re.sub(r"\{\}|`[^`]*`", "", text)):
+        if text and ENGLISH.search(re.sub(r"\{\}|%[sdr]|`[^`]*`", "", text)):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
     return found
 

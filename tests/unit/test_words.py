@@ -337,3 +337,21 @@ def test_an_id_two_directory_entries_share_is_said_in_chinese() -> None:
     assert english_left(said) == [], said
     assert problem(refused, "en") == refused
     assert refused.startswith("user id 'bob' is held by 2 entries as the directory compares ids")
+
+
+@pytest.mark.parametrize("stored", [("multilingual-e5-small", 384), None])
+def test_an_index_of_another_model_is_refused_in_the_reader_s_language(
+    stored: tuple[str, int] | None,
+) -> None:
+    """The refusal ``index`` and the service's start print when the index holds another model's
+    vectors (or none) is said again in Chinese, its names and figures kept."""
+    from retrieval_svc.embedding.base import EmbeddingModel
+    from retrieval_svc.search.index import mismatch_message
+    from retrieval_svc.words import problem
+
+    held = EmbeddingModel(*stored) if stored else None
+    english = mismatch_message("kb", "kb.v1", held, EmbeddingModel("bge-m3", 1024))
+    chinese = problem(english, "zh")
+    assert "rebuild" in english and problem(english, "en") == english
+    assert "kb.v1" in chinese and "1024 维" in chinese and "retrieval-indexer rebuild" in chinese
+    assert not re.search(r"[A-Za-z]{2,} [A-Za-z]{2,} [A-Za-z]{2,}", re.sub(r"`[^`]*`", "", chinese))

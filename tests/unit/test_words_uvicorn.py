@@ -165,3 +165,25 @@ def test_serve_s_logging_says_uvicorn_s_lines_in_words(lang: str, said: str) -> 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stderr.splitlines()[-1])["message"] == said, done.stderr
+
+
+def test_each_worker_of_serve_workers_logs_as_serve_does() -> None:
+    """``serve --workers N`` runs each worker in a process of its own, built by
+    ``app_from_environment``: its log is JSON lines, uvicorn's said in the terminal's language
+    (before, a worker's INFO lines were lost and its warnings were plain text)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; from retrieval_svc.app import app_from_environment; "
+        "app_from_environment(); logging.getLogger('uvicorn.error').info('Shutting down')"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RSVC_LANG", "LC_ALL", "LC_MESSAGES")}
+    env.update(LANG="zh_CN.UTF-8", RSVC_AUTH_DISABLED="true")
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.splitlines()[-1])["message"] == "正在关闭", done.stderr

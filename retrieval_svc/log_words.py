@@ -57,5 +57,14 @@ UVICORN: dict[str, tuple[str, str]] = {
     "uvicorn_child_died": ("Child process [{pid}] died", "子进程 [{pid}] 已退出"),
     "uvicorn_sigint": ("Received SIGINT, exiting.", "收到 SIGINT，正在退出。"),
     "uvicorn_sigterm": ("Received SIGTERM, exiting.", "收到 SIGTERM，正在退出。"),
+    # its port cannot be bound (the process then exits): asyncio's words, then the socket's own
+    # (``serve --workers``); the commonest causes first, any other kept as the system says it
+    "uvicorn_bind_in_use": ("[Errno {errno}] error while attempting to bind on address {address}: address already in use", "[Errno {errno}] 无法绑定地址 {address}：该地址已被占用（另一个进程正在监听这个端口）"),
+    "uvicorn_bind_denied": ("[Errno {errno}] error while attempting to bind on address {address}: permission denied", "[Errno {errno}] 无法绑定地址 {address}：权限不足（1024 以下的端口需要特权）"),
+    "uvicorn_bind_not_here": ("[Errno {errno}] error while attempting to bind on address {address}: cannot assign requested address", "[Errno {errno}] 无法绑定地址 {address}：本机没有这个地址"),
+    "uvicorn_bind_failed": ("[Errno {errno}] error while attempting to bind on address {address}: {why}", "[Errno {errno}] 无法绑定地址 {address}：{why}"),
+    "uvicorn_in_use": ("[Errno {errno}] Address already in use", "[Errno {errno}] 该地址已被占用（另一个进程正在监听这个端口）"),
+    "uvicorn_denied": ("[Errno {errno}] Permission denied", "[Errno {errno}] 权限不足（1024 以下的端口需要特权）"),
+    "uvicorn_not_here": ("[Errno {errno}] Cannot assign requested address", "[Errno {errno}] 本机没有这个地址"),
 }  # fmt: skip
 LOGS.update(UVICORN)

@@ -116,6 +116,8 @@ def test_the_server_s_life_is_said_in_the_terminal_s_language(
         ("Stopping parent process [77]", None, "Stopping parent process [77]"),
         ("Terminated child process [78]", None, "Terminated child process [78]"),
         ("Received SIGINT, exiting.", None, "Received SIGINT, exiting."),
+        # (``serve --workers`` binds its socket before uvicorn runs: the socket's own words)
+        ("[Errno 98] Address already in use", None, "[Errno 98] Address already in use"),
     ],
 )
 def test_a_line_keeps_its_values(
@@ -187,3 +189,48 @@ def test_each_worker_of_serve_workers_logs_as_serve_does() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stderr.splitlines()[-1])["message"] == "正在关闭", done.stderr
+
+
+@pytest.mark.parametrize("lang", ["zh_CN.UTF-8", "C.UTF-8"])
+def test_a_port_already_taken_is_said_in_the_terminal_s_language(
+    monkeypatch: pytest.MonkeyPatch, server_lines: _Said, lang: str
+) -> None:
+    """The service's port held by another process: uvicorn cannot bind, says so and gives up —
+    in Chinese in a Chinese terminal, the errno and the address kept."""
+    import socket
+
+    for name in ("RSVC_LANG", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", lang)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        config = uvicorn.Config(_app, host="127.0.0.1", port=port, log_config=None, lifespan="on")
+        server = uvicorn.Server(config)
+        exits: list[object] = []
+
+        def run() -> None:
+            try:
+                server.run()
+            except SystemExit as gone:  # (uvicorn ends the process so)
+                exits.append(gone.code)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive() and not server.started
+        assert exits == [3], exits  # (uvicorn's STARTUP_FAILURE)
+    lines = server_lines.lines
+    bind = [line for line in lines if f"('127.0.0.1', {port})" in line]
+    assert len(bind) == 1, lines
+    assert bind[0].startswith("[Errno 98] "), bind
+    column = 1 if lang.startswith("zh") else 0
+    assert all(_row(column).fullmatch(line) for line in lines), lines
+    assert all(bool(CJK.search(line)) == (column == 1) for line in lines), lines
+    address = f"('127.0.0.1', {port})"
+    if column == 0:  # uvicorn's own words, unchanged
+        english = f"error while attempting to bind on address {address}: address already in use"
+        assert bind[0] == f"[Errno 98] {english}", bind
+    else:
+        assert bind[0] == say("uvicorn_bind_in_use", "zh", errno=98, address=address), bind

@@ -229,6 +229,8 @@ def _what_zh(text: str) -> str:
     (``group 'sales'``, ``rule 2 (finance/**)``)."""
     if (rule := _RULE.fullmatch(text)) is not None:
         return f"第 {rule[1]} 条规则" + (f"（{rule[2]}）" if rule[2] is not None else "")
+    if "; " in text and (parts := text.split("; ")) and any(_problem_zh(p) != p for p in parts):
+        return "；".join(_what_zh(part) for part in parts)  # (several problems, one line)
     if (said := _problem_zh(text)) != text:
         return said
     for english in sorted(WHAT_ZH, key=len, reverse=True):

@@ -294,7 +294,14 @@ def test_the_watcher_s_status_is_shown(
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         return dict(json.loads(run.stdout).get("last_run") or {})
 
-    until(lambda: any(w.get("last_event_at") for w in shown().get("watchers", [])), "status")
+    def settled() -> bool:  # (the record is written every 10 s: one may fall between the
+        # event heard and its narrowing accounted, or before the start's re-listing is)
+        (status,) = shown().get("watchers") or [{}]
+        return bool(status.get("last_event_at") and status.get("last_relisting_at")) and (
+            status.get("lag_narrowed_s") is not None
+        )
+
+    until(settled, "status", watcher, shown)
     (status,) = shown()["watchers"]
     assert status["state"] in ("watching", "settling", "re-listing"), status
     assert status["last_relisting_at"] and status["lag_narrowed_s"] is not None, status

@@ -92,6 +92,13 @@ async def until(check: object, why: str) -> None:
     assert check(), why  # type: ignore[operator]
 
 
+async def started(reports: list[tuple[str, Settled]]) -> None:
+    """The start's re-listing over, its report said. Its documents are searchable before it
+    reports (it keeps its listing first): a test that counts the reports after one moment
+    must wait for this one, or it may count the start's re-listing as its own pass."""
+    await until(lambda: any(what == "re-listing" for what, _ in reports), "the start re-listed")
+
+
 async def test_a_move_heard_during_a_long_pass_is_in_force_before_the_pass_ends(
     tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
 ) -> None:
@@ -121,6 +128,7 @@ async def test_a_move_heard_during_a_long_pass_is_in_force_before_the_pass_ends(
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
     try:
+        await started(reports)
         await until(lambda: len(stored(es_sync, index)) == 2, "the first pass indexes both")
 
         # A pass that edits both, held at the gate while reading 甲 (乙 is read beside it).
@@ -192,6 +200,7 @@ async def test_a_rules_edit_during_a_long_pass_narrows_at_once_and_spares_the_pa
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
     try:
+        await started(reports)
         await until(lambda: len(stored(es_sync, index, kb)) == 2, "the first pass indexes both")
         # A pass held at the gate: a new 甲 (read first, held there) and 丁's second version.
         source.close("公共/甲.md")
@@ -249,6 +258,7 @@ async def test_a_new_document_restricted_while_a_pass_reads_it_is_never_written_
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
     try:
+        await started(reports)
         await until(lambda: len(stored(es_sync, index, kb)) == 1, "the first pass indexes 甲")
         # A new document, public as the pass reads it (held at the gate) …
         source.close("公共/新.md")
@@ -297,13 +307,15 @@ async def test_a_move_heard_while_a_re_listing_lists_is_in_force_before_the_list
         knowledge_id=kb, alias=index, tenant=TENANT, acl_rules=load_rules(rules), workers=0
     )
     heard: asyncio.Queue[Heard] = asyncio.Queue()
+    reports: list[tuple[str, Settled]] = []
     watcher = Watcher(
         es, source, options, index_alias=alias, watch=WatchOptions(rescan_s=3600.0),
-        events=heard_from(heard),
+        events=heard_from(heard), said=lambda what, done: reports.append((what, done)),
     )  # fmt: skip
     stop = asyncio.Event()
     running = asyncio.create_task(watcher.run(stop))
     try:
+        await started(reports)
         await until(lambda: len(stored(es_sync, index, kb)) == 2, "the first pass indexes both")
         # A re-listing (more keys heard at once than are worth a look each), held while it
         # lists the source — as a bucket of 100,000 objects takes a while to list.

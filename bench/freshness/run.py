@@ -134,7 +134,7 @@ def scenario(setup: Setup, ready: Prepared, mode: str, turn: int) -> dict[str, A
     try:
         time.sleep(2.0)
         deadline = time.monotonic() + GIVE_UP_S * 3
-        while "re-listing" not in path.read_text(errors="replace"):
+        while not _relisted(path.read_text(errors="replace")):
             if time.monotonic() > deadline or watcher[0].poll() is not None:
                 raise RuntimeError(f"the watcher did not start: {path.read_text()}")
             time.sleep(1.0)
@@ -232,6 +232,12 @@ def _interruption(
 
         return restart
     return None
+
+
+def _relisted(log: str) -> bool:
+    """Whether the watcher's log says it has re-listed, in the words of either language (it
+    speaks its terminal's: "re-listing", or "重新列举" in a Chinese one)."""
+    return any(say("what_relisting", lang) in log for lang in ("en", "zh"))
 
 
 def _clock(at: float) -> str:

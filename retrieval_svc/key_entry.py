@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from retrieval_svc.id_shapes import shape_problem
 from retrieval_svc.names import name_problem
@@ -181,7 +189,27 @@ def parse_api_keys(text: str, path: Path) -> list[ApiKeyConfig]:
         data = data.get("keys", [])
     if not isinstance(data, list):
         raise ValueError(f"API keys file {path} must hold a list of keys or {{keys: [...]}}")
-    return [ApiKeyConfig.model_validate(entry) for entry in data]
+    return [_entry(entry, number, path) for number, entry in enumerate(data, start=1)]
+
+
+def _entry(entry: Any, number: int, path: Path) -> ApiKeyConfig:
+    """Entry ``number`` of the file at ``path``; a refusal names the file, the entry and each
+    field it refuses (``sha256: …; tenants: …``), not a setting of the service's own."""
+    try:
+        return ApiKeyConfig.model_validate(entry)
+    except ValidationError as exc:
+        fields = "; ".join(
+            ".".join(str(p) for p in error["loc"])
+            + ": "
+            + error["msg"].removeprefix("Value error, ")
+            if error["loc"]
+            else error["msg"].removeprefix("Value error, ")
+            for error in exc.errors()
+        )
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name:
+            raise ValueError(f"API keys file {path}, entry {number} ({name}): {fields}") from None
+        raise ValueError(f"API keys file {path}, entry {number}: {fields}") from None
 
 
 def _parsed(text: str, path: Path) -> Any:

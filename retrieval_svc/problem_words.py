@@ -47,6 +47,8 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "reserved_sid": ("{role} names a Windows SID ({prefix}S-…): only the directory gives it", "{role} 是 Windows SID（{prefix}S-…）：只有目录能授予它"),
     "keys_unreadable": ("cannot read API keys file {path}: {why}", "无法读取 API 密钥文件 {path}：{why}"),
     "keys_not_a_list": ("API keys file {path} must hold a list of keys or {{keys: [...]}}", "API 密钥文件 {path} 必须是密钥列表，或 {{keys: [...]}}"),
+    "keys_entry": ("API keys file {path}, entry {number} ({name}): {problem}", "API 密钥文件 {path} 的第 {number} 个条目（{name}）：{problem}"),
+    "keys_entry_unnamed": ("API keys file {path}, entry {number}: {problem}", "API 密钥文件 {path} 的第 {number} 个条目：{problem}"),
     "keys_not_parsed": ("API keys file {path} is not valid {format} (line {line}, column {column}): {problem}", "API 密钥文件 {path} 不是有效的 {format}（第 {line} 行，第 {column} 列：{problem}）"),
     "no_api_key": ("no API key is configured: set RSVC_API_KEYS or RSVC_API_KEYS_FILE (see `{command}`), or RSVC_AUTH_DISABLED=true for local development", "没有配置 API 密钥：请设置 RSVC_API_KEYS 或 RSVC_API_KEYS_FILE（见 `{command}`），本地开发可设 RSVC_AUTH_DISABLED=true"),
     "no_node": ("name at least one node, like {example}", "请至少给出一个节点，例如 {example}"),

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from retrieval_svc.bench_words import BENCH
 from retrieval_svc.causes import CAUSES
 from retrieval_svc.log_words import LOGS
 from retrieval_svc.problem_words import PROBLEMS, WHAT_ZH
@@ -192,18 +193,13 @@ LINES: dict[str, tuple[str, str]] = {
     "new_key_oidc": ("oidc mode: the service verifies the end user's token with your identity provider; set RSVC_OIDC_ISSUER and RSVC_OIDC_AUDIENCE (docs/permissions.md)", "oidc 模式：服务向你的身份提供方验证最终用户的令牌；请设置 RSVC_OIDC_ISSUER 和 RSVC_OIDC_AUDIENCE（docs/permissions.zh-CN.md）"),
     "for_dify": ("for Dify: unknown_user and anonymous refuse, so a wrong or missing binding fails on its first request (Dify's API server log and the console's Knowledge bases page show it); bind user_id to {{{{#sys.user_id#}}}} (docs/dify.md)", "用于 Dify：unknown_user 与 anonymous 都为 refuse，绑定错了或没绑定，第一个请求就会失败（Dify API 服务的日志和控制台的“知识库”页会显示）；请把 user_id 绑定到 {{{{#sys.user_id#}}}}（docs/dify.zh-CN.md）"),
     "for_dify_shape": ("no --user-id-shape: any id that names someone is taken; name the shape your app's backend sends as Dify's user (email, uuid, directory_uid, regex:...) so a typed name fails loudly", "未指定 --user-id-shape：任何能对应到人员的 ID 都会被接受；请写明应用后端作为 Dify 用户发送的 ID 格式（email、uuid、directory_uid、regex:...），这样手输的名字会明确失败"),
-    # python -m bench.relevance (scripts/test's relevance smoke shows these)
-    "relevance_read": ("relevance: {paragraphs} paragraphs, {questions} questions", "相关性：{paragraphs} 个段落，{questions} 个问题"),
-    "relevance_indexing": ("relevance: indexing through the indexer (with embeddings)…", "相关性：经索引器建立索引（生成向量）…"),
-    "relevance_indexer": ("relevance: indexer {result}", "相关性：索引器 {result}"),
-    "relevance_raw_lists": ("relevance: raw lists for tuning…", "相关性：获取调优用的原始结果列表…"),
-    "relevance_results": ("results in {out}", "结果在 {out}"),
     "would_add": ("dry run: would add {added}, remove {removed} ({read})", "试运行：将新增 {added}，移除 {removed}（{read}）"),
 }  # fmt: skip
 
 PROBLEMS.update(CAUSES)  # (why a connection failed: retrieval_svc.causes)
 LINES.update(PROBLEMS)
 LINES.update(LOGS)  # (what the service's log says: retrieval_svc.log_words)
+LINES.update(BENCH)  # (what the benchmarks print: retrieval_svc.bench_words)
 # Problems whose values may themselves hold "; " (a list of entries): said again whole,
 # before a text is split into the problems it joins.
 WHOLE = ("user_id_shared",)
@@ -233,6 +229,8 @@ def _what_zh(text: str) -> str:
     (``group 'sales'``, ``rule 2 (finance/**)``)."""
     if (rule := _RULE.fullmatch(text)) is not None:
         return f"第 {rule[1]} 条规则" + (f"（{rule[2]}）" if rule[2] is not None else "")
+    if "; " in text and (parts := text.split("; ")) and any(_problem_zh(p) != p for p in parts):
+        return "；".join(_what_zh(part) for part in parts)  # (several problems, one line)
     if (said := _problem_zh(text)) != text:
         return said
     for english in sorted(WHAT_ZH, key=len, reverse=True):

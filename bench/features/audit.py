@@ -25,6 +25,7 @@ from bench.harness import parser as harness_parser
 from bench.harness import print_result
 from bench.harness.measure import drive
 from bench.harness.service import cpu_seconds, sample_service
+from retrieval_svc.words import say
 
 KEY = "bench-audit-key-0123456789"
 QUERIES = ["巡更点标签损坏怎么办", "配电房倒闸操作", "访客如何登记", "电梯维保记录"]
@@ -148,7 +149,7 @@ def main() -> None:
     args = parser.parse_args()
     result = asyncio.run(run(args))
     print_result(result, args.out)
-    print(f"audit: +{result['audit_added_cpu_ms']} ms CPU per search", file=sys.stderr)
+    print(say("bench_audit_cpu", ms=result["audit_added_cpu_ms"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

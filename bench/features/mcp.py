@@ -22,6 +22,7 @@ from bench.harness import parser as harness_parser
 from bench.harness import print_result
 from bench.harness.measure import drive
 from bench.harness.service import cpu_seconds, sample_service
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-bench-mcp"
 TENANT = "bench"
@@ -93,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     result = asyncio.run(run(args))
     print_result(result, args.out)
-    print(f"mcp: +{result['mcp_added_cpu_ms']} ms CPU per search", file=sys.stderr)
+    print(say("bench_mcp_cpu", ms=result["mcp_added_cpu_ms"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

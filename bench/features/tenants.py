@@ -28,6 +28,7 @@ from elasticsearch import AsyncElasticsearch
 from bench.harness import parser as harness_parser
 from bench.harness import print_result
 from retrieval_svc.search.index import ensure_index, template_name
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-bench-tenants"
 
@@ -117,7 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     result = asyncio.run(run(args))
     print_result(result, args.out)
-    print(f"tenants: {result}", file=sys.stderr)
+    print(say("bench_tenants", result=result), file=sys.stderr)
 
 
 if __name__ == "__main__":

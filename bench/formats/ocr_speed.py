@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.formats import renderers
 from bench.harness.tree import run_measured
+from retrieval_svc.words import say
 
 TARGET_RATIO = 1.3
 CLI = [sys.executable, "-c", "from indexer.cli import app; app()"]
@@ -86,9 +87,9 @@ def measure(passages: list[dict[str, Any]], count: int, es_url: str, alias: str)
     with tempfile.TemporaryDirectory() as tmp:
         files = write_pages(Path(tmp) / "pages", passages, count)
         alone = engine_alone(files)
-        print(f"engine alone: {alone}", file=sys.stderr, flush=True)
+        print(say("bench_engine_alone", result=alone), file=sys.stderr, flush=True)
         cli = through_cli(Path(tmp) / "pages", es_url, alias)
-        print(f"indexer: {cli}", file=sys.stderr, flush=True)
+        print(say("bench_through_indexer", result=cli), file=sys.stderr, flush=True)
     ratio = cli["s"] / alone["s"]
     return {
         "pages": len(files),

@@ -43,6 +43,7 @@ from bench.relevance.data import DEFAULT_DATA
 from retrieval_svc.acl import DEFAULT_TENANT
 from retrieval_svc.search.query import text_query
 from retrieval_svc.tenancy import tenant_alias
+from retrieval_svc.words import say
 
 ALIAS = "bench-formats"
 OWN = tenant_alias(ALIAS, DEFAULT_TENANT)  # the default tenant's index, where the runs go
@@ -291,7 +292,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     unknown = set(args.formats) - set(renderers.RENDERERS)
     if unknown:
-        parser.error(f"unknown formats {sorted(unknown)}; of {sorted(renderers.RENDERERS)}")
+        parser.error(
+            say("bench_unknown_formats", unknown=sorted(unknown), known=sorted(renderers.RENDERERS))
+        )
     if "markdown" not in args.formats:
         args.formats.insert(0, "markdown")  # the baseline every ratio is against
     return args

@@ -30,6 +30,7 @@ from indexer.watch.hold import hold_documents
 from retrieval_svc.embedding.base import EmbeddingModel
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.tenancy import tenant_alias
+from retrieval_svc.words import say
 
 TENANT = "bench"
 
@@ -113,11 +114,10 @@ async def run(es_url: str, chunks: int, per_doc: int, dims: int, rounds: int) ->
                     times["held again"].append(time.perf_counter() - started)
                     assert again == 0
                 assert held == docs * per_doc, (name, held)
-                print(
-                    f"hold: round {r + 1}, {name}: {times[name][-1]:.2f} s (refresh "
-                    f"{times[f'{name}: its refresh'][-1]:.2f} s)",
-                    file=sys.stderr,
-                )
+                seconds, refresh = times[name][-1], times[f"{name}: its refresh"][-1]
+                said = say("bench_hold_round", round=r + 1, name=name, seconds=f"{seconds:.2f}",
+                           refresh=f"{refresh:.2f}")  # fmt: skip
+                print(said, file=sys.stderr)
     finally:
         await es.options(ignore_status=404).indices.delete(index=f"{alias}.*,{alias}-*")
         await es.options(ignore_status=404).indices.delete_index_template(name=template_name(alias))

@@ -32,6 +32,7 @@ from bench.freshness.changes import (
 from bench.freshness.report import summary, table, targets
 from bench.freshness.servers import Buckets, bucket_servers
 from bench.harness import machine, print_result
+from retrieval_svc.words import say
 from tests.support.tcp_proxy import TcpProxy
 
 ALIAS = "rsvc-bench-freshness"
@@ -224,10 +225,10 @@ def _interruption(
         def restart() -> None:
             watcher[0].kill()
             watcher[0].wait(timeout=60)
-            _mark("killed")
+            _mark("bench_fresh_killed")
             time.sleep(PAUSE_S)
             watcher[0] = start()
-            _mark("started again")
+            _mark("bench_fresh_started")
 
         return restart
     return None
@@ -237,10 +238,10 @@ def _clock(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
 
 
-def _mark(what: str) -> None:
+def _mark(key: str) -> None:
     """When the benchmark killed or started the watcher (stderr, beside the watcher's own
     lines: what a restart's window spent starting and what the watcher spent)."""
-    print(f"freshness: {_clock(time.time())} the watcher {what}", file=sys.stderr, flush=True)
+    print(say(key, clock=_clock(time.time())), file=sys.stderr, flush=True)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -262,11 +263,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             env.update(setup.buckets.env)
         es.options(ignore_status=404).indices.delete(index=f"{args.alias}.*")
         for source_kind in args.sources:
-            print(f"freshness: {source_kind}: writing and indexing …", file=sys.stderr)
+            print(say("bench_fresh_writing", source=source_kind), file=sys.stderr)
             ready = prepare(setup, source_kind)
             for turn, mode in enumerate(args.modes):
                 name = f"{source_kind} {mode}"
-                print(f"freshness: {name} …", file=sys.stderr)
+                print(say("bench_fresh_scenario", name=name), file=sys.stderr)
                 result["scenarios"][name] = scenario(setup, ready, mode, turn)
     finally:
         es.options(ignore_status=404).indices.delete(index=f"{args.alias}.*")

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from elasticsearch import AsyncElasticsearch
+from elasticsearch.exceptions import GeneralAvailabilityWarning
 from elasticsearch.helpers import async_streaming_bulk
 
 from bench.harness import CACHE
@@ -21,6 +23,7 @@ from bench.query import corpus, vectors
 from bench.query.common import fresh_alias, own
 from retrieval_svc.embedding.base import EmbeddingModel
 from retrieval_svc.embedding.local import LOCAL_MODEL_ID
+from retrieval_svc.words import say
 
 
 class Corpus:
@@ -65,7 +68,7 @@ async def build(
         if count == data.total:
             names = data.ids_file(tag).read_text("utf-8").split()
             data.rows = {name: row for row, name in enumerate(names)}
-            print(f"  reusing {index} ({count:,} chunks)", file=sys.stderr)
+            print(say("bench_reusing", index=index, count=f"{count:,}"), file=sys.stderr)
             built = data.ids_file(tag).with_suffix(".json")  # the run that built it
             return {
                 **(json.loads(built.read_text("utf-8")) if built.exists() else {}),
@@ -87,7 +90,10 @@ async def build(
         done += 1
         if done % 50_000 == 0:
             rate = done / (time.perf_counter() - started)
-            print(f"  indexed {done:,}/{data.total:,} ({rate:.0f}/s)", file=sys.stderr)
+            said = say(
+                "bench_indexed", done=f"{done:,}", total=f"{data.total:,}", rate=f"{rate:.0f}"
+            )
+            print(said, file=sys.stderr)
     await es.indices.refresh(index=index)
     bulk_s = time.perf_counter() - started
     names = sorted(data.rows, key=data.rows.__getitem__)
@@ -128,9 +134,11 @@ async def footprint(es: AsyncElasticsearch, alias: str) -> dict[str, Any]:
     memory (what is not heap is off-heap: the vector files it maps, and the JVM's own)."""
     stats = await es.indices.stats(index=own(alias), metric="store,segments")
     total = stats["_all"]["primaries"]
-    usage = await es.options(request_timeout=3600).indices.disk_usage(
-        index=own(alias), run_expensive_tasks=True
-    )
+    with warnings.catch_warnings():  # (the client's English that the API is a preview: known)
+        warnings.simplefilter("ignore", GeneralAvailabilityWarning)
+        usage = await es.options(request_timeout=3600).indices.disk_usage(
+            index=own(alias), run_expensive_tasks=True
+        )
     fields = next(v for k, v in usage.items() if k != "_shards")["all_fields"]
     nodes = await es.nodes.stats(metric="jvm,process")
     node = next(iter(nodes["nodes"].values()))

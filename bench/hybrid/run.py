@@ -49,6 +49,7 @@ from retrieval_svc.embedding.local import LocalEmbedder
 from retrieval_svc.filters import FieldCatalog, compile_filter, parse_filter
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-hybrid"  # a run of N chunks uses rsvc-hybrid-N: a kept index outlives other sizes
 QUERY_VECTORS = 1000  # the queries embedded (and cached) once; a run asks the first ones
@@ -133,7 +134,7 @@ async def selective(
             row[f"recall_nc{nc}"] = recall(data, ids(got), exact)
             row[f"p50_ms_nc{nc}"] = got.summary().get("p50_ms")  # raw kNN alone
         rows_out.append(row)
-        print(f"  selectivity {row}", file=sys.stderr)
+        print(say("bench_selectivity", row=row), file=sys.stderr)
     return rows_out
 
 
@@ -193,7 +194,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         texts = [q.text for q in corpus.queries(QUERY_VECTORS)]
         qv = await vectors.embed(texts, CACHE / "vectors", queries=True)
         data = Corpus(args.chunks, sample, check_generated=args.check_generated)
-        print(f"corpus {args.chunks:,} chunks ({tag})", file=sys.stderr)
+        print(say("bench_corpus_tagged", chunks=f"{args.chunks:,}", tag=tag), file=sys.stderr)
         result["indexing"] = await build(
             es, alias, data, args.index_type, reuse=args.reuse, tag=tag
         )
@@ -278,10 +279,10 @@ def run(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "bench" / "results" / time.strftime("hybrid-%Y%m%d-%H%M%S")
     hybrid_report.write(result, out)
     print((out / "table.md").read_text("utf-8"))
-    print(f"results in {out}", file=sys.stderr)
+    print(say("bench_results", out=out), file=sys.stderr)
     missed = [t["target"] for t in result["targets"] if not t["met"] and t.get("gate")]
     if args.smoke and missed:
-        print(f"hybrid smoke: missed {missed}", file=sys.stderr)
+        print(say("bench_hybrid_missed", missed=missed), file=sys.stderr)
         return 1
     return 0
 

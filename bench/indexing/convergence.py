@@ -35,6 +35,7 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-bench-convergence"
 KB = "share"
@@ -145,12 +146,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await ensure_index(es, ALIAS, tenant=DEFAULT_TENANT)
         rules = parse_rules(rules_text(args.rules), "acl-rules.yaml")
         first = await run_once(es, root, rules)
-        print(f"first load: {first}", file=sys.stderr)
+        print(say("bench_first_load", result=first), file=sys.stderr)
         unchanged = await run_once(es, root, rules)
-        print(f"unchanged:  {unchanged}", file=sys.stderr)
+        print(say("bench_unchanged", result=unchanged), file=sys.stderr)
         changes = change(root, args.changed, rules, rng)
         after = await run_once(es, root, rules)
-        print(f"changed:    {after}", file=sys.stderr)
+        print(say("bench_changed", result=after), file=sys.stderr)
         source = {ref.key for ref in LocalSource(root).list()}
         ids = {document_id(KB, f"local:{k}", DEFAULT_TENANT): k for k in source}
         stored = await stored_roles(es)

@@ -39,6 +39,7 @@ from bench.harness import machine, parser, print_result
 from bench.permissions.acl_rules import rules_text, write_objects
 from bench.query.corpus import write_corpus
 from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-bench-shards"
 MODEL = "multilingual-e5-small-q4"
@@ -138,7 +139,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             es.options(ignore_status=404).indices.delete(index=f"{ALIAS}*")
             env = {**base, "RSVC_EMBEDDER": "none"}
             bound.append(shards_at_once(objects, f"plain-{count}", count, env, rules))
-            print(f"no embedding, {count} shard(s): {bound[-1]}", file=sys.stderr)
+            print(say("bench_shards_plain", count=count, result=bound[-1]), file=sys.stderr)
         corpus = write_corpus(work, args.embed_docs * 5, seed=49)
         server, url = model_server()
         env = {**base, "RSVC_EMBEDDER": "openai", "RSVC_EMBEDDING_URL": url}
@@ -147,10 +148,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for count in (1, 2):
             es.options(ignore_status=404).indices.delete(index=f"{ALIAS}*")
             embedded.append(shards_at_once(corpus, f"embedded-{count}", count, env))
-            print(f"embedding, {count} shard(s): {embedded[-1]}", file=sys.stderr)
+            print(say("bench_shards_embedded", count=count, result=embedded[-1]), file=sys.stderr)
             if count == 1:
                 alone = server_alone(url, contents(es, "embedded-1"))
-                print(f"server alone: {alone}", file=sys.stderr)
+                print(say("bench_server_alone", result=alone), file=sys.stderr)
     finally:
         if server is not None:
             server.terminate()

@@ -31,6 +31,7 @@ from indexer.pipeline import IndexOptions, index_source
 from indexer.sources import LocalSource
 from retrieval_svc.search.index import ensure_index, template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-bench-acl-rules"
 TARGET_SHARE = 0.05
@@ -104,22 +105,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     try:
         started = time.perf_counter()
         write_objects(work / "docs", args.objects)
-        print(
-            f"{args.objects} objects written in {time.perf_counter() - started:.0f} s",
-            file=sys.stderr,
-        )
+        seconds = f"{time.perf_counter() - started:.0f}"
+        print(say("bench_objects_written", n=args.objects, seconds=seconds), file=sys.stderr)
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
         await ensure_index(es, ALIAS, tenant=DEFAULT_TENANT)
         rules = parse_rules(rules_text(args.rules), "acl-rules.yaml")
         plain = await run_once(es, work / "docs", "without-rules", None)
-        print(f"without rules: {plain}", file=sys.stderr)
+        print(say("bench_without_rules", result=plain), file=sys.stderr)
         ruled = await run_once(es, work / "docs", "with-rules", rules)
-        print(f"with rules:    {ruled}", file=sys.stderr)
+        print(say("bench_with_rules", result=ruled), file=sys.stderr)
         keys = [ref.key for ref in LocalSource(work / "docs").list()]
         match_s = matching_cost(parse_rules(rules_text(args.rules)), keys)
         changed = parse_rules(rules_text(args.rules, extra_role="-v2"), "acl-rules.yaml")
         retag = await run_once(es, work / "docs", "with-rules", changed)
-        print(f"a changed rule: {retag}", file=sys.stderr)
+        print(say("bench_changed_rule", result=retag), file=sys.stderr)
     finally:
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*,{ALIAS}-*")
         await es.options(ignore_status=404).indices.delete_index_template(name=template_name(ALIAS))

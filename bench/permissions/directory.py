@@ -56,6 +56,7 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.search.index import template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT, tenant_alias
+from retrieval_svc.words import say
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
 SUFFIX = "dc=example,dc=org"
@@ -270,17 +271,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await es.options(ignore_status=404).indices.delete(index=f"{ALIAS}.*")
         await index_sample(es, ALIAS, DEFAULT_TENANT)
         small = directory(work / "small.db", url, port, "small", 500, 50, args.per_user, work)
-        print(f"small directory: {small}", file=sys.stderr)
+        print(say("bench_small_directory", result=small), file=sys.stderr)
         large = directory(
             work / "large.db", url, port, "large", args.users, args.groups, args.per_user, work,
             moves=args.moves,
         )  # fmt: skip
-        print(f"large directory: {large}", file=sys.stderr)
+        print(say("bench_large_directory", result=large), file=sys.stderr)
         both = await served(("small", 500), ("large", args.users), args.requests, args.es_url, work)
         served_small, served_large = both["small"], both["large"]
-        print(
-            f"/retrieval small: {served_small}\n/retrieval large: {served_large}", file=sys.stderr
-        )
+        print(say("bench_served", small=served_small, large=served_large), file=sys.stderr)
         windows = await in_force(es, args, url, work) if args.window else []
     finally:
         subprocess.run([str(script), "stop", str(port)], capture_output=True, check=False)
@@ -324,7 +323,7 @@ async def in_force(
                 port=port, key=KEY, pairs=pairs, interval_s=args.interval,
                 check_every_s=check_every, gap_s=args.interval / 6,
             )  # fmt: skip
-            print(f"in force: {result}", file=sys.stderr)
+            print(say("bench_in_force", result=result), file=sys.stderr)
             results.append(result)
     finally:
         child.terminate()

@@ -42,6 +42,7 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase
 from retrieval_svc.directory import DirectoryReplica, load_sync, read_directory
 from retrieval_svc.search.index import template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT
+from retrieval_svc.words import say
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
 SCRIPT = ROOT / "scripts" / "samba-ad.sh"
@@ -205,9 +206,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await index_sample(es, ALIAS, DEFAULT_TENANT)
         small_per = min(args.per_user, 10)
         small = domain(dc, "small", 500, 50, small_per, work, args.moves)
-        print(f"small domain: {small}", file=sys.stderr)
+        print(say("bench_small_domain", result=small), file=sys.stderr)
         large = domain(dc, args.large_ou, args.users, args.groups, args.per_user, work, args.moves)
-        print(f"large domain: {large}", file=sys.stderr)
+        print(say("bench_large_domain", result=large), file=sys.stderr)
         both = await served(
             ("small", 500), (args.large_ou, args.users), args.requests, args.es_url, work
         )

@@ -38,6 +38,7 @@ from bench.permissions import directory as served_by
 from bench.permissions.directory import TARGET_RATIO, served
 from retrieval_svc.search.index import template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT
+from retrieval_svc.words import say
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
 ME = [sys.executable, "-m", "bench.permissions.directory_sids"]
@@ -167,9 +168,9 @@ def domain(work: Path, ou: str, users: int, groups: int, per_user: int) -> dict[
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="rsvc-directory-sids-"))
     small = domain(work, "small", 500, 50, min(args.per_user, 10))
-    print(f"small domain: {small}", file=sys.stderr)
+    print(say("bench_small_domain", result=small), file=sys.stderr)
     large = domain(work, "large", args.users, args.groups, args.per_user)
-    print(f"large domain: {large}", file=sys.stderr)
+    print(say("bench_large_domain", result=large), file=sys.stderr)
     result: dict[str, Any] = {"machine": machine(), "small": small, "large": large}
     if args.requests:
         alias = served_by.ALIAS = args.alias  # (the services' index: two runs side by side)

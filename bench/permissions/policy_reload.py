@@ -37,6 +37,7 @@ from bench.harness.service import index_sample, start_service
 from retrieval_svc.auth.keys import hash_key
 from retrieval_svc.search.index import template_name
 from retrieval_svc.tenancy import DEFAULT_TENANT
+from retrieval_svc.words import say
 
 ALIAS = "rsvc-bench-reload"
 KEY = "bench-reload-key-0123456789"
@@ -100,10 +101,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     variants = [work / "variant-0.csv", work / "variant-1.csv"]
     for salt, variant in enumerate(variants, start=1):
         write_policy(variant, args.lines, salt)
-    print(
-        f"policy: {args.lines} lines written in {time.perf_counter() - started:.1f} s",
-        file=sys.stderr,
-    )
+    seconds = f"{time.perf_counter() - started:.1f}"
+    print(say("bench_policy_written", n=args.lines, seconds=seconds), file=sys.stderr)
     keys = work / "keys.json"
     keys.write_text(json.dumps([{"name": "bench", "sha256": hash_key(KEY)}]), "utf-8")
     es = AsyncElasticsearch(args.es_url)
@@ -124,7 +123,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     child = start_service(env=env, port=port, log=log, timeout_s=300)
     try:
         quiet = await measure(port, args.requests, args.lines)
-        print(f"no reload:     {quiet}", file=sys.stderr)
+        print(say("bench_no_reload", result=quiet), file=sys.stderr)
         stop = threading.Event()
         rewrites = 0
 
@@ -145,7 +144,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         reloaded = reloads(port) - before
         stop.set()
         writer.join()
-        print(f"while reloading ({reloaded} reloads): {reloading}", file=sys.stderr)
+        print(say("bench_while_reloading", n=reloaded, result=reloading), file=sys.stderr)
     finally:
         child.terminate()
         child.wait(timeout=30)

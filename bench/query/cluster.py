@@ -22,6 +22,7 @@ from indexer.sources import LocalSource
 from retrieval_svc.acl.casbin_acl import AccessControl
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.words import say
 
 CLUSTER_SCRIPT = ROOT / "scripts" / "es-cluster.sh"
 
@@ -35,7 +36,7 @@ async def three_nodes(
     urls = os.environ.get("RSVC_ES_CLUSTER_URLS", "")
     started = not urls
     if started:
-        print("three nodes: starting scripts/es-cluster.sh", file=sys.stderr)
+        print(say("bench_three_nodes"), file=sys.stderr)
         urls = subprocess.run(
             [str(CLUSTER_SCRIPT), "start"], capture_output=True, text=True, check=True, timeout=900
         ).stdout.strip()

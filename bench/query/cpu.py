@@ -18,6 +18,7 @@ from bench.harness.measure import drive
 from bench.harness.service import cpu_seconds
 from bench.query.processes import Processes
 from bench.query.scenarios import Prepared, Scenarios
+from retrieval_svc.words import say
 
 
 class CpuMeter:
@@ -66,7 +67,7 @@ class SeparateCores:
 
     def __init__(self, es_pid: int, pids: list[int]) -> None:
         if len(os.sched_getaffinity(0)) < 2:
-            raise SystemExit("--separate-cores needs at least 2 CPUs")
+            raise SystemExit(say("bench_two_cpus"))
         self.es_pid, self.pids = es_pid, pids
         self.saved = os.sched_getaffinity(0)
 
@@ -96,7 +97,7 @@ async def local_es_pid(es: AsyncElasticsearch) -> int:
     info = await es.nodes.info(metric="process")
     pids = [int(n["process"]["id"]) for n in info["nodes"].values()]
     if len(pids) != 1 or not Path(f"/proc/{pids[0]}").exists():
-        raise SystemExit("--separate-cores needs one Elasticsearch node on this machine")
+        raise SystemExit(say("bench_one_local_node"))
     return pids[0]
 
 
@@ -109,5 +110,6 @@ async def on_separate_cores(
         for name in ("raw", "service", "dify"):
             await drive(getattr(scen, name), prepared[:50], 4)  # settle on the new cores
             out[name] = (await drive(getattr(scen, name), prepared, 16)).summary()
-            print(f"  {name:12s} c=16  separate cores {out[name]}", file=sys.stderr)
+            said = say("bench_separate_cores", name=f"{name:12s}", result=out[name])
+            print(said, file=sys.stderr)
     return out

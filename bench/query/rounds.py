@@ -14,6 +14,7 @@ from bench.query.common import KEY, SCENARIOS
 from bench.query.cpu import CpuMeter
 from bench.query.processes import Processes
 from bench.query.scenarios import Prepared, Scenarios
+from retrieval_svc.words import say
 
 
 def ids(run: Run) -> list[list[str]]:
@@ -53,7 +54,7 @@ async def hop_floor(
         out[name]["cpu_ms_per_request"] = cpu.per_request(
             before, await cpu.read(), len(runs[name].latencies_ms)
         )
-        print(f"  {name:12s} c=16  hop floor {out[name]}", file=sys.stderr)
+        print(say("bench_hop_floor", name=f"{name:12s}", result=out[name]), file=sys.stderr)
     out["hop_same_as_raw"] = same_share(ids(runs["raw"]), ids(runs["hop"]))
     return out
 

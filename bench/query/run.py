@@ -33,6 +33,7 @@ from retrieval_svc.acl.policy_store import DEFAULT_MODEL
 from retrieval_svc.filters import FieldCatalog
 from retrieval_svc.search.client import make_es_client
 from retrieval_svc.settings import ElasticsearchSettings
+from retrieval_svc.words import say
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,10 +51,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         scales = sorted({args.chunks, *args.scales})
         scaling = []
         for chunks in scales:
-            print(f"corpus {chunks:,} chunks", file=sys.stderr)
+            print(say("bench_corpus", chunks=f"{chunks:,}"), file=sys.stderr)
             folder = corpus.write_corpus(CACHE, chunks)
             indexing = await index_corpus(es, alias, folder)
-            print(f"  indexing {indexing}", file=sys.stderr)
+            print(say("bench_indexing", result=indexing), file=sys.stderr)
             mapping = await es.indices.get_mapping(index=own(alias))
             acl = AccessControl(DEFAULT_MODEL, write_policy(workdir))
             qs = list(corpus.queries(args.queries))
@@ -119,7 +120,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if args.cluster:
             result["three_nodes"] = await three_nodes(args, primary_folder, primary_prepared)
         if args.rss_mb:
-            print(f"indexer peak RSS on {args.rss_mb} MB", file=sys.stderr)
+            print(say("bench_peak_rss", mb=args.rss_mb), file=sys.stderr)
             result["rss"] = peak_rss(es_url, alias, args.rss_mb)
     finally:
         await drop_alias(es, alias)
@@ -187,4 +188,4 @@ def main_cli() -> None:
     out = options.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
     report.write(outcome, out)
     print((out / "table.md").read_text("utf-8"))
-    print(f"results in {out}", file=sys.stderr)
+    print(say("bench_results", out=out), file=sys.stderr)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_svc.embedding.local import LocalEmbedder
+from retrieval_svc.words import say
 
 STEP = (0.15, 0.45)
 
@@ -53,7 +54,10 @@ async def embed(texts: Sequence[str], cache: Path, *, queries: bool = False) -> 
         rows += await (model.embed_queries(part) if queries else model.embed_passages(part))
         if len(rows) % 256 == 0 or len(rows) == len(texts):
             rate = len(rows) / (time.perf_counter() - started)
-            print(f"  embedded {len(rows):,}/{len(texts):,} ({rate:.0f}/s)", file=sys.stderr)
+            said = say(
+                "bench_embedded", done=f"{len(rows):,}", total=f"{len(texts):,}", rate=f"{rate:.0f}"
+            )
+            print(said, file=sys.stderr)
     matrix = np.asarray(rows, dtype=np.float32)
     out = matrix if queries else unit(matrix)
     cache.mkdir(parents=True, exist_ok=True)

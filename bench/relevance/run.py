@@ -75,7 +75,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     async with httpx.AsyncClient() as http:
         embedder = make_embedder(embedder_config(settings), http)
         if embedder is None:
-            raise SystemExit("bench.relevance needs an embedder (RSVC_EMBEDDER local or openai)")
+            raise SystemExit(say("relevance_needs_embedder"))
         model = await embedder.describe()
         result["model"] = model.as_meta()
         try:
@@ -170,7 +170,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=0, help="service port (default: a free one)")
     args = p.parse_args(argv)
     if not args.data.is_file():
-        p.error(f"no CMRC 2018 file at {args.data}: pass --data or set RSVC_EVAL_CMRC")
+        p.error(say("relevance_no_data", path=args.data))
     if not args.port:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -187,7 +187,7 @@ def cli(argv: list[str] | None = None) -> int:
     (args.out / "table.md").write_text(markdown(result), "utf-8")
     plot(result, args.out / "relevance.png")
     print(markdown(result))
-    print(say("relevance_results", out=args.out), file=sys.stderr)
+    print(say("bench_results", out=args.out), file=sys.stderr)
     return 0
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.harness import ROOT
+from retrieval_svc.words import say
 
 SCRIPT = ROOT / "scripts" / "samba-ad.sh"
 
@@ -27,7 +28,7 @@ def domain_controller(env_file: Path | None) -> Iterator[dict[str, str]]:
         [str(SCRIPT), "start"], capture_output=True, text=True, timeout=900, check=False
     )
     if done.returncode != 0:
-        raise SystemExit(f"scripts/samba-ad.sh start failed:\n{done.stderr}")
+        raise SystemExit(say("bench_samba_failed", stderr=done.stderr))
     env = _read_env(done.stdout)
     try:
         yield env

@@ -32,6 +32,7 @@ from elasticsearch import Elasticsearch
 
 from bench.harness import finish, machine, parser
 from bench.smb.dc import domain_controller
+from retrieval_svc.words import say
 
 AUTHENTICATED_USERS = "S-1-5-11"
 
@@ -143,7 +144,7 @@ def measure(
         started = time.monotonic()
         last = f"{'公开' if (files - 1) % 10 else '财务'}/文件{files - 1:05d}.md"
         if wait(lambda: stored(es, alias, last) is not None, 3600) is None:
-            raise SystemExit(f"the watcher never indexed the share: {log.read_text()[-2000:]}")
+            raise SystemExit(say("bench_share_never_indexed", log=log.read_text()[-2000:]))
         first_index_s = time.monotonic() - started
         public = [i for i in range(files) if i % 10][: 2 * changes]
         for n, i in enumerate(public[:changes]):
@@ -155,7 +156,7 @@ def measure(
                         4 * rescan + 60)  # fmt: skip
             windows["dacl"].append(took) if took is not None else None
             missed += took is None
-            print(f"dacl {n}: {took}", file=sys.stderr)
+            print(say("bench_dacl", n=n, took=took), file=sys.stderr)
         for n, i in enumerate(public[changes:]):
             old, new = f"公开/文件{i:05d}.md", f"财务/移入{i:05d}.md"
             share.smbclient(f'rename "{root}/{old}" "{root}/{new}"')
@@ -167,7 +168,7 @@ def measure(
             else:
                 windows["move_narrowed"].append(narrowed)
                 windows["move_whole"].append(time.monotonic() - t0)
-            print(f"move {n}: {narrowed} / {whole}", file=sys.stderr)
+            print(say("bench_move", n=n, narrowed=narrowed, whole=whole), file=sys.stderr)
     finally:
         watcher.terminate()
         watcher.wait(timeout=120)

@@ -205,13 +205,15 @@ def test_no_script_s_inline_python_prints_an_english_sentence_of_its_own() -> No
 
 
 def bench_english_lines(*places: str) -> list[str]:
-    """What a benchmark prints to the terminal (``print(…, file=sys.stderr)``) as an English
-    literal of its own instead of a row (``say``)."""
+    """What a benchmark prints to the terminal (``print(…, file=sys.stderr)``) or ends with
+    (``SystemExit("…")``, ``parser.error("…")``) as an English literal of its own instead of a
+    row (``say``)."""
     found = []
     for path, node in _calls(_sources(*places)):
-        if getattr(node.func, "id", "") != "print" or not any(
-            k.arg == "file" for k in node.keywords
-        ):
+        func = node.func
+        printed = getattr(func, "id", "") == "print" and any(k.arg == "file" for k in node.keywords)
+        refused = getattr(func, "id", "") == "SystemExit" or getattr(func, "attr", "") == "error"
+        if not (printed or refused):
             continue
         text = _text(node.args[0])
         if text and re.search(r"[A-Za-z]{3,}", text.replace("{}", "")):
@@ -219,9 +221,29 @@ def bench_english_lines(*places: str) -> list[str]:
     return found
 
 
-def test_the_relevance_bench_says_its_progress_through_the_word_table() -> None:
-    """``python -m bench.relevance`` (scripts/test's relevance smoke shows its lines)."""
-    assert bench_english_lines("bench/relevance") == []
+BENCHES = sorted({str(p.parent.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")})
+
+
+def test_the_benches_say_their_progress_through_the_word_table() -> None:
+    """``python -m bench.query``, ``bench.hybrid``, ``bench.relevance`` (scripts/test's smokes
+    show their lines), and every other benchmark: each line a row, in both languages."""
+    assert {"bench/query", "bench/hybrid", "bench/relevance"} <= set(BENCHES)
+    assert bench_english_lines(*BENCHES) == []
+
+
+def test_each_row_a_bench_says_is_there_with_the_values_it_takes() -> None:
+    """A benchmark's line is said only when it runs (minutes, against Elasticsearch): a row
+    named wrong, or given other values than it takes, is found here instead."""
+    from retrieval_svc.words import LINES, fields
+
+    wrong = []
+    for path, node in _calls(_sources(*BENCHES)):
+        if getattr(node.func, "id", "") != "say" or not isinstance(node.args[0], ast.Constant):
+            continue
+        key, given = node.args[0].value, {k.arg for k in node.keywords}
+        if key not in LINES or given != fields(LINES[key][0]):
+            wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {key} {sorted(given)}")  # type: ignore[arg-type]
+    assert wrong == []
 
 
 def _commands() -> list[tuple[object, tuple[str, ...], object]]:

@@ -23,6 +23,7 @@ def _cases(tmp: Path) -> dict[str, tuple[str, list[str], dict[str, str], str]]:
         "signed.json": json.dumps([{"name": "k", "sha256": REAL, "mode": "signed"}]),
         "fixed.json": json.dumps([{"name": "k", "sha256": REAL, "mode": "fixed"}]),
         "role.json": json.dumps([{"name": "k", "sha256": REAL, "roles": ["user:x"]}]),
+        "bad-entry.json": json.dumps([{"name": "dify", "sha256": "zz", "tenants": ["acme"]}]),
         "not-json.json": "not json\n",
         "not-yaml.yaml": "keys: [[[\n",
     }
@@ -88,3 +89,21 @@ def test_a_configuration_error_is_said_in_chinese(tmp_path: Path, name: str) -> 
     assert "Traceback" not in done.output
     plain = CliRunner(env={**env, "LANG": "C.UTF-8"}).invoke(program, argv)
     assert plain.exit_code == 2 and plain.stderr.startswith(english), plain.output
+
+
+def test_a_refused_entry_of_the_keys_file_is_named_by_its_file_and_place(tmp_path: Path) -> None:
+    """Not as a setting of the service's own (it said ``RSVC_SHA256: …``, a variable nobody
+    can set): the file, the entry's number and name, each field it refuses."""
+    from typer.testing import CliRunner
+
+    from retrieval_svc.cli import app
+
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps([{"name": "ok", "sha256": REAL}, {"name": "dify", "sha256": "zz"}]))
+    env = {"RSVC_LANG": None, "LC_ALL": None, "LC_MESSAGES": None, "RSVC_API_KEYS": None,
+           "RSVC_API_KEYS_FILE": str(path), "RSVC_ES_URL": "http://127.0.0.1:1"}  # fmt: skip
+    for lang, entry in (("C.UTF-8", "entry 2 (dify): sha256:"), ("zh_CN.UTF-8", "第 2 个条目")):
+        done = CliRunner(env={**env, "LANG": lang}).invoke(app, ["serve", "--port", "1"])
+        assert done.exit_code == 2, done.output
+        assert entry in done.stderr and str(path) in done.stderr, done.stderr
+        assert "RSVC_SHA256" not in done.stderr, done.stderr

@@ -94,7 +94,7 @@ LINES: dict[str, tuple[str, str]] = {
     "rules_not_reloaded": ("rules or manifest not reloaded: {why}; the rules in force stay", "规则或清单没有重新加载：{why}；生效中的规则保持不变"),
     "rules_changed": ("the rules or the manifest changed: settling everything", "规则或清单变了：全部重新处理"),
     "notifications_stopped": ("change notifications of {source} stopped ({kind}); again in {seconds} s", "{source} 的变更通知中断（{kind}）；{seconds} 秒后重试"),
-    "rules_edit_not_held": ("a rules edit not held from the index ({why}): re-listing", "一次规则变更没能从索引中暂停（{why}）：重新列举"),
+    "rules_edit_not_held": ("a rules edit not held from the index ({why}): trying again", "一次规则变更没能从索引中暂停（{why}）：稍后重试"),
     "settle_failed": ("settle failed ({why}); trying again in {seconds} s", "处理失败（{why}）；{seconds} 秒后重试"),
     "listing_not_read": ("the last listing kept could not be read ({why}): re-listing whole", "保存的上次列举无法读取（{why}）：完整重新列举"),
     "listing_not_kept": ("the listing was not kept ({kind}: {why})", "列举没有保存（{kind}：{why}）"),

@@ -279,16 +279,23 @@ class Watcher(Passes):
 
     async def _narrow_rules(self) -> None:
         """A rules edit held in force from the index at once (a pass running or not); what it
-        held is read again at once, before the re-listing it asked for."""
+        held is read again at once, before the re-listing it asked for. One not held (the
+        lease lost, Elasticsearch away) is kept — the oldest rules the index may hold, over
+        any edit heard meanwhile — and held once the watcher works again, as a failed pass
+        is tried again: never dropped, so its ``rules`` report (the permission history's
+        ``rules-changed`` event) still comes."""
         before, self._rules_before = self._rules_before, None
         assert before is not None
         try:
             fences = [p.fence for p in self._running()]
             done = await narrow_rules(self.es, self.source, before, self.options, fences)
-        except LeaseLost:
-            raise
-        except Exception as exc:  # (Elasticsearch away: the re-listing still comes)
+        except BaseException as exc:
+            self._rules_before = before
+            if isinstance(exc, LeaseLost) or not isinstance(exc, Exception):
+                raise  # (the lease lost, here or beside it, or stopped: held by the next holding)
+            # (Elasticsearch away: kept, tried again after a back-off)
             log.warning(say("rules_edit_not_held", why=exc))
+            await self._failed(None, exc, Heard(at=self.pending.at), True)  # (nothing more taken)
             return
         self._rules_keys.extend(done.keys)
         self.said("rules", done)

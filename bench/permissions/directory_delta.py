@@ -21,8 +21,8 @@ from typing import Any
 
 import ldap3
 
+from bench.harness.heard import starts_as
 from retrieval_svc.directory import DirectoryReplica, load_sync, read_directory
-from retrieval_svc.words import LINES
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
 INTERVAL_S = 5
@@ -36,12 +36,6 @@ def _move(
         user = f"uid={ou}-u{n * 997 % users},ou={ou},ou=people,{suffix}"
         group = f"cn={ou}-g{(n * 389 + 7) % groups},ou={ou},ou=groups,{suffix}"
         conn.modify(group, {"member": [(ldap3.MODIFY_ADD, [user])]})
-
-
-def _synced(line: str) -> bool:
-    """Whether ``line`` is sync-ldap's "synced: …" line, in the words of either language (the
-    command speaks its terminal's: "已同步：…" in a Chinese one)."""
-    return line.startswith(tuple(said.split("{")[0] for said in LINES["synced"]))
 
 
 def delta_sync(
@@ -63,7 +57,7 @@ def delta_sync(
     assert proc.stdout is not None
     lines: list[tuple[float, str]] = []
     first = ""
-    while not _synced(first):  # (the first sync's changes, then its line)
+    while not starts_as(first, "synced"):  # (the first sync's changes, then its line)
         first = proc.stdout.readline()
         if not first:
             break

@@ -21,6 +21,7 @@ from typing import Any
 
 import ldap3
 
+from bench.harness.heard import starts_as
 from retrieval_svc.directory import DirectoryReplica, load_sync, read_directory
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
@@ -56,7 +57,7 @@ def delta_sync(
     assert proc.stdout is not None
     lines: list[tuple[float, str]] = []
     first = ""
-    while not first.startswith("synced"):  # (the first sync's changes, then its line)
+    while not starts_as(first, "synced"):  # (the first sync's changes, then its line)
         first = proc.stdout.readline()
         if not first:
             break

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import ldap3
 
+from bench.harness.heard import starts_as
 from retrieval_svc.acl.policy_store import DEFAULT_MODEL, PolicyDatabase, user_subject
 
 SVC = [sys.executable, "-c", "from retrieval_svc.cli import app; app()"]
@@ -140,7 +141,7 @@ def window(
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert sync.stdout is not None
-    while not (line := sync.stdout.readline()).startswith(("synced", "unchanged")):
+    while not starts_as(line := sync.stdout.readline(), "synced", "unchanged_directory"):
         if not line:
             raise RuntimeError("sync-ldap --every ended before its first sync")
     threading.Thread(target=sync.stdout.read, daemon=True).start()  # (drained)

@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from retrieval_svc import __version__
 from retrieval_svc.acl.casbin_acl import AccessControl
-from retrieval_svc.acl.policy_store import PolicyDatabase, PolicyError, PolicyFiles, PolicySource
+from retrieval_svc.acl.policy_store import PolicyError
 from retrieval_svc.audit import Audit
 from retrieval_svc.auth.key_file import KeyFile
 from retrieval_svc.auth.keys import KeyStore
-from retrieval_svc.auth.oidc import OidcConfig, OidcVerifier
+from retrieval_svc.auth.oidc import OidcVerifier
 from retrieval_svc.causes import cause
 from retrieval_svc.config_checks import shown_url
 from retrieval_svc.deps import authenticate
@@ -48,10 +48,11 @@ from retrieval_svc.limits import (
 from retrieval_svc.mcp import McpRoutes, OidcTokens, build_mcp
 from retrieval_svc.metrics import Metrics, exposition_registry, multiprocess, watch_event_loop
 from retrieval_svc.observability import ObservabilityMiddleware, configure_logging
+from retrieval_svc.parts import hybrid_config, oidc_config, policy_source, rerank_config, web_config
 from retrieval_svc.routes import citations, console_off, dify, explain, health, merge, search, tools
 from retrieval_svc.search.catalog import CatalogCache
 from retrieval_svc.search.client import make_es_client
-from retrieval_svc.search.engine import HybridConfig, SearchEngine
+from retrieval_svc.search.engine import SearchEngine
 from retrieval_svc.search.index import (
     LEGACY_MESSAGE,
     check_index_model,
@@ -59,11 +60,11 @@ from retrieval_svc.search.index import (
     legacy_layout,
 )
 from retrieval_svc.search.installation import ForeignIndices, claim
-from retrieval_svc.search.rerank import RerankConfig, Reranker
+from retrieval_svc.search.rerank import Reranker
 from retrieval_svc.search.segment import preload as preload_segmenter
 from retrieval_svc.settings import Settings
 from retrieval_svc.state import AppState
-from retrieval_svc.web.client import WebConfig, WebSearch
+from retrieval_svc.web.client import WebSearch
 from retrieval_svc.words import say
 
 log = logging.getLogger(__name__)
@@ -318,30 +319,6 @@ def background(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str
     stack.push_async_callback(stop)
 
 
-def policy_source(settings: Settings) -> PolicySource:
-    """Where the Casbin policy lives: the database if a URL is set, else the file."""
-    if settings.casbin_db_url is not None:
-        return PolicyDatabase(settings.casbin_model, settings.casbin_db_url.get_secret_value())
-    return PolicyFiles(settings.casbin_model, settings.casbin_policy)
-
-
-def oidc_config(settings: Settings) -> OidcConfig:
-    """The OpenID Connect provider's configuration in ``settings`` (issuer required)."""
-    assert settings.oidc_issuer is not None
-    return OidcConfig(
-        issuer=settings.oidc_issuer,
-        audience=tuple(settings.oidc_audience),
-        jwks_url=settings.oidc_jwks_url,
-        user_claim=settings.oidc_user_claim,
-        roles_claim=settings.oidc_roles_claim,
-        algorithms=tuple(settings.oidc_algorithms),
-        leeway_s=settings.oidc_leeway_s,
-        jwks_max_age_s=settings.oidc_jwks_max_age_s,
-        jwks_min_refresh_s=settings.oidc_jwks_min_refresh_s,
-        timeout_s=min(3.0, settings.request_deadline_s),
-    )
-
-
 def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> Callable[[], None]:
     """Serve ``registry`` (every worker's values in multiprocess mode) on ``host:port`` from a
     thread; returns the function that stops it."""
@@ -360,43 +337,3 @@ def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> Callable
         thread.join(timeout=5)
 
     return stop
-
-
-def web_config(settings: Settings) -> WebConfig:
-    """The web search configuration in ``settings``."""
-    return WebConfig(
-        provider=settings.web_provider,
-        api_key=settings.web_api_key.get_secret_value() if settings.web_api_key else None,
-        base_url=settings.web_base_url,
-        timeout_s=settings.web_timeout_s,
-        max_results=settings.web_max_results,
-        freshness=settings.web_freshness,
-        cache_ttl_s=settings.web_cache_ttl_s,
-        cache_size=settings.web_cache_size,
-    )
-
-
-def rerank_config(settings: Settings) -> RerankConfig:
-    """The optional reranker's configuration in ``settings``."""
-    key = settings.rerank_api_key
-    return RerankConfig(
-        url=settings.rerank_url,
-        model=settings.rerank_model,
-        api_key=key.get_secret_value() if key else None,
-        top_n=settings.rerank_top_n,
-        timeout_s=settings.rerank_timeout_s,
-    )
-
-
-def hybrid_config(settings: Settings) -> HybridConfig:
-    """How vector and hybrid retrieval score and fuse, from ``settings``."""
-    return HybridConfig(
-        fusion=settings.fusion,
-        vector_weight=settings.fusion_vector_weight,
-        vector_floor=settings.vector_score_floor,
-        rrf_k=settings.rrf_k,
-        text_fields=settings.bm25_fields,
-        candidates=settings.hybrid_candidates,
-        num_candidates=settings.knn_num_candidates,
-        oversample=settings.knn_oversample,
-    )

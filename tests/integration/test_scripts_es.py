@@ -53,6 +53,18 @@ def free_pair() -> int:
     raise RuntimeError("no free port pair")
 
 
+def demo_banner(demo: subprocess.Popen[str], last: str) -> str:
+    """What ``scripts/demo`` prints up to its banner's line holding ``last`` (5 minutes at most:
+    a first run installs)."""
+    assert demo.stdout is not None
+    banner, deadline = "", time.monotonic() + 300
+    for line in demo.stdout:
+        banner += line
+        if last in line or time.monotonic() > deadline:
+            break
+    return banner
+
+
 def test_es_script_runs_from_a_private_folder(tmp_path: Path) -> None:
     private = tmp_path / "home"
     private.mkdir(mode=0o700)
@@ -139,14 +151,8 @@ def test_demo_serves_and_its_curl_answers(es_sync: Elasticsearch, tmp_path: Path
         text=True,
         start_new_session=True,
     )
-    banner = ""
     try:
-        assert demo.stdout is not None
-        deadline = time.monotonic() + 300
-        for line in demo.stdout:
-            banner += line
-            if "Press Ctrl-C" in line or time.monotonic() > deadline:  # (C.UTF-8: English)
-                break
+        banner = demo_banner(demo, "Press Ctrl-C")  # (C.UTF-8: English)
         assert f"is serving on http://127.0.0.1:{port}" in banner, banner
         key = re.search(r"Bearer (rsvc_[\w-]+)", banner)
         assert key is not None
@@ -226,14 +232,8 @@ def test_demo_in_a_chinese_terminal_answers_dify_in_chinese(
         [str(ROOT / "scripts" / "demo")], env=env, stdout=subprocess.PIPE, stderr=errors,
         text=True, start_new_session=True,
     )  # fmt: skip
-    banner = ""
     try:
-        assert demo.stdout is not None
-        deadline = time.monotonic() + 300
-        for line in demo.stdout:
-            banner += line
-            if "按 Ctrl-C" in line or time.monotonic() > deadline:
-                break
+        banner = demo_banner(demo, "按 Ctrl-C")
         key = re.search(r"Bearer (rsvc_[\w-]+)", banner)
         assert key is not None, banner
         headers = {"Authorization": f"Bearer {key.group(1)}"}

@@ -27,6 +27,7 @@ from indexer.watch.watcher import MANY_KEYS, Watcher, WatchOptions
 from retrieval_svc.search.index import ensure_index
 from retrieval_svc.tenancy import tenant_alias
 from tests.support.corpus import TENANT
+from tests.support.watch_share import public_share
 
 pytestmark = pytest.mark.anyio
 
@@ -174,13 +175,8 @@ async def test_a_move_heard_during_a_long_pass_is_in_force_before_the_pass_ends(
 async def test_a_rules_edit_during_a_long_pass_narrows_at_once_and_spares_the_pass_s_work(
     tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
 ) -> None:
-    root = tmp_path / "share"
-    (root / "公共").mkdir(parents=True)
-    for name in ("乙", "丁"):
-        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
-    rules = tmp_path / "rules.yaml"
     public = "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\n"
-    rules.write_text(public, encoding="utf-8")
+    root, rules = public_share(tmp_path, ("乙", "丁"), public)
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
     source = Gated(root)

@@ -33,6 +33,7 @@ from retrieval_svc.tenancy import tenant_alias
 from tests.integration.test_watch_pass_es import WAIT_S, Gated, heard_from, stored, until
 from tests.support import S3_KEY_ID, S3_SECRET
 from tests.support.corpus import TENANT
+from tests.support.watch_share import public_share
 
 pytestmark = [pytest.mark.anyio, pytest.mark.english_lines]
 
@@ -131,12 +132,7 @@ async def test_what_changed_while_no_watcher_ran_is_narrowed_before_the_whole_li
 async def test_a_rules_edit_while_no_watcher_ran_is_held_before_the_whole_listing(
     tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
 ) -> None:
-    root = tmp_path / "share"
-    (root / "公共").mkdir(parents=True)
-    for name in ("甲", "乙"):
-        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(OPEN, encoding="utf-8")
+    root, rules = public_share(tmp_path, ("甲", "乙"), OPEN)
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
     kb = "watch-restart-rules"
@@ -184,12 +180,7 @@ async def test_a_restart_narrows_before_its_parser_workers_have_started(
 ) -> None:
     # A worker's start (its imports) takes seconds, far more on a busy machine: what narrows
     # reads nothing and must not wait for it; only what is then indexed does.
-    root = tmp_path / "share"
-    (root / "公共").mkdir(parents=True)
-    for name in ("甲", "乙", "丙"):
-        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(OPEN + LEGAL, encoding="utf-8")
+    root, rules = public_share(tmp_path, ("甲", "乙", "丙"), OPEN + LEGAL)
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
     kb = "watch-restart-workers"
@@ -428,10 +419,7 @@ async def test_what_is_heard_before_a_whole_listing_is_narrowed_before_it_is_com
     # A change heard while the watcher starts (or while a re-listing is due) is narrowed at
     # once, not folded into the whole listing, whose comparison takes a minute at 100,000
     # objects.
-    root = tmp_path / "share"
-    (root / "公共").mkdir(parents=True)
-    for name in ("甲", "乙"):
-        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
+    root, _ = public_share(tmp_path, ("甲", "乙"), None)
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
     kb = "watch-heard-before-listing"

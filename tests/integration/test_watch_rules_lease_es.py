@@ -26,6 +26,7 @@ from retrieval_svc.search.index import ensure_index
 from retrieval_svc.tenancy import tenant_alias
 from tests.integration.test_watch_pass_es import started, stored, until
 from tests.support.corpus import TENANT
+from tests.support.watch_share import public_share
 
 pytestmark = pytest.mark.anyio
 
@@ -36,12 +37,7 @@ PUBLIC = "unmatched: refuse\nrules:\n  - match: 公共/**\n    access_roles: []\
 async def test_a_rules_edit_whose_hold_lost_the_lease_is_held_by_the_next_holding(
     tmp_path: Path, es: AsyncElasticsearch, es_sync: Elasticsearch, alias: str
 ) -> None:
-    root = tmp_path / "share"
-    (root / "公共").mkdir(parents=True)
-    for name in ("甲", "乙"):
-        (root / f"公共/{name}.md").write_text(f"# {name}\n\n第一版。", encoding="utf-8")
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(PUBLIC, encoding="utf-8")
+    root, rules = public_share(tmp_path, ("甲", "乙"), PUBLIC)
     index = tenant_alias(alias, TENANT)
     await ensure_index(es, alias, tenant=TENANT)
     options = IndexOptions(

@@ -32,7 +32,10 @@ async def client(corpus: str, provider: FakeProvider) -> AsyncIterator[httpx.Asy
         web_provider="bocha",
         web_api_key="sk-provider-secret-value",
         web_base_url=provider.url,
-        web_timeout_s=2.0,  # loopback, but the machine may be busy
+        # Loopback, but the machine may be busy (a garbage answer once took over 2 s to be
+        # read at load): room enough for an answer to be judged, still far below SLOW_S.
+        web_timeout_s=5.0,
+        request_deadline_s=8.0,
         web_max_results=2,
         web_cache_ttl_s=0,
         web_knowledge_ids=["building-*"],
